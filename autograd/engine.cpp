@@ -1,0 +1,119 @@
+#include "autograd/engine.h"
+
+#include <unordered_map>
+#include <unordered_set>
+
+#include "autograd/grad_mode.h"
+#include "devices/registry.h"
+
+namespace nnlab {
+
+namespace {
+thread_local bool g_grad_enabled = true;
+NodeHook g_hook;
+
+// Reverse-postorder of the nodes reachable from root (iterative DFS: deep graphs must not
+// overflow the stack). Every node comes before the nodes that produced its inputs.
+std::vector<Node*> topological_order(Node* root) {
+  std::vector<Node*> post;
+  std::unordered_set<Node*> seen{root};
+  std::vector<std::pair<Node*, size_t>> stack{{root, 0}};
+  while (!stack.empty()) {
+    auto& [node, next] = stack.back();
+    if (next < node->inputs().size()) {
+      Node* child = node->inputs()[next++].grad_fn().get();
+      if (child && seen.insert(child).second) stack.emplace_back(child, 0);
+    } else {
+      post.push_back(node);
+      stack.pop_back();
+    }
+  }
+  return {post.rbegin(), post.rend()};
+}
+
+// grad ← grad + g, written into a fresh buffer: g may alias another gradient (an add passes
+// dy to both inputs), so neither is changed in place.
+Tensor sum_grads(const Tensor& grad, const Tensor& g) {
+  Tensor out = grad.clone();
+  backend_for(out.device()).axpby(1.0, g, 1.0, out);
+  return out;
+}
+
+void accumulate_into_leaf(const Tensor& leaf, const Tensor& g) {
+  NNLAB_CHECK(g.shape() == leaf.shape(), "backward: gradient ", g.describe(), " does not match its leaf ",
+              leaf.describe());
+  Tensor grad = leaf.grad();
+  if (!grad.defined()) {
+    Tensor fresh = g.clone();
+    const_cast<Tensor&>(leaf).set_grad(fresh);
+  } else {
+    backend_for(grad.device()).axpby(1.0, g, 1.0, grad);  // the engine alone accumulates into .grad
+  }
+}
+}  // namespace
+
+bool GradMode::enabled() { return g_grad_enabled; }
+void GradMode::set_enabled(bool on) { g_grad_enabled = on; }
+
+void set_backward_hook(NodeHook hook) { g_hook = std::move(hook); }
+
+bool needs_graph(std::initializer_list<const Tensor*> inputs) {
+  if (!GradMode::enabled()) return false;
+  for (const Tensor* t : inputs)
+    if (t && t->defined() && t->requires_grad()) return true;
+  return false;
+}
+
+Tensor attach(Tensor out, std::shared_ptr<Node> node) {
+  out.set_grad_fn(std::move(node));
+  return out;
+}
+
+void run_backward(const Tensor& root, const Tensor& seed_in) {
+  NNLAB_CHECK(root.requires_grad(), "backward: the tensor ", root.describe(),
+              " does not require a gradient (no input of the ops that made it requires one)");
+  Tensor seed = seed_in;
+  if (!seed.defined()) {
+    NNLAB_CHECK(root.numel() == 1, "backward: ", root.describe(),
+                " is not a scalar; pass the gradient of the output (a seed of the same shape) to backward(seed)");
+    seed = Tensor::full(root.shape(), 1.0, root.dtype(), root.device());
+  }
+  NNLAB_CHECK(seed.shape() == root.shape() && seed.dtype() == root.dtype(), "backward: seed ", seed.describe(),
+              " does not match ", root.describe());
+  if (root.is_leaf()) {
+    accumulate_into_leaf(root, seed);
+    return;
+  }
+  Node* root_node = root.grad_fn().get();
+  NNLAB_CHECK(!root_node->released(), "backward: the graph behind ", root.describe(),
+              " was already used by an earlier backward and freed; run the forward pass again");
+  const std::vector<Node*> order = topological_order(root_node);
+  std::unordered_map<Node*, Tensor> pending{{root_node, seed}};
+  for (Node* node : order) {
+    auto it = pending.find(node);
+    if (it == pending.end()) continue;  // no gradient flows here
+    const Tensor dy = std::move(it->second);
+    pending.erase(it);
+    std::vector<Tensor> grads = node->backward(dy);
+    if (g_hook) g_hook(*node, grads);
+    for (size_t i = 0; i < node->inputs().size(); ++i) {
+      const Tensor& input = node->inputs()[i];
+      if (i >= grads.size() || !grads[i].defined() || !input.requires_grad()) continue;
+      if (Node* producer = input.grad_fn().get()) {
+        auto [slot, fresh] = pending.try_emplace(producer, grads[i]);
+        if (!fresh) slot->second = sum_grads(slot->second, grads[i]);
+      } else {
+        accumulate_into_leaf(input, grads[i]);
+      }
+    }
+  }
+  // Releasing a node drops its inputs, which may hold the last reference to a producer
+  // later in `order`; keep them all alive until every node has been released.
+  std::vector<std::shared_ptr<Node>> keep_alive;
+  for (Node* node : order)
+    for (const Tensor& input : node->inputs())
+      if (input.grad_fn()) keep_alive.push_back(input.grad_fn());
+  for (Node* node : order) node->release();
+}
+
+}  // namespace nnlab

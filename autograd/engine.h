@@ -1,0 +1,26 @@
+// The backward engine: a topological sort of the graph behind a tensor, then one reverse
+// walk that calls each node's backward once, after all gradients of its output have been
+// summed. Leaves that require a gradient receive it in .grad (accumulated with +=).
+#pragma once
+#include <functional>
+#include <memory>
+
+#include "autograd/node.h"
+#include "core/tensor.h"
+
+namespace nnlab {
+
+// seed: the gradient of `root`; may be undefined only when root has one element (then 1).
+void run_backward(const Tensor& root, const Tensor& seed);
+
+// Called around each node's backward when set (used by --check-numerics and `explain`).
+using NodeHook = std::function<void(const Node& node, const std::vector<Tensor>& input_grads)>;
+void set_backward_hook(NodeHook hook);
+
+// Does the op with these inputs need a graph node? (grad mode on and some input requires grad)
+bool needs_graph(std::initializer_list<const Tensor*> inputs);
+
+// Attaches `node` as the grad_fn of `out` when needed; returns out.
+Tensor attach(Tensor out, std::shared_ptr<Node> node);
+
+}  // namespace nnlab

@@ -1,0 +1,43 @@
+// A node of the autograd graph: the backward half of one op. It keeps the op's inputs (to
+// route gradients to them) and whatever the derivative needs (saved tensors), and turns the
+// gradient of its output into one gradient per input.
+#pragma once
+#include <string>
+#include <vector>
+
+#include "core/tensor.h"
+
+namespace nnlab {
+
+class Node {
+ public:
+  explicit Node(std::vector<Tensor> inputs) : inputs_(std::move(inputs)) {}
+  virtual ~Node() = default;
+  Node(const Node&) = delete;
+  Node& operator=(const Node&) = delete;
+
+  // "LinearBackward": shown by error messages and by `nnlab explain`.
+  virtual std::string name() const = 0;
+  // dy: gradient of the op's output. Returns one gradient per input, in input order; an
+  // input that does not require a gradient may get an undefined Tensor.
+  virtual std::vector<Tensor> backward(const Tensor& dy) = 0;
+
+  const std::vector<Tensor>& inputs() const { return inputs_; }
+  bool needs_grad(size_t i) const { return inputs_[i].requires_grad(); }
+  // Frees the inputs and saved tensors once backward has run (the graph is single-use).
+  void release() {
+    inputs_.clear();
+    release_saved();
+    released_ = true;
+  }
+  bool released() const { return released_; }
+
+ protected:
+  virtual void release_saved() {}
+
+ private:
+  std::vector<Tensor> inputs_;
+  bool released_ = false;
+};
+
+}  // namespace nnlab

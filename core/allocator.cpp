@@ -1,0 +1,86 @@
+#include "core/allocator.h"
+
+#include "core/error.h"
+
+namespace nnlab {
+
+CachingAllocator::CachingAllocator(std::string device_name, RawAlloc raw_alloc, RawFree raw_free)
+    : device_name_(std::move(device_name)), raw_alloc_(std::move(raw_alloc)), raw_free_(std::move(raw_free)) {}
+
+CachingAllocator::~CachingAllocator() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  release_cached_locked();
+}
+
+size_t CachingAllocator::round_size(size_t bytes) {
+  if (bytes <= 256) return 256;
+  // Find the power of two p with p < bytes <= 2p, then round up to a multiple of p/4.
+  size_t p = 256;
+  while (p * 2 < bytes) p *= 2;
+  const size_t step = p / 4;
+  return (bytes + step - 1) / step * step;
+}
+
+void* CachingAllocator::allocate(size_t bytes) {
+  const size_t size = round_size(bytes);
+  std::lock_guard<std::mutex> lock(mutex_);
+  void* ptr = nullptr;
+  auto it = free_blocks_.find(size);
+  if (it != free_blocks_.end()) {
+    ptr = it->second;
+    free_blocks_.erase(it);
+    stats_.cached_bytes -= size;
+  } else {
+    ptr = raw_alloc_(size);
+    if (!ptr && !free_blocks_.empty()) {  // give the cache back and try once more
+      release_cached_locked();
+      ptr = raw_alloc_(size);
+    }
+    if (!ptr)
+      fail("out of memory on ", device_name_, ": asked for ", bytes, " bytes while ", stats_.current_bytes,
+           " bytes are in use (peak ", stats_.peak_bytes, "); try a smaller --batch or a smaller model");
+    ++stats_.underlying_allocs;
+  }
+  live_blocks_[ptr] = size;
+  stats_.current_bytes += size;
+  if (stats_.current_bytes > stats_.peak_bytes) stats_.peak_bytes = stats_.current_bytes;
+  return ptr;
+}
+
+void CachingAllocator::deallocate(void* ptr) {
+  if (!ptr) return;
+  std::lock_guard<std::mutex> lock(mutex_);
+  auto it = live_blocks_.find(ptr);
+  if (it == live_blocks_.end()) return;
+  const size_t size = it->second;
+  live_blocks_.erase(it);
+  stats_.current_bytes -= size;
+  stats_.cached_bytes += size;
+  free_blocks_.emplace(size, ptr);
+}
+
+void CachingAllocator::empty_cache() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  release_cached_locked();
+}
+
+void CachingAllocator::release_cached_locked() {
+  for (auto& [size, ptr] : free_blocks_) {
+    raw_free_(ptr);
+    ++stats_.underlying_frees;
+  }
+  free_blocks_.clear();
+  stats_.cached_bytes = 0;
+}
+
+AllocatorStats CachingAllocator::stats() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return stats_;
+}
+
+void CachingAllocator::reset_peak() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  stats_.peak_bytes = stats_.current_bytes;
+}
+
+}  // namespace nnlab

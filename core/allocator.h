@@ -1,0 +1,57 @@
+// A caching allocator: freed blocks go to a free list keyed by their (rounded) size and are
+// handed out again, so a training loop whose shapes repeat stops calling the underlying
+// allocator (malloc or cudaMalloc) after its first steps. One instance per device.
+#pragma once
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <mutex>
+#include <string>
+
+namespace nnlab {
+
+struct AllocatorStats {
+  size_t current_bytes = 0;          // bytes held by live tensors
+  size_t peak_bytes = 0;             // most ever held by live tensors at once
+  size_t cached_bytes = 0;           // bytes in free lists, ready for reuse
+  uint64_t underlying_allocs = 0;    // calls to the raw allocator
+  uint64_t underlying_frees = 0;     // calls to the raw free
+};
+
+class CachingAllocator {
+ public:
+  using RawAlloc = std::function<void*(size_t)>;  // returns nullptr when out of memory
+  using RawFree = std::function<void(void*)>;
+
+  CachingAllocator(std::string device_name, RawAlloc raw_alloc, RawFree raw_free);
+  ~CachingAllocator();
+  CachingAllocator(const CachingAllocator&) = delete;
+  CachingAllocator& operator=(const CachingAllocator&) = delete;
+
+  // Never returns nullptr: when the raw allocator fails even after the cache was emptied,
+  // throws an Error saying how much was asked and how much is in use.
+  void* allocate(size_t bytes);
+  void deallocate(void* ptr);
+  // Returns every cached block to the raw allocator.
+  void empty_cache();
+  AllocatorStats stats() const;
+  void reset_peak();
+
+  // Sizes are rounded up to one of four steps per power of two (at least 256 bytes), so
+  // blocks of nearby sizes share a free list while waste stays under 25%.
+  static size_t round_size(size_t bytes);
+
+ private:
+  void release_cached_locked();
+
+  std::string device_name_;
+  RawAlloc raw_alloc_;
+  RawFree raw_free_;
+  mutable std::mutex mutex_;
+  std::multimap<size_t, void*> free_blocks_;   // rounded size -> block
+  std::map<void*, size_t> live_blocks_;        // block -> rounded size
+  AllocatorStats stats_;
+};
+
+}  // namespace nnlab

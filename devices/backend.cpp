@@ -1,0 +1,101 @@
+#include "devices/backend.h"
+
+namespace nnlab {
+
+const char* unary_op_name(UnaryOp op) {
+  switch (op) {
+    case UnaryOp::Relu: return "relu";
+    case UnaryOp::Sigmoid: return "sigmoid";
+    case UnaryOp::Tanh: return "tanh";
+  }
+  return "?";
+}
+
+const char* binary_op_name(BinaryOp op) {
+  switch (op) {
+    case BinaryOp::Add: return "add";
+    case BinaryOp::Sub: return "sub";
+    case BinaryOp::Mul: return "mul";
+    case BinaryOp::Div: return "div";
+  }
+  return "?";
+}
+
+void Backend::missing(const char* kernel) const {
+  fail("kernel '", kernel, "' is not implemented on ", device_.str(), " (", name(),
+       "); nnlab does not fall back to another device — run this op on a device that implements it");
+}
+
+void Backend::copy_from_host(Tensor&, const void*) { missing("copy_from_host"); }
+void Backend::copy_to_host(const Tensor&, void*) { missing("copy_to_host"); }
+void Backend::copy(const Tensor&, Tensor&) { missing("copy"); }
+void Backend::fill(Tensor&, double) { missing("fill"); }
+void Backend::cast(const Tensor&, Tensor&) { missing("cast"); }
+void Backend::gather_rows(const Tensor&, const Tensor&, Tensor&) { missing("gather_rows"); }
+void Backend::gemm(bool, bool, int64_t, int64_t, int64_t, double, const Tensor&, const Tensor&, double, Tensor&) {
+  missing("gemm");
+}
+void Backend::binary_forward(BinaryOp, const Tensor&, const Tensor&, Tensor&) { missing("binary_forward"); }
+void Backend::binary_backward(BinaryOp, const Tensor&, const Tensor&, const Tensor&, Tensor*, Tensor*) {
+  missing("binary_backward");
+}
+void Backend::unary_forward(UnaryOp, const Tensor&, Tensor&) { missing("unary_forward"); }
+void Backend::unary_backward(UnaryOp, const Tensor&, const Tensor&, const Tensor&, Tensor&) {
+  missing("unary_backward");
+}
+void Backend::axpby(double, const Tensor&, double, Tensor&) { missing("axpby"); }
+void Backend::bias_forward(Tensor&, const Tensor&, int64_t) { missing("bias_forward"); }
+void Backend::bias_backward(const Tensor&, Tensor&, int64_t) { missing("bias_backward"); }
+void Backend::sum_all(const Tensor&, double, Tensor&) { missing("sum_all"); }
+void Backend::sum_squares(const Tensor&, Tensor&) { missing("sum_squares"); }
+void Backend::log_softmax_forward(const Tensor&, Tensor&) { missing("log_softmax_forward"); }
+void Backend::log_softmax_backward(const Tensor&, const Tensor&, Tensor&) { missing("log_softmax_backward"); }
+void Backend::softmax_xent_forward(const Tensor&, const Tensor&, Tensor&, Tensor&, Tensor*) {
+  missing("softmax_xent_forward");
+}
+void Backend::softmax_xent_backward(const Tensor&, const Tensor&, const Tensor&, Tensor&) {
+  missing("softmax_xent_backward");
+}
+void Backend::count_correct(const Tensor&, const Tensor&, Tensor&) { missing("count_correct"); }
+void Backend::check_finite(const Tensor&, Tensor&) { missing("check_finite"); }
+void Backend::sgd_step(Tensor&, const Tensor&, Tensor&, const SgdParams&, bool, const Tensor*) {
+  missing("sgd_step");
+}
+void Backend::adam_step(Tensor&, const Tensor&, Tensor&, Tensor&, const AdamParams&, int64_t, const Tensor*) {
+  missing("adam_step");
+}
+void Backend::conv2d_forward(const Conv2dGeometry&, const Tensor&, const Tensor&, const Tensor*, Tensor&) {
+  missing("conv2d_forward");
+}
+void Backend::conv2d_backward_data(const Conv2dGeometry&, const Tensor&, const Tensor&, Tensor&) {
+  missing("conv2d_backward_data");
+}
+void Backend::conv2d_backward_filter(const Conv2dGeometry&, const Tensor&, const Tensor&, Tensor&) {
+  missing("conv2d_backward_filter");
+}
+void Backend::maxpool2d_forward(const Pool2dGeometry&, const Tensor&, Tensor&, Tensor&) {
+  missing("maxpool2d_forward");
+}
+void Backend::maxpool2d_backward(const Pool2dGeometry&, const Tensor&, const Tensor&, Tensor&) {
+  missing("maxpool2d_backward");
+}
+void Backend::avgpool2d_forward(const Pool2dGeometry&, const Tensor&, Tensor&) { missing("avgpool2d_forward"); }
+void Backend::avgpool2d_backward(const Pool2dGeometry&, const Tensor&, Tensor&) { missing("avgpool2d_backward"); }
+void Backend::batchnorm_forward_train(const Tensor&, const Tensor&, const Tensor&, Tensor&, Tensor&, double, double,
+                                      Tensor&, Tensor&, Tensor&) {
+  missing("batchnorm_forward_train");
+}
+void Backend::batchnorm_forward_eval(const Tensor&, const Tensor&, const Tensor&, const Tensor&, const Tensor&,
+                                     double, Tensor&) {
+  missing("batchnorm_forward_eval");
+}
+void Backend::batchnorm_backward(const Tensor&, const Tensor&, const Tensor&, const Tensor&, const Tensor&, Tensor&,
+                                 Tensor&, Tensor&) {
+  missing("batchnorm_backward");
+}
+void Backend::dropout_forward(const Tensor&, double, uint64_t, uint32_t, Tensor&, Tensor&) {
+  missing("dropout_forward");
+}
+void Backend::dropout_backward(const Tensor&, const Tensor&, double, Tensor&) { missing("dropout_backward"); }
+
+}  // namespace nnlab

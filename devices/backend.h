@@ -1,0 +1,176 @@
+// The kernel table: every computation nnlab does on a device goes through one of these
+// methods. Only autograd/ops (and the engine's gradient accumulation, and the optimizers'
+// fused steps) call it; layers never do.
+//
+// Conventions
+// - Tensors are contiguous, row-major; shapes are written above each kernel.
+// - Output tensors are allocated by the caller; kernels write them with `=`. Backward
+//   kernels write fresh gradient buffers; only the engine accumulates (`+=`) into .grad
+//   (through axpy).
+// - Float kernels take float32 and, on the CPU, float64 (gradient checks run the same code).
+// - Every kernel is optional for a backend: the default implementation throws an Error
+//   naming the kernel and the device. There is no silent fallback to another device.
+#pragma once
+#include <cstdint>
+#include <string>
+
+#include "core/allocator.h"
+#include "core/tensor.h"
+
+namespace nnlab {
+
+enum class UnaryOp { Relu, Sigmoid, Tanh };
+enum class BinaryOp { Add, Sub, Mul, Div };
+const char* unary_op_name(UnaryOp op);
+const char* binary_op_name(BinaryOp op);
+
+// Convolution geometry, dilation 1, one group.
+// x: (n, c, h, w)   w: (k, c, r, s)   y: (n, k, p, q)
+// p = (h + 2·pad_h − r) / stride_h + 1,  q = (w + 2·pad_w − s) / stride_w + 1
+struct Conv2dGeometry {
+  int64_t n, c, h, w;   // input
+  int64_t k, r, s;      // filters: k output channels of c × r × s
+  int64_t stride_h, stride_w, pad_h, pad_w;
+  int64_t p, q;         // output height, width
+};
+
+// Pooling window geometry. x: (n, c, h, w)  y: (n, c, p, q)
+struct Pool2dGeometry {
+  int64_t n, c, h, w;
+  int64_t kernel_h, kernel_w, stride_h, stride_w, pad_h, pad_w;
+  int64_t p, q;
+};
+
+struct SgdParams {
+  double lr, momentum, dampening, weight_decay;
+  bool nesterov;
+};
+
+struct AdamParams {
+  double lr, beta1, beta2, eps, weight_decay;
+  bool decoupled_weight_decay;  // AdamW: p ← p·(1 − lr·wd) instead of adding wd·p to the gradient
+};
+
+class Backend {
+ public:
+  explicit Backend(Device device) : device_(device) {}
+  virtual ~Backend() = default;
+  Device device() const { return device_; }
+  virtual std::string name() const = 0;
+  virtual CachingAllocator& allocator() = 0;
+  // Waits for queued work (a no-op on the CPU). Only the host's read-backs need it.
+  virtual void synchronize() {}
+
+  // ---- memory: copy, fill, cast --------------------------------------------------------
+  virtual void copy_from_host(Tensor& dst, const void* src);
+  virtual void copy_to_host(const Tensor& src, void* dst);
+  virtual void copy(const Tensor& src, Tensor& dst);
+  virtual void fill(Tensor& t, double value);
+  virtual void cast(const Tensor& src, Tensor& dst);  // same shape, other dtype
+  // rows: (n, d...)  index: int32 (b)  out: (b, d...)   out[i] = rows[index[i]]
+  virtual void gather_rows(const Tensor& rows, const Tensor& index, Tensor& out);
+
+  // ---- gemm ----------------------------------------------------------------------------
+  // C(m×n) = alpha · op(A) · op(B) + beta · C, row-major; op(A) is m×k, op(B) is k×n.
+  // A is stored m×k (k×m when trans_a), B is stored k×n (n×k when trans_b).
+  virtual void gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, double alpha, const Tensor& a,
+                    const Tensor& b, double beta, Tensor& c);
+
+  // ---- elementwise ---------------------------------------------------------------------
+  // Broadcasting by suffix: y has n elements; a and b have n or a divisor of n elements
+  // whose shape is a suffix of y's, so element i reads a[i % na] and b[i % nb].
+  virtual void binary_forward(BinaryOp op, const Tensor& a, const Tensor& b, Tensor& y);
+  // da (na elements) and db (nb elements) receive dy summed over the broadcast rows; either
+  // may be undefined when not needed.
+  virtual void binary_backward(BinaryOp op, const Tensor& a, const Tensor& b, const Tensor& dy, Tensor* da,
+                               Tensor* db);
+  virtual void unary_forward(UnaryOp op, const Tensor& x, Tensor& y);
+  // Uses y (the forward output) where the derivative is cheaper from it (sigmoid, tanh).
+  virtual void unary_backward(UnaryOp op, const Tensor& x, const Tensor& y, const Tensor& dy, Tensor& dx);
+  // y = alpha · x + beta · y   (beta = 0 overwrites y, NaNs included)
+  virtual void axpby(double alpha, const Tensor& x, double beta, Tensor& y);
+
+  // ---- bias and reductions -------------------------------------------------------------
+  // y: (outer, c, inner)  b: (c)        y[o, j, i] += b[j]
+  virtual void bias_forward(Tensor& y, const Tensor& b, int64_t inner);
+  // dy: (outer, c, inner)  db: (c)      db[j] = Σ_o Σ_i dy[o, j, i]
+  virtual void bias_backward(const Tensor& dy, Tensor& db, int64_t inner);
+  // out: scalar   out = Σ x   (scale applied after: out = scale · Σ x)
+  virtual void sum_all(const Tensor& x, double scale, Tensor& out);
+  // out: scalar float32/64   out = Σ x²   (for gradient-norm clipping)
+  virtual void sum_squares(const Tensor& x, Tensor& out);
+
+  // ---- softmax and cross-entropy -------------------------------------------------------
+  // x: (n, c)  y: (n, c)   y = x − max − log Σ exp(x − max)  per row
+  virtual void log_softmax_forward(const Tensor& x, Tensor& y);
+  // dx = dy − softmax(x) · Σ_row dy   (softmax recovered as exp(y))
+  virtual void log_softmax_backward(const Tensor& y, const Tensor& dy, Tensor& dx);
+  // logits: (n, c)  labels: int32 (n)  probs: (n, c)  loss: scalar
+  // loss = −(1/n) Σ log softmax(logits)[label];  probs kept for the backward pass.
+  // Raises nonfinite_flag (int32 scalar, may be undefined) when the loss is not finite.
+  virtual void softmax_xent_forward(const Tensor& logits, const Tensor& labels, Tensor& probs, Tensor& loss,
+                                    Tensor* nonfinite_flag);
+  // dlogits = dloss · (probs − onehot(labels)) / n
+  virtual void softmax_xent_backward(const Tensor& probs, const Tensor& labels, const Tensor& dloss,
+                                     Tensor& dlogits);
+  // correct: int32 scalar   correct += #{ i : argmax(logits[i]) == labels[i] }
+  virtual void count_correct(const Tensor& logits, const Tensor& labels, Tensor& correct);
+  // flag: int32 scalar   flag = 1 if any element of x is NaN or ±inf (flag is never cleared here)
+  virtual void check_finite(const Tensor& x, Tensor& flag);
+
+  // ---- optimizer steps (fused, in place) -----------------------------------------------
+  // Skipped entirely when skip_flag (int32 scalar, may be undefined) is non-zero.
+  // PyTorch's SGD:  g = grad + wd·p;  buf = first ? g : m·buf + (1−dampening)·g;
+  //                 g = nesterov ? g + m·buf : buf;  p −= lr·g
+  virtual void sgd_step(Tensor& param, const Tensor& grad, Tensor& momentum_buf, const SgdParams& hp,
+                        bool first_step, const Tensor* skip_flag);
+  // PyTorch's Adam/AdamW at step t (1-based):  m = β1·m + (1−β1)·g;  v = β2·v + (1−β2)·g²;
+  //   p −= lr/(1−β1ᵗ) · m / (√v/√(1−β2ᵗ) + eps)
+  virtual void adam_step(Tensor& param, const Tensor& grad, Tensor& exp_avg, Tensor& exp_avg_sq,
+                         const AdamParams& hp, int64_t step, const Tensor* skip_flag);
+
+  // ---- convolution (conv2d_cpu.cpp / conv2d_cuda.cu) -----------------------------------
+  // x: (n, c, h, w)  w: (k, c, r, s)  b: (k) or undefined  y: (n, k, p, q)
+  virtual void conv2d_forward(const Conv2dGeometry& g, const Tensor& x, const Tensor& w, const Tensor* b,
+                              Tensor& y);
+  // dy: (n, k, p, q)  w: (k, c, r, s)  dx: (n, c, h, w)      dx = col2im(Wᵀ · dy)
+  virtual void conv2d_backward_data(const Conv2dGeometry& g, const Tensor& dy, const Tensor& w, Tensor& dx);
+  // dy: (n, k, p, q)  x: (n, c, h, w)  dw: (k, c, r, s)      dw = Σ_n dy · im2col(x)ᵀ
+  virtual void conv2d_backward_filter(const Conv2dGeometry& g, const Tensor& dy, const Tensor& x, Tensor& dw);
+
+  // ---- pooling (pool2d_cpu.cpp / pool2d_cuda.cu) ---------------------------------------
+  // x: (n, c, h, w)  y: (n, c, p, q)  argmax: int32 (n, c, p, q), flat index into the h×w plane
+  virtual void maxpool2d_forward(const Pool2dGeometry& g, const Tensor& x, Tensor& y, Tensor& argmax);
+  virtual void maxpool2d_backward(const Pool2dGeometry& g, const Tensor& dy, const Tensor& argmax, Tensor& dx);
+  // Average over the window including padding (PyTorch's count_include_pad=True).
+  virtual void avgpool2d_forward(const Pool2dGeometry& g, const Tensor& x, Tensor& y);
+  virtual void avgpool2d_backward(const Pool2dGeometry& g, const Tensor& dy, Tensor& dx);
+
+  // ---- batch normalisation (batchnorm_cpu.cpp / batchnorm_cuda.cu) ---------------------
+  // x, y: (n, c, h, w)  gamma, beta, running_*, save_*: (c)
+  // Training: normalise with batch statistics, save mean and 1/√(var+eps), and update
+  // running_mean/var with momentum (unbiased variance, as PyTorch).
+  virtual void batchnorm_forward_train(const Tensor& x, const Tensor& gamma, const Tensor& beta,
+                                       Tensor& running_mean, Tensor& running_var, double momentum, double eps,
+                                       Tensor& y, Tensor& save_mean, Tensor& save_invstd);
+  virtual void batchnorm_forward_eval(const Tensor& x, const Tensor& gamma, const Tensor& beta,
+                                      const Tensor& running_mean, const Tensor& running_var, double eps, Tensor& y);
+  virtual void batchnorm_backward(const Tensor& x, const Tensor& dy, const Tensor& gamma, const Tensor& save_mean,
+                                  const Tensor& save_invstd, Tensor& dx, Tensor& dgamma, Tensor& dbeta);
+
+  // ---- dropout (dropout_cpu.cpp / dropout_cuda.cu) -------------------------------------
+  // Element i is kept iff philox_u32(seed, Dropout, stream, i) ≥ threshold, with threshold
+  // = ⌊p·2³²⌋ compared as integers, so masks are bit-equal on every device.
+  // x, y: any shape   mask: uint8, same numel   y = x · mask / (1 − p)
+  virtual void dropout_forward(const Tensor& x, double p, uint64_t seed, uint32_t stream, Tensor& y,
+                               Tensor& mask);
+  virtual void dropout_backward(const Tensor& dy, const Tensor& mask, double p, Tensor& dx);
+
+ protected:
+  [[noreturn]] void missing(const char* kernel) const;
+
+ private:
+  Device device_;
+};
+
+}  // namespace nnlab

@@ -1,0 +1,62 @@
+// The CPU backend: OpenBLAS for matrix products, plain loops (OpenMP where it pays) for the
+// rest. Each kernel family lives in devices/cpu/<family>_cpu.cpp, beside its CUDA twin
+// devices/cuda/<family>_cuda.cu. Kernels are templates over the dtype (float, double), so
+// gradient checks in float64 run exactly the code that trains in float32.
+#pragma once
+#include "devices/backend.h"
+
+namespace nnlab {
+
+class CpuBackend final : public Backend {
+ public:
+  CpuBackend();
+  std::string name() const override { return "CPU (OpenBLAS + OpenMP)"; }
+  CachingAllocator& allocator() override { return allocator_; }
+
+  // memory_cpu.cpp
+  void copy_from_host(Tensor& dst, const void* src) override;
+  void copy_to_host(const Tensor& src, void* dst) override;
+  void copy(const Tensor& src, Tensor& dst) override;
+  void fill(Tensor& t, double value) override;
+  void cast(const Tensor& src, Tensor& dst) override;
+  void gather_rows(const Tensor& rows, const Tensor& index, Tensor& out) override;
+
+  // gemm_cpu.cpp
+  void gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, double alpha, const Tensor& a,
+            const Tensor& b, double beta, Tensor& c) override;
+
+  // elementwise_cpu.cpp
+  void binary_forward(BinaryOp op, const Tensor& a, const Tensor& b, Tensor& y) override;
+  void binary_backward(BinaryOp op, const Tensor& a, const Tensor& b, const Tensor& dy, Tensor* da,
+                       Tensor* db) override;
+  void unary_forward(UnaryOp op, const Tensor& x, Tensor& y) override;
+  void unary_backward(UnaryOp op, const Tensor& x, const Tensor& y, const Tensor& dy, Tensor& dx) override;
+  void axpby(double alpha, const Tensor& x, double beta, Tensor& y) override;
+
+  // reduce_cpu.cpp
+  void bias_forward(Tensor& y, const Tensor& b, int64_t inner) override;
+  void bias_backward(const Tensor& dy, Tensor& db, int64_t inner) override;
+  void sum_all(const Tensor& x, double scale, Tensor& out) override;
+  void sum_squares(const Tensor& x, Tensor& out) override;
+
+  // softmax_xent_cpu.cpp
+  void log_softmax_forward(const Tensor& x, Tensor& y) override;
+  void log_softmax_backward(const Tensor& y, const Tensor& dy, Tensor& dx) override;
+  void softmax_xent_forward(const Tensor& logits, const Tensor& labels, Tensor& probs, Tensor& loss,
+                            Tensor* nonfinite_flag) override;
+  void softmax_xent_backward(const Tensor& probs, const Tensor& labels, const Tensor& dloss,
+                             Tensor& dlogits) override;
+  void count_correct(const Tensor& logits, const Tensor& labels, Tensor& correct) override;
+  void check_finite(const Tensor& x, Tensor& flag) override;
+
+  // optim_cpu.cpp
+  void sgd_step(Tensor& param, const Tensor& grad, Tensor& momentum_buf, const SgdParams& hp, bool first_step,
+                const Tensor* skip_flag) override;
+  void adam_step(Tensor& param, const Tensor& grad, Tensor& exp_avg, Tensor& exp_avg_sq, const AdamParams& hp,
+                 int64_t step, const Tensor* skip_flag) override;
+
+ private:
+  CachingAllocator allocator_;
+};
+
+}  // namespace nnlab

@@ -1,0 +1,31 @@
+// GEMM on the CPU: OpenBLAS's cblas_sgemm / cblas_dgemm, row-major, so the shapes read as
+// written: C(m×n) = alpha · op(A)(m×k) · op(B)(k×n) + beta · C.
+#include <cblas.h>
+
+#include "devices/cpu/cpu_backend.h"
+
+namespace nnlab {
+
+void CpuBackend::gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, double alpha, const Tensor& a,
+                      const Tensor& b, double beta, Tensor& c) {
+  NNLAB_CHECK(a.dtype() == b.dtype() && a.dtype() == c.dtype(), "gemm: dtypes differ: ", a.describe(), ", ",
+              b.describe(), ", ", c.describe());
+  NNLAB_CHECK(a.numel() >= m * k && b.numel() >= k * n && c.numel() >= m * n, "gemm ", m, "×", n, "×", k,
+              ": buffers too small: ", a.describe(), ", ", b.describe(), ", ", c.describe());
+  // Leading dimension = the stored row length.
+  const auto lda = static_cast<int>(trans_a ? m : k), ldb = static_cast<int>(trans_b ? k : n);
+  const auto ldc = static_cast<int>(n);
+  const CBLAS_TRANSPOSE ta = trans_a ? CblasTrans : CblasNoTrans, tb = trans_b ? CblasTrans : CblasNoTrans;
+  if (a.dtype() == DType::Float32) {
+    cblas_sgemm(CblasRowMajor, ta, tb, static_cast<int>(m), static_cast<int>(n), static_cast<int>(k),
+                static_cast<float>(alpha), a.data<float>(), lda, b.data<float>(), ldb, static_cast<float>(beta),
+                c.data<float>(), ldc);
+  } else if (a.dtype() == DType::Float64) {
+    cblas_dgemm(CblasRowMajor, ta, tb, static_cast<int>(m), static_cast<int>(n), static_cast<int>(k), alpha,
+                a.data<double>(), lda, b.data<double>(), ldb, beta, c.data<double>(), ldc);
+  } else {
+    fail("gemm: the CPU kernel takes float32 or float64, got ", a.describe());
+  }
+}
+
+}  // namespace nnlab

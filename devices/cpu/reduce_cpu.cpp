@@ -1,0 +1,88 @@
+// Bias add and reductions on the CPU. Sums run over fixed-size chunks whose partial sums are
+// combined in chunk order, so a result never depends on the thread count.
+#include <vector>
+
+#include "devices/cpu/cpu_backend.h"
+#include "devices/cpu/dispatch.h"
+
+namespace nnlab {
+
+namespace {
+
+constexpr long kChunk = 4096;
+
+// Σ f(x[i]) in double, chunked and combined in a fixed order.
+template <typename T, typename F>
+double chunked_sum(const T* x, long n, F f) {
+  const long chunks = (n + kChunk - 1) / kChunk;
+  std::vector<double> partial(static_cast<size_t>(chunks), 0.0);
+#pragma omp parallel for schedule(static) if (n > cpu::kParallelGrain)
+  for (long c = 0; c < chunks; ++c) {
+    double s = 0;
+    const long end = std::min(n, (c + 1) * kChunk);
+    for (long i = c * kChunk; i < end; ++i) s += f(x[i]);
+    partial[c] = s;
+  }
+  double total = 0;
+  for (double s : partial) total += s;
+  return total;
+}
+
+}  // namespace
+
+// y: (outer, c, inner)  b: (c)   y[o, j, i] += b[j]
+void CpuBackend::bias_forward(Tensor& yt, const Tensor& bt, int64_t inner) {
+  cpu::dispatch_float("bias_forward", yt, [&](auto t) {
+    using T = decltype(t);
+    T* y = static_cast<T*>(yt.raw_data());
+    const T* b = static_cast<const T*>(bt.raw_data());
+    const long c = static_cast<long>(bt.numel()), in = static_cast<long>(inner);
+    const long rows = static_cast<long>(yt.numel()) / (c * in);  // rows of (outer, c)
+#pragma omp parallel for schedule(static) if (yt.numel() > cpu::kParallelGrain)
+    for (long r = 0; r < rows * c; ++r) {
+      const T bj = b[r % c];
+      T* yr = y + r * in;
+      for (long i = 0; i < in; ++i) yr[i] += bj;
+    }
+  });
+}
+
+// dy: (outer, c, inner)  db: (c)   db[j] = Σ_o Σ_i dy[o, j, i]
+void CpuBackend::bias_backward(const Tensor& dyt, Tensor& dbt, int64_t inner) {
+  cpu::dispatch_float("bias_backward", dyt, [&](auto t) {
+    using T = decltype(t);
+    const T* dy = static_cast<const T*>(dyt.raw_data());
+    T* db = static_cast<T*>(dbt.raw_data());
+    const long c = static_cast<long>(dbt.numel()), in = static_cast<long>(inner);
+    const long outer = static_cast<long>(dyt.numel()) / (c * in);
+#pragma omp parallel for schedule(static) if (dyt.numel() > cpu::kParallelGrain)
+    for (long j = 0; j < c; ++j) {
+      T s = 0;
+      for (long o = 0; o < outer; ++o) {
+        const T* row = dy + (o * c + j) * in;
+        for (long i = 0; i < in; ++i) s += row[i];
+      }
+      db[j] = s;
+    }
+  });
+}
+
+void CpuBackend::sum_all(const Tensor& xt, double scale, Tensor& out) {
+  cpu::dispatch_float("sum_all", xt, [&](auto t) {
+    using T = decltype(t);
+    const double s = chunked_sum(static_cast<const T*>(xt.raw_data()), static_cast<long>(xt.numel()),
+                                 [](T v) { return static_cast<double>(v); });
+    *static_cast<T*>(out.raw_data()) = static_cast<T>(scale * s);
+  });
+}
+
+void CpuBackend::sum_squares(const Tensor& xt, Tensor& out) {
+  cpu::dispatch_float("sum_squares", xt, [&](auto t) {
+    using T = decltype(t);
+    const double s = chunked_sum(static_cast<const T*>(xt.raw_data()), static_cast<long>(xt.numel()),
+                                 [](T v) { return static_cast<double>(v) * v; });
+    out.fill_(s);
+  });
+}
+
+}  // namespace nnlab

@@ -1,0 +1,53 @@
+// Adam and AdamW, as torch.optim.Adam / AdamW (no amsgrad).
+#include <sstream>
+
+#include "devices/registry.h"
+#include "optim/optimizer.h"
+
+namespace nnlab {
+
+Adam::Adam(std::vector<Tensor> params, AdamOptions options, bool decoupled_weight_decay)
+    : Optimizer(std::move(params)), options_(options), decoupled_(decoupled_weight_decay) {
+  NNLAB_CHECK(options.lr >= 0 && options.eps >= 0 && options.weight_decay >= 0,
+              "Adam: lr, eps and weight decay must be non-negative");
+  NNLAB_CHECK(options.beta1 >= 0 && options.beta1 < 1 && options.beta2 >= 0 && options.beta2 < 1,
+              "Adam: betas must lie in [0, 1), got ", options.beta1, ", ", options.beta2);
+  lr_ = options.lr;
+  exp_avg_.resize(params_.size());
+  exp_avg_sq_.resize(params_.size());
+  param_steps_.assign(params_.size(), 0);
+}
+
+void Adam::step() {
+  const AdamParams hp{lr_, options_.beta1, options_.beta2, options_.eps, options_.weight_decay, decoupled_};
+  for (size_t i = 0; i < params_.size(); ++i) {
+    Tensor& p = params_[i];
+    const Tensor g = p.grad();
+    if (!g.defined()) continue;
+    if (!exp_avg_[i].defined()) {
+      exp_avg_[i] = Tensor::zeros(p.shape(), p.dtype(), p.device());
+      exp_avg_sq_[i] = Tensor::zeros(p.shape(), p.dtype(), p.device());
+    }
+    backend_for(p.device()).adam_step(p, g, exp_avg_[i], exp_avg_sq_[i], hp, ++param_steps_[i], &skip_flag_);
+  }
+  ++steps_;
+}
+
+std::string Adam::describe() const {
+  std::ostringstream os;
+  os << (decoupled_ ? "AdamW" : "Adam") << "(lr=" << lr_ << ", betas=(" << options_.beta1 << ", " << options_.beta2
+     << "), eps=" << options_.eps << ", weight_decay=" << options_.weight_decay << ")";
+  return os.str();
+}
+
+std::vector<std::pair<std::string, Tensor>> Adam::state() const {
+  std::vector<std::pair<std::string, Tensor>> out;
+  for (size_t i = 0; i < exp_avg_.size(); ++i) {
+    if (!exp_avg_[i].defined()) continue;
+    out.emplace_back(std::to_string(i) + ".exp_avg", exp_avg_[i]);
+    out.emplace_back(std::to_string(i) + ".exp_avg_sq", exp_avg_sq_[i]);
+  }
+  return out;
+}
+
+}  // namespace nnlab

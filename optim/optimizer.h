@@ -1,0 +1,99 @@
+// Optimizer: holds the parameters (shared handles, so updates land in the model) and their
+// per-parameter state, and applies one fused device kernel per parameter per step.
+// Modelled on the PyTorch C++ frontend (torch/optim/optimizer.h, sgd.h, adam.h).
+#pragma once
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "core/tensor.h"
+
+namespace nnlab {
+
+class Optimizer {
+ public:
+  explicit Optimizer(std::vector<Tensor> params);
+  virtual ~Optimizer() = default;
+  virtual void step() = 0;
+  virtual std::string describe() const = 0;
+  // Drops the gradients (PyTorch's zero_grad(set_to_none=True)): parameters that get no
+  // gradient in the next backward are not updated.
+  void zero_grad();
+
+  double lr() const { return lr_; }
+  void set_lr(double lr) { lr_ = lr; }
+  // The momentum-like coefficient that one-cycle schedules cycle (SGD momentum, Adam β1).
+  virtual double momentum() const { return 0.0; }
+  virtual void set_momentum(double) {}
+  int64_t steps_taken() const { return steps_; }
+
+  // When set (int32 scalar on the parameters' device), steps are skipped on the device
+  // while the flag is non-zero: a non-finite loss never reaches the weights.
+  void set_skip_flag(Tensor flag) { skip_flag_ = std::move(flag); }
+
+  // Per-parameter state for checkpoints: "<index>.<name>" -> tensor, e.g. "0.momentum_buffer".
+  virtual std::vector<std::pair<std::string, Tensor>> state() const = 0;
+  void set_steps_taken(int64_t steps) { steps_ = steps; }
+
+  const std::vector<Tensor>& params() const { return params_; }
+
+ protected:
+  std::vector<Tensor> params_;
+  double lr_ = 0.0;
+  int64_t steps_ = 0;
+  Tensor skip_flag_;
+};
+
+struct SgdOptions {
+  double lr = 0.01;
+  double momentum = 0.0;
+  double dampening = 0.0;
+  double weight_decay = 0.0;
+  bool nesterov = false;
+};
+
+class SGD : public Optimizer {
+ public:
+  SGD(std::vector<Tensor> params, SgdOptions options);
+  void step() override;
+  std::string describe() const override;
+  double momentum() const override { return options_.momentum; }
+  void set_momentum(double m) override { options_.momentum = m; }
+  std::vector<std::pair<std::string, Tensor>> state() const override;
+
+ private:
+  SgdOptions options_;
+  std::vector<Tensor> momentum_buffers_;  // created at a parameter's first step
+};
+
+struct AdamOptions {
+  double lr = 1e-3;
+  double beta1 = 0.9, beta2 = 0.999;
+  double eps = 1e-8;
+  double weight_decay = 0.0;
+};
+
+// Adam (L2 penalty added to the gradient) and, with decoupled = true, AdamW.
+class Adam : public Optimizer {
+ public:
+  Adam(std::vector<Tensor> params, AdamOptions options, bool decoupled_weight_decay = false);
+  void step() override;
+  std::string describe() const override;
+  double momentum() const override { return options_.beta1; }
+  void set_momentum(double b1) override { options_.beta1 = b1; }
+  std::vector<std::pair<std::string, Tensor>> state() const override;
+
+ private:
+  AdamOptions options_;
+  bool decoupled_;
+  std::vector<Tensor> exp_avg_, exp_avg_sq_;
+  std::vector<int64_t> param_steps_;  // PyTorch counts steps per parameter
+};
+
+// AdamW: Adam with decoupled weight decay (PyTorch's default weight_decay = 0.01).
+class AdamW : public Adam {
+ public:
+  AdamW(std::vector<Tensor> params, AdamOptions options) : Adam(std::move(params), options, true) {}
+};
+
+}  // namespace nnlab

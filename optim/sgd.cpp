@@ -1,0 +1,46 @@
+// SGD with momentum, dampening, Nesterov and L2 weight decay, as torch.optim.SGD.
+#include <sstream>
+
+#include "devices/registry.h"
+#include "optim/optimizer.h"
+
+namespace nnlab {
+
+SGD::SGD(std::vector<Tensor> params, SgdOptions options) : Optimizer(std::move(params)), options_(options) {
+  NNLAB_CHECK(options.lr >= 0 && options.momentum >= 0 && options.weight_decay >= 0,
+              "SGD: lr, momentum and weight decay must be non-negative");
+  NNLAB_CHECK(!options.nesterov || (options.momentum > 0 && options.dampening == 0),
+              "SGD: Nesterov momentum needs momentum > 0 and dampening = 0");
+  lr_ = options.lr;
+  momentum_buffers_.resize(params_.size());
+}
+
+void SGD::step() {
+  const SgdParams hp{lr_, options_.momentum, options_.dampening, options_.weight_decay, options_.nesterov};
+  for (size_t i = 0; i < params_.size(); ++i) {
+    Tensor& p = params_[i];
+    const Tensor g = p.grad();
+    if (!g.defined()) continue;
+    Tensor& buf = momentum_buffers_[i];
+    const bool first = options_.momentum != 0.0 && !buf.defined();
+    if (first) buf = Tensor::zeros(p.shape(), p.dtype(), p.device());
+    backend_for(p.device()).sgd_step(p, g, buf, hp, first, &skip_flag_);
+  }
+  ++steps_;
+}
+
+std::string SGD::describe() const {
+  std::ostringstream os;
+  os << "SGD(lr=" << lr_ << ", momentum=" << options_.momentum << ", dampening=" << options_.dampening
+     << ", weight_decay=" << options_.weight_decay << ", nesterov=" << (options_.nesterov ? "true" : "false") << ")";
+  return os.str();
+}
+
+std::vector<std::pair<std::string, Tensor>> SGD::state() const {
+  std::vector<std::pair<std::string, Tensor>> out;
+  for (size_t i = 0; i < momentum_buffers_.size(); ++i)
+    if (momentum_buffers_[i].defined()) out.emplace_back(std::to_string(i) + ".momentum_buffer", momentum_buffers_[i]);
+  return out;
+}
+
+}  // namespace nnlab
