@@ -1,0 +1,196 @@
+#include "datasets/dataloader.h"
+
+#include <cstring>
+#include <numeric>
+
+#include "core/error.h"
+#include "core/random.h"
+
+namespace nnlab {
+
+namespace {
+
+void check_options(const Dataset& data, const DataLoaderOptions& o) {
+  NNLAB_CHECK(data.images.defined() && data.labels.defined(), "DataLoader: data set '", data.name, "' is empty");
+  NNLAB_CHECK(data.images.ndim() == 4 && data.images.dtype() == DType::Float32 && data.images.device().is_cpu(),
+              "DataLoader: images must be float32 (n, c, h, w) on the CPU, got ", data.images.describe());
+  NNLAB_CHECK(data.labels.ndim() == 1 && data.labels.dtype() == DType::Int32 && data.labels.device().is_cpu() &&
+                  data.labels.dim(0) == data.images.dim(0),
+              "DataLoader: labels must be int32 (n) on the CPU matching images ", data.images.describe(), ", got ",
+              data.labels.describe());
+  NNLAB_CHECK(data.size() > 0, "DataLoader: data set '", data.name, "' has no samples");
+  NNLAB_CHECK(o.batch_size > 0, "DataLoader: batch size ", o.batch_size, " must be positive");
+  const auto c = static_cast<size_t>(data.channels());
+  const Normalization& nz = o.normalize;
+  NNLAB_CHECK((nz.mean.empty() && nz.std.empty()) || (nz.mean.size() == c && nz.std.size() == c),
+              "DataLoader: normalisation needs one mean and one std per channel (", c, " channels), got ",
+              nz.mean.size(), " means and ", nz.std.size(), " stds");
+  for (float s : nz.std) NNLAB_CHECK(s > 0.0f, "DataLoader: normalisation std ", s, " must be positive");
+  NNLAB_CHECK(o.augment.crop_padding >= 0, "DataLoader: crop padding ", o.augment.crop_padding,
+              " must be zero or positive");
+}
+
+}  // namespace
+
+DataLoader::DataLoader(const Dataset& data, DataLoaderOptions options) : data_(data), options_(std::move(options)) {
+  check_options(data_, options_);
+}
+
+DataLoader::~DataLoader() { stop_worker(); }
+
+int64_t DataLoader::steps_per_epoch() const { return (data_.size() + options_.batch_size - 1) / options_.batch_size; }
+
+void DataLoader::start_epoch(int64_t epoch, int64_t skip_steps) {
+  NNLAB_CHECK(epoch >= 0, "DataLoader::start_epoch: epoch ", epoch, " must be zero or positive");
+  NNLAB_CHECK(skip_steps >= 0 && skip_steps <= steps_per_epoch(), "DataLoader::start_epoch: cannot skip ",
+              skip_steps, " steps of an epoch of ", steps_per_epoch());
+  stop_worker();
+  epoch_ = epoch;
+  if (options_.shuffle) {
+    order_ = random_permutation(data_.size(), RandomStream{options_.seed, RandomPurpose::Shuffle,
+                                                           static_cast<uint32_t>(epoch)});
+  } else {
+    order_.resize(static_cast<size_t>(data_.size()));
+    std::iota(order_.begin(), order_.end(), 0);
+  }
+  next_step_ = skip_steps;
+  if (!options_.prefetch) return;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    ready_.clear();
+    stop_ = false;
+    worker_done_ = false;
+    error_ = nullptr;
+  }
+  thread_ = std::thread(&DataLoader::worker, this, skip_steps);
+}
+
+bool DataLoader::next(Batch& out) {
+  NNLAB_CHECK(epoch_ >= 0, "DataLoader::next: call start_epoch before asking for batches");
+  Batch batch;
+  if (!options_.prefetch) {
+    if (next_step_ >= steps_per_epoch()) return false;
+    batch = make_batch(next_step_++);
+  } else {
+    std::unique_lock<std::mutex> lock(mutex_);
+    changed_.wait(lock, [&] { return !ready_.empty() || worker_done_; });
+    if (ready_.empty()) {
+      // Batches made before a failure were delivered first; the failure stays, so every
+      // later call reports it too rather than ending the epoch quietly.
+      if (error_) std::rethrow_exception(error_);
+      return false;
+    }
+    batch = std::move(ready_.front());
+    ready_.pop_front();
+    lock.unlock();
+    changed_.notify_all();
+  }
+  if (options_.device != Device::cpu()) {
+    batch.images = batch.images.to(options_.device);
+    batch.labels = batch.labels.to(options_.device);
+  }
+  out = std::move(batch);
+  return true;
+}
+
+void DataLoader::worker(int64_t first_step) {
+  try {
+    for (int64_t step = first_step; step < steps_per_epoch(); ++step) {
+      {
+        std::unique_lock<std::mutex> lock(mutex_);
+        changed_.wait(lock, [&] { return stop_ || ready_.size() < kDepth; });
+        if (stop_) return;
+      }
+      Batch batch = make_batch(step);  // the work, done without holding the lock
+      {
+        std::lock_guard<std::mutex> lock(mutex_);
+        ready_.push_back(std::move(batch));
+      }
+      changed_.notify_all();
+    }
+  } catch (...) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    error_ = std::current_exception();
+  }
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    worker_done_ = true;
+  }
+  changed_.notify_all();
+}
+
+void DataLoader::stop_worker() {
+  if (!thread_.joinable()) return;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    stop_ = true;
+  }
+  changed_.notify_all();
+  thread_.join();
+  std::lock_guard<std::mutex> lock(mutex_);
+  ready_.clear();
+}
+
+// images: (b, c, h, w) gathered from rows order[step·B ...]; labels: (b)
+Batch DataLoader::make_batch(int64_t step) const {
+  const int64_t first = step * options_.batch_size;
+  const int64_t b = std::min(data_.size(), first + options_.batch_size) - first;
+  const int64_t c = data_.channels(), plane = data_.height() * data_.width();
+  Batch out;
+  out.step = step;
+  out.images = Tensor::empty({b, c, data_.height(), data_.width()});
+  out.labels = Tensor::empty({b}, DType::Int32);
+  float* x = out.images.data<float>();
+  int32_t* y = out.labels.data<int32_t>();
+  const int32_t* labels = data_.labels.data<int32_t>();
+  for (int64_t i = 0; i < b; ++i) {
+    const int32_t src = order_[static_cast<size_t>(first + i)];
+    copy_sample(first + i, src, x + i * c * plane);
+    y[i] = labels[src];
+  }
+  const Normalization& nz = options_.normalize;
+  if (!nz.mean.empty()) {
+    for (int64_t i = 0; i < b; ++i)
+      for (int64_t ch = 0; ch < c; ++ch) {
+        float* p = x + (i * c + ch) * plane;
+        const float mean = nz.mean[ch], std = nz.std[ch];
+        for (int64_t k = 0; k < plane; ++k) p[k] = (p[k] - mean) / std;
+      }
+  }
+  return out;
+}
+
+// Copies sample `src` into dst (c, h, w), cropped and flipped as drawn for epoch position
+// `position`. Crop: dst(y, x) = src(y + dy, x + dx), zero outside the image, with dy, dx
+// uniform in [−pad, pad]; flip: x → w − 1 − x. Draws 6p..6p+5 of the stream belong to p.
+void DataLoader::copy_sample(int64_t position, int32_t src, float* dst) const {
+  const int64_t c = data_.channels(), h = data_.height(), w = data_.width();
+  const float* s = data_.images.data<float>() + int64_t{src} * c * h * w;
+  const int64_t pad = options_.augment.crop_padding;
+  if (pad == 0 && !options_.augment.horizontal_flip) {
+    std::memcpy(dst, s, sizeof(float) * static_cast<size_t>(c * h * w));
+    return;
+  }
+  const RandomStream rs{options_.seed, RandomPurpose::Augment, static_cast<uint32_t>(epoch_)};
+  const auto p = static_cast<uint64_t>(position);
+  const auto span = static_cast<uint64_t>(2 * pad + 1);
+  const int64_t dy = pad > 0 ? static_cast<int64_t>(rs.below(3 * p, span)) - pad : 0;
+  const int64_t dx = pad > 0 ? static_cast<int64_t>(rs.below(3 * p + 1, span)) - pad : 0;
+  const bool flip = options_.augment.horizontal_flip && rs.below(3 * p + 2, 2) == 1;
+  for (int64_t ch = 0; ch < c; ++ch)
+    for (int64_t y = 0; y < h; ++y) {
+      float* row = dst + (ch * h + y) * w;
+      const int64_t sy = y + dy;
+      if (sy < 0 || sy >= h) {
+        std::fill(row, row + w, 0.0f);
+        continue;
+      }
+      const float* srow = s + (ch * h + sy) * w;
+      for (int64_t x = 0; x < w; ++x) {
+        const int64_t sx = (flip ? w - 1 - x : x) + dx;
+        row[x] = (sx >= 0 && sx < w) ? srow[sx] : 0.0f;
+      }
+    }
+}
+
+}  // namespace nnlab

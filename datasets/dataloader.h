@@ -1,0 +1,91 @@
+// DataLoader: turns a Dataset into batches, one epoch at a time.
+//
+//   order        random_permutation(n, RandomStream{seed, Shuffle, epoch}), or 0..n-1
+//   batch s      samples order[s·B .. min(n, (s+1)·B)), the last one possibly partial
+//   augment      random crop with zero padding, then random horizontal flip; the draws for
+//                the sample at epoch position p come from RandomStream{seed, Augment, epoch}
+//   normalise    y = (x − mean[c]) / std[c], after augmentation (as torchvision's
+//                RandomCrop → RandomHorizontalFlip → ToTensor → Normalize)
+//
+// Every draw is made on the host and keyed by (seed, epoch, position), never by thread or
+// device, so the same seed gives the same batches with or without prefetching, on any device.
+// With prefetch on, a background thread builds the batches ahead of the training loop; an
+// error there is rethrown from next().
+#pragma once
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <exception>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "core/tensor.h"
+#include "datasets/dataset.h"
+
+namespace nnlab {
+
+struct Normalization {
+  std::vector<float> mean, std;  // per channel; empty = none; y = (x - mean[c]) / std[c]
+};
+
+struct Augmentation {
+  int64_t crop_padding = 0;      // random crop of the original size from the image padded with zeros
+  bool horizontal_flip = false;  // mirror left-right with probability 1/2
+};
+
+struct DataLoaderOptions {
+  int64_t batch_size = 64;
+  bool shuffle = true;
+  uint64_t seed = 0;
+  Normalization normalize;
+  Augmentation augment;
+  bool prefetch = true;            // a background thread prepares the next batch
+  Device device = Device::cpu();   // batches are delivered on this device (Tensor::to)
+};
+
+struct Batch {
+  Tensor images;     // float32 (b, c, h, w)
+  Tensor labels;     // int32 (b)
+  int64_t step = 0;  // index of the batch within its epoch
+};
+
+class DataLoader {
+ public:
+  DataLoader(const Dataset& data, DataLoaderOptions options);
+  ~DataLoader();  // stops and joins the prefetch thread
+  DataLoader(const DataLoader&) = delete;
+  DataLoader& operator=(const DataLoader&) = delete;
+
+  // Begins epoch `epoch` at batch `skip_steps` (to resume mid-epoch from a checkpoint).
+  void start_epoch(int64_t epoch, int64_t skip_steps = 0);
+  // The next batch of the epoch; false at its end. The last partial batch is delivered.
+  bool next(Batch& out);
+  int64_t steps_per_epoch() const;  // ceil(n / batch_size)
+  const DataLoaderOptions& options() const { return options_; }
+
+ private:
+  Batch make_batch(int64_t step) const;
+  void copy_sample(int64_t position, int32_t src, float* dst) const;
+  void worker(int64_t first_step);
+  void stop_worker();
+
+  Dataset data_;
+  DataLoaderOptions options_;
+  int64_t epoch_ = -1;
+  std::vector<int32_t> order_;
+  int64_t next_step_ = 0;  // next batch to hand out (without prefetch)
+
+  // Prefetch state, guarded by mutex_: the worker fills ready_ (at most kDepth batches
+  // ahead) and waits while it is full; next() takes from it.
+  static constexpr size_t kDepth = 2;
+  std::thread thread_;
+  std::mutex mutex_;
+  std::condition_variable changed_;
+  std::deque<Batch> ready_;
+  bool stop_ = false;
+  bool worker_done_ = false;
+  std::exception_ptr error_;
+};
+
+}  // namespace nnlab
