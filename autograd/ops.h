@@ -49,4 +49,26 @@ Tensor log_softmax(const Tensor& x);
 // given, the kernel raises it if the loss is not finite; nothing synchronises here.
 Tensor cross_entropy(const Tensor& logits, const Tensor& labels, Tensor* nonfinite_flag = nullptr);
 
+// ---- pool2d.cpp -------------------------------------------------------------------------
+// x: (n, c, h, w) -> (n, c, p, q), p = (h + 2·padding − kernel) / stride + 1 (floor), q alike.
+// PyTorch's semantics: stride 0 means stride = kernel; padding ≤ kernel / 2; padded cells
+// never win a max and count as zeros in an average (count_include_pad=True).
+Tensor max_pool2d(const Tensor& x, int64_t kernel, int64_t stride = 0, int64_t padding = 0);
+Tensor avg_pool2d(const Tensor& x, int64_t kernel, int64_t stride = 0, int64_t padding = 0);
+// x: (n, c, h, w) -> (n, c, 1, 1), the mean of each plane (global average pooling).
+Tensor adaptive_avg_pool2d_1x1(const Tensor& x);
+
+// ---- batchnorm.cpp ----------------------------------------------------------------------
+// x: (n, c, h, w)  gamma, beta, running_mean, running_var: (c)  ->  (n, c, h, w)
+// training: normalise with the batch's mean and biased variance, then update running_mean
+// and running_var in place with momentum (running_var from the unbiased variance), and
+// differentiate through the batch statistics. Otherwise normalise with the running ones.
+Tensor batch_norm2d(const Tensor& x, const Tensor& gamma, const Tensor& beta, Tensor& running_mean,
+                    Tensor& running_var, bool training, double momentum = 0.1, double eps = 1e-5);
+
+// ---- dropout.cpp ------------------------------------------------------------------------
+// Zeroes element i unless philox_u32(seed, Dropout, stream, i) ≥ ⌊p·2³²⌋, scales survivors
+// by 1/(1 − p). The identity (x itself) when not training or p = 0. p in [0, 1).
+Tensor dropout(const Tensor& x, double p, uint64_t seed, uint32_t stream, bool training);
+
 }  // namespace nnlab

@@ -55,6 +55,25 @@ class CpuBackend final : public Backend {
   void adam_step(Tensor& param, const Tensor& grad, Tensor& exp_avg, Tensor& exp_avg_sq, const AdamParams& hp,
                  int64_t step, const Tensor* skip_flag) override;
 
+  // pool2d_cpu.cpp
+  void maxpool2d_forward(const Pool2dGeometry& g, const Tensor& x, Tensor& y, Tensor& argmax) override;
+  void maxpool2d_backward(const Pool2dGeometry& g, const Tensor& dy, const Tensor& argmax, Tensor& dx) override;
+  void avgpool2d_forward(const Pool2dGeometry& g, const Tensor& x, Tensor& y) override;
+  void avgpool2d_backward(const Pool2dGeometry& g, const Tensor& dy, Tensor& dx) override;
+
+  // batchnorm_cpu.cpp
+  void batchnorm_forward_train(const Tensor& x, const Tensor& gamma, const Tensor& beta, Tensor& running_mean,
+                               Tensor& running_var, double momentum, double eps, Tensor& y, Tensor& save_mean,
+                               Tensor& save_invstd) override;
+  void batchnorm_forward_eval(const Tensor& x, const Tensor& gamma, const Tensor& beta, const Tensor& running_mean,
+                              const Tensor& running_var, double eps, Tensor& y) override;
+  void batchnorm_backward(const Tensor& x, const Tensor& dy, const Tensor& gamma, const Tensor& save_mean,
+                          const Tensor& save_invstd, Tensor& dx, Tensor& dgamma, Tensor& dbeta) override;
+
+  // dropout_cpu.cpp
+  void dropout_forward(const Tensor& x, double p, uint64_t seed, uint32_t stream, Tensor& y, Tensor& mask) override;
+  void dropout_backward(const Tensor& dy, const Tensor& mask, double p, Tensor& dx) override;
+
  private:
   CachingAllocator allocator_;
 };

@@ -1,0 +1,72 @@
+// Dropout on the CPU. The mask is drawn from Philox keyed by (seed, Dropout, stream, i) and
+// decided in integer arithmetic (keep iff draw ≥ ⌊p·2³²⌋), so the CUDA twin, drawing the
+// same keys, produces the same mask bit for bit whatever its thread layout.
+#include <cmath>
+
+#include "core/philox.h"
+#include "devices/cpu/cpu_backend.h"
+#include "devices/cpu/dispatch.h"
+
+namespace nnlab {
+
+namespace {
+
+// ⌊p·2³²⌋: exact in double (a power-of-two product, then floor), at most 2³² − 1 for p < 1.
+uint64_t keep_threshold(double p) { return static_cast<uint64_t>(std::floor(p * 4294967296.0)); }
+
+// x, y: n elements  mask: uint8 (n)
+// mask[i] = [philox_u32(seed, Dropout, stream, i) ≥ threshold];  y[i] = x[i] · mask[i] · 1/(1 − p)
+// One Philox call yields the four draws 4b … 4b+3 (philox_u32 returns one word of the same
+// block), so the loop runs over blocks of four.
+template <typename T>
+void dropout_forward_typed(const Tensor& xt, double p, uint64_t seed, uint32_t stream, const Tensor& yt,
+                           const Tensor& mt) {
+  const T* x = static_cast<const T*>(xt.raw_data());
+  T* y = static_cast<T*>(yt.raw_data());
+  uint8_t* mask = static_cast<uint8_t*>(mt.raw_data());
+  const uint64_t threshold = keep_threshold(p);
+  const T scale = static_cast<T>(1.0 / (1.0 - p));
+  const long n = static_cast<long>(xt.numel());
+  const long blocks = (n + 3) / 4;
+  const uint32_t key0 = static_cast<uint32_t>(seed), key1 = static_cast<uint32_t>(seed >> 32);
+  const uint32_t purpose = static_cast<uint32_t>(RandomPurpose::Dropout);
+#pragma omp parallel for schedule(static) if (n > cpu::kParallelGrain / 4)
+  for (long b = 0; b < blocks; ++b) {
+    const uint64_t ub = static_cast<uint64_t>(b);
+    const PhiloxBlock draws = philox4x32_10(
+        PhiloxBlock{{static_cast<uint32_t>(ub), static_cast<uint32_t>(ub >> 32), purpose, stream}}, key0, key1);
+    for (long lane = 0; lane < 4 && 4 * b + lane < n; ++lane) {
+      const long i = 4 * b + lane;
+      const bool keep = static_cast<uint64_t>(draws.v[lane]) >= threshold;
+      mask[i] = keep ? 1 : 0;
+      y[i] = keep ? x[i] * scale : T(0);
+    }
+  }
+}
+
+// dy, dx: n elements  mask: uint8 (n)     dx[i] = dy[i] · mask[i] · 1/(1 − p)
+template <typename T>
+void dropout_backward_typed(const Tensor& dyt, const Tensor& mt, double p, const Tensor& dxt) {
+  const T* dy = static_cast<const T*>(dyt.raw_data());
+  const uint8_t* mask = static_cast<const uint8_t*>(mt.raw_data());
+  T* dx = static_cast<T*>(dxt.raw_data());
+  const T scale = static_cast<T>(1.0 / (1.0 - p));
+  const long n = static_cast<long>(dyt.numel());
+#pragma omp parallel for schedule(static) if (n > cpu::kParallelGrain)
+  for (long i = 0; i < n; ++i) dx[i] = mask[i] ? dy[i] * scale : T(0);
+}
+
+}  // namespace
+
+void CpuBackend::dropout_forward(const Tensor& x, double p, uint64_t seed, uint32_t stream, Tensor& y,
+                                 Tensor& mask) {
+  cpu::dispatch_float("dropout_forward", x, [&](auto t) {
+    dropout_forward_typed<decltype(t)>(x, p, seed, stream, y, mask);
+  });
+}
+
+void CpuBackend::dropout_backward(const Tensor& dy, const Tensor& mask, double p, Tensor& dx) {
+  cpu::dispatch_float("dropout_backward", dy, [&](auto t) { dropout_backward_typed<decltype(t)>(dy, mask, p, dx); });
+}
+
+}  // namespace nnlab

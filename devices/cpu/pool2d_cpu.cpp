@@ -1,0 +1,153 @@
+// Pooling kernels on the CPU: max and average over k_h × k_w windows. Every (image,
+// channel) plane is independent, so the loops run in parallel over the n·c planes; inside a
+// plane each output reads (forward) or scatters to (backward) its own window, in a fixed
+// order, so results repeat bit for bit whatever the thread count.
+//
+// Window of output (i, j): rows i·stride_h − pad_h ... + kernel_h − 1, clipped to [0, h)
+// (columns likewise). Padded cells are never read: they cannot win a max, and an average
+// counts them as zeros (count_include_pad=True, PyTorch's default).
+#include <algorithm>
+#include <cmath>
+
+#include "devices/cpu/cpu_backend.h"
+#include "devices/cpu/dispatch.h"
+
+namespace nnlab {
+
+namespace {
+
+// The clipped window of one output cell, plus the average's divisor: the window size with
+// padded cells included but clipped at the far padded edge (as PyTorch's avg_pool2d).
+struct Window {
+  int64_t h0, h1, w0, w1;  // input rows [h0, h1), columns [w0, w1)
+  int64_t divisor;
+};
+
+inline Window window_of(const Pool2dGeometry& g, int64_t i, int64_t j) {
+  int64_t h0 = i * g.stride_h - g.pad_h, w0 = j * g.stride_w - g.pad_w;
+  int64_t h1 = std::min(h0 + g.kernel_h, g.h + g.pad_h), w1 = std::min(w0 + g.kernel_w, g.w + g.pad_w);
+  const int64_t divisor = (h1 - h0) * (w1 - w0);
+  h0 = std::max<int64_t>(h0, 0);
+  w0 = std::max<int64_t>(w0, 0);
+  h1 = std::min(h1, g.h);
+  w1 = std::min(w1, g.w);
+  return {h0, h1, w0, w1, divisor};
+}
+
+// x: (n, c, h, w)  y: (n, c, p, q)  argmax: int32 (n, c, p, q)
+// y[i, j] = max over the window; argmax = its flat index r·w + s in the plane. The first
+// maximum wins ties; a NaN wins over any number (as in PyTorch), so a NaN input shows in the
+// output instead of vanishing.
+template <typename T>
+void maxpool_forward_typed(const Pool2dGeometry& g, const Tensor& xt, const Tensor& yt, const Tensor& at) {
+  const T* x = static_cast<const T*>(xt.raw_data());
+  T* y = static_cast<T*>(yt.raw_data());
+  int32_t* arg = static_cast<int32_t*>(at.raw_data());
+  const long planes = static_cast<long>(g.n * g.c);
+#pragma omp parallel for schedule(static) if (planes * g.p * g.q * g.kernel_h * g.kernel_w > cpu::kParallelGrain)
+  for (long pl = 0; pl < planes; ++pl) {
+    const T* xp = x + pl * g.h * g.w;
+    T* yp = y + pl * g.p * g.q;
+    int32_t* ap = arg + pl * g.p * g.q;
+    for (int64_t i = 0; i < g.p; ++i) {
+      for (int64_t j = 0; j < g.q; ++j) {
+        const Window win = window_of(g, i, j);
+        T best = -INFINITY;
+        int64_t best_at = win.h0 * g.w + win.w0;
+        for (int64_t r = win.h0; r < win.h1; ++r) {
+          for (int64_t s = win.w0; s < win.w1; ++s) {
+            const T v = xp[r * g.w + s];
+            if (v > best || std::isnan(v)) {
+              best = v;
+              best_at = r * g.w + s;
+            }
+          }
+        }
+        yp[i * g.q + j] = best;
+        ap[i * g.q + j] = static_cast<int32_t>(best_at);
+      }
+    }
+  }
+}
+
+// dy: (n, c, p, q)  argmax: int32 (n, c, p, q)  dx: (n, c, h, w)
+// dx[argmax[i, j]] += dy[i, j]: only the winner of each window receives its gradient.
+template <typename T>
+void maxpool_backward_typed(const Pool2dGeometry& g, const Tensor& dyt, const Tensor& at, const Tensor& dxt) {
+  const T* dy = static_cast<const T*>(dyt.raw_data());
+  const int32_t* arg = static_cast<const int32_t*>(at.raw_data());
+  T* dx = static_cast<T*>(dxt.raw_data());
+  const long planes = static_cast<long>(g.n * g.c);
+#pragma omp parallel for schedule(static) if (planes * g.h * g.w > cpu::kParallelGrain)
+  for (long pl = 0; pl < planes; ++pl) {
+    T* dxp = dx + pl * g.h * g.w;
+    std::fill(dxp, dxp + g.h * g.w, T(0));
+    const T* dyp = dy + pl * g.p * g.q;
+    const int32_t* ap = arg + pl * g.p * g.q;
+    for (int64_t o = 0; o < g.p * g.q; ++o) dxp[ap[o]] += dyp[o];
+  }
+}
+
+// x: (n, c, h, w)  y: (n, c, p, q)     y[i, j] = (Σ over the window of x) / divisor
+template <typename T>
+void avgpool_forward_typed(const Pool2dGeometry& g, const Tensor& xt, const Tensor& yt) {
+  const T* x = static_cast<const T*>(xt.raw_data());
+  T* y = static_cast<T*>(yt.raw_data());
+  const long planes = static_cast<long>(g.n * g.c);
+#pragma omp parallel for schedule(static) if (planes * g.p * g.q * g.kernel_h * g.kernel_w > cpu::kParallelGrain)
+  for (long pl = 0; pl < planes; ++pl) {
+    const T* xp = x + pl * g.h * g.w;
+    T* yp = y + pl * g.p * g.q;
+    for (int64_t i = 0; i < g.p; ++i) {
+      for (int64_t j = 0; j < g.q; ++j) {
+        const Window win = window_of(g, i, j);
+        T sum = 0;
+        for (int64_t r = win.h0; r < win.h1; ++r)
+          for (int64_t s = win.w0; s < win.w1; ++s) sum += xp[r * g.w + s];
+        yp[i * g.q + j] = sum / static_cast<T>(win.divisor);
+      }
+    }
+  }
+}
+
+// dy: (n, c, p, q)  dx: (n, c, h, w)   dx[r, s] = Σ over the windows holding (r, s) of dy / divisor
+template <typename T>
+void avgpool_backward_typed(const Pool2dGeometry& g, const Tensor& dyt, const Tensor& dxt) {
+  const T* dy = static_cast<const T*>(dyt.raw_data());
+  T* dx = static_cast<T*>(dxt.raw_data());
+  const long planes = static_cast<long>(g.n * g.c);
+#pragma omp parallel for schedule(static) if (planes * g.p * g.q * g.kernel_h * g.kernel_w > cpu::kParallelGrain)
+  for (long pl = 0; pl < planes; ++pl) {
+    T* dxp = dx + pl * g.h * g.w;
+    std::fill(dxp, dxp + g.h * g.w, T(0));
+    const T* dyp = dy + pl * g.p * g.q;
+    for (int64_t i = 0; i < g.p; ++i) {
+      for (int64_t j = 0; j < g.q; ++j) {
+        const Window win = window_of(g, i, j);
+        const T share = dyp[i * g.q + j] / static_cast<T>(win.divisor);
+        for (int64_t r = win.h0; r < win.h1; ++r)
+          for (int64_t s = win.w0; s < win.w1; ++s) dxp[r * g.w + s] += share;
+      }
+    }
+  }
+}
+
+}  // namespace
+
+void CpuBackend::maxpool2d_forward(const Pool2dGeometry& g, const Tensor& x, Tensor& y, Tensor& argmax) {
+  cpu::dispatch_float("maxpool2d_forward", x, [&](auto t) { maxpool_forward_typed<decltype(t)>(g, x, y, argmax); });
+}
+
+void CpuBackend::maxpool2d_backward(const Pool2dGeometry& g, const Tensor& dy, const Tensor& argmax, Tensor& dx) {
+  cpu::dispatch_float("maxpool2d_backward", dy, [&](auto t) { maxpool_backward_typed<decltype(t)>(g, dy, argmax, dx); });
+}
+
+void CpuBackend::avgpool2d_forward(const Pool2dGeometry& g, const Tensor& x, Tensor& y) {
+  cpu::dispatch_float("avgpool2d_forward", x, [&](auto t) { avgpool_forward_typed<decltype(t)>(g, x, y); });
+}
+
+void CpuBackend::avgpool2d_backward(const Pool2dGeometry& g, const Tensor& dy, Tensor& dx) {
+  cpu::dispatch_float("avgpool2d_backward", dy, [&](auto t) { avgpool_backward_typed<decltype(t)>(g, dy, dx); });
+}
+
+}  // namespace nnlab
