@@ -21,7 +21,8 @@ std::vector<Node*> topological_order(Node* root) {
   while (!stack.empty()) {
     auto& [node, next] = stack.back();
     if (next < node->inputs().size()) {
-      Node* child = node->inputs()[next++].grad_fn().get();
+      const Tensor& input = node->inputs()[next++];
+      Node* child = input.defined() ? input.grad_fn().get() : nullptr;
       if (child && seen.insert(child).second) stack.emplace_back(child, 0);
     } else {
       post.push_back(node);
@@ -98,7 +99,7 @@ void run_backward(const Tensor& root, const Tensor& seed_in) {
     if (g_hook) g_hook(*node, grads);
     for (size_t i = 0; i < node->inputs().size(); ++i) {
       const Tensor& input = node->inputs()[i];
-      if (i >= grads.size() || !grads[i].defined() || !input.requires_grad()) continue;
+      if (i >= grads.size() || !grads[i].defined() || !input.defined() || !input.requires_grad()) continue;
       if (Node* producer = input.grad_fn().get()) {
         auto [slot, fresh] = pending.try_emplace(producer, grads[i]);
         if (!fresh) slot->second = sum_grads(slot->second, grads[i]);
@@ -112,7 +113,7 @@ void run_backward(const Tensor& root, const Tensor& seed_in) {
   std::vector<std::shared_ptr<Node>> keep_alive;
   for (Node* node : order)
     for (const Tensor& input : node->inputs())
-      if (input.grad_fn()) keep_alive.push_back(input.grad_fn());
+      if (input.defined() && input.grad_fn()) keep_alive.push_back(input.grad_fn());
   for (Node* node : order) node->release();
 }
 

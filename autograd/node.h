@@ -19,11 +19,12 @@ class Node {
   // "LinearBackward": shown by error messages and by `nnlab explain`.
   virtual std::string name() const = 0;
   // dy: gradient of the op's output. Returns one gradient per input, in input order; an
-  // input that does not require a gradient may get an undefined Tensor.
+  // input that does not require a gradient may get an undefined Tensor. An optional input
+  // that is absent (a layer without bias) is an undefined Tensor in inputs().
   virtual std::vector<Tensor> backward(const Tensor& dy) = 0;
 
   const std::vector<Tensor>& inputs() const { return inputs_; }
-  bool needs_grad(size_t i) const { return inputs_[i].requires_grad(); }
+  bool needs_grad(size_t i) const { return inputs_[i].defined() && inputs_[i].requires_grad(); }
   // Frees the inputs and saved tensors once backward has run (the graph is single-use).
   void release() {
     inputs_.clear();

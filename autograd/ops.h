@@ -48,6 +48,17 @@ Tensor log_softmax(const Tensor& x);
 // Fused and numerically stable. When nonfinite_flag (int32 scalar on the logits' device) is
 // given, the kernel raises it if the loss is not finite; nothing synchronises here.
 Tensor cross_entropy(const Tensor& logits, const Tensor& labels, Tensor* nonfinite_flag = nullptr);
+// Not differentiable: correct (int32 scalar) += number of rows whose argmax equals the label.
+void accumulate_correct(const Tensor& logits, const Tensor& labels, Tensor& correct);
+
+// ---- conv2d.cpp -------------------------------------------------------------------------
+// x: (n, c, h, w)  w: (k, c, r, s)  b: (k) or undefined  ->  (n, k, p, q) with
+// p = (h + 2·pad_h − r) / stride_h + 1,  q = (w + 2·pad_w − s) / stride_w + 1  (PyTorch's Conv2d)
+Tensor conv2d(const Tensor& x, const Tensor& w, const Tensor& b, int64_t stride_h, int64_t stride_w, int64_t pad_h,
+              int64_t pad_w);
+inline Tensor conv2d(const Tensor& x, const Tensor& w, const Tensor& b, int64_t stride = 1, int64_t padding = 0) {
+  return conv2d(x, w, b, stride, stride, padding, padding);
+}
 
 // ---- pool2d.cpp -------------------------------------------------------------------------
 // x: (n, c, h, w) -> (n, c, p, q), p = (h + 2·padding − kernel) / stride + 1 (floor), q alike.

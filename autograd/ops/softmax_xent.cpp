@@ -73,4 +73,13 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& labels, Tensor* nonfini
   return loss;
 }
 
+void accumulate_correct(const Tensor& logits, const Tensor& labels, Tensor& correct) {
+  check_same_device("accumulate_correct", {&logits, &labels, &correct});
+  check_dtype("accumulate_correct (labels)", labels, DType::Int32);
+  check_dtype("accumulate_correct (counter)", correct, DType::Int32);
+  NNLAB_CHECK(logits.ndim() == 2 && labels.ndim() == 1 && labels.dim(0) == logits.dim(0),
+              "accumulate_correct: logits ", logits.describe(), " and labels ", labels.describe(), " do not match");
+  backend_for(logits.device()).count_correct(logits, labels, correct);
+}
+
 }  // namespace nnlab

@@ -1,0 +1,88 @@
+// 2-D convolution (PyTorch's Conv2d: cross-correlation, dilation 1, one group): the
+// forward op and its Backward node. The kernels (im2col + GEMM on the CPU) are in
+// devices/cpu/conv2d_cpu.cpp and devices/cuda/conv2d_cuda.cu.
+#include "autograd/engine.h"
+#include "autograd/ops.h"
+#include "devices/registry.h"
+
+namespace nnlab {
+
+namespace {
+
+// y = W ⋆ x + b   ->   dx = col2im(Wᵀ · dy) ;  dW = dy · im2col(x)ᵀ ;  db = Σ_{n,p,q} dy
+// Inputs are {x, w} or {x, w, b}: an absent bias is simply not an input of the node.
+class Conv2dBackward : public Node {
+ public:
+  Conv2dBackward(const Conv2dGeometry& g, std::vector<Tensor> inputs) : Node(std::move(inputs)), g_(g) {}
+  std::string name() const override { return "Conv2dBackward"; }
+  std::vector<Tensor> backward(const Tensor& dy) override {
+    const Tensor& x = inputs()[0];
+    const Tensor& w = inputs()[1];
+    Backend& be = backend_for(dy.device());
+    std::vector<Tensor> grads(inputs().size());
+    if (needs_grad(0)) {
+      grads[0] = Tensor::empty(x.shape(), x.dtype(), x.device());
+      be.conv2d_backward_data(g_, dy, w, grads[0]);
+    }
+    if (needs_grad(1)) {
+      grads[1] = Tensor::empty(w.shape(), w.dtype(), w.device());
+      be.conv2d_backward_filter(g_, dy, x, grads[1]);
+    }
+    if (inputs().size() == 3 && needs_grad(2)) {
+      grads[2] = Tensor::empty({g_.k}, dy.dtype(), dy.device());
+      be.bias_backward(dy, grads[2], g_.p * g_.q);  // dy as (n, k, p·q)
+    }
+    return grads;
+  }
+
+ private:
+  Conv2dGeometry g_;
+};
+
+// Checks the inputs the way a user would want to hear about them, and works out p and q.
+Conv2dGeometry conv2d_geometry(const Tensor& x, const Tensor& w, const Tensor& b, int64_t stride_h,
+                               int64_t stride_w, int64_t pad_h, int64_t pad_w) {
+  NNLAB_CHECK(x.ndim() == 4, "conv2d: input ", x.describe(),
+              " must be 4-D (n, c, h, w); add a batch or channel dimension with reshape");
+  NNLAB_CHECK(w.ndim() == 4, "conv2d: weight ", w.describe(), " must be 4-D (k, c, r, s)");
+  NNLAB_CHECK(x.dtype() == w.dtype(), "conv2d: input ", x.describe(), " and weight ", w.describe(),
+              " have different dtypes");
+  NNLAB_CHECK(x.dim(1) == w.dim(1), "conv2d: input ", x.describe(), " has ", x.dim(1), " channels but weight ",
+              w.describe(), " expects ", w.dim(1), " (weight is (out_channels, in_channels, kh, kw))");
+  NNLAB_CHECK(stride_h >= 1 && stride_w >= 1, "conv2d: stride must be at least 1, got (", stride_h, ", ", stride_w,
+              ")");
+  NNLAB_CHECK(pad_h >= 0 && pad_w >= 0, "conv2d: padding must not be negative, got (", pad_h, ", ", pad_w, ")");
+  NNLAB_CHECK(b.defined() == false || (b.ndim() == 1 && b.dim(0) == w.dim(0) && b.dtype() == w.dtype()),
+              "conv2d: bias ", b.defined() ? b.describe() : "", " does not match weight ", w.describe(),
+              " (need one bias per output channel, of the weight's dtype)");
+  Conv2dGeometry g{};
+  g.n = x.dim(0), g.c = x.dim(1), g.h = x.dim(2), g.w = x.dim(3);
+  g.k = w.dim(0), g.r = w.dim(2), g.s = w.dim(3);
+  g.stride_h = stride_h, g.stride_w = stride_w, g.pad_h = pad_h, g.pad_w = pad_w;
+  NNLAB_CHECK(g.r <= g.h + 2 * pad_h && g.s <= g.w + 2 * pad_w, "conv2d: kernel ", g.r, "×", g.s,
+              " is larger than the padded input ", g.h + 2 * pad_h, "×", g.w + 2 * pad_w, " (input ", x.describe(),
+              ", padding (", pad_h, ", ", pad_w, ")); use a smaller kernel or more padding");
+  g.p = (g.h + 2 * pad_h - g.r) / stride_h + 1;
+  g.q = (g.w + 2 * pad_w - g.s) / stride_w + 1;
+  return g;
+}
+
+}  // namespace
+
+Tensor conv2d(const Tensor& x, const Tensor& w, const Tensor& b, int64_t stride_h, int64_t stride_w, int64_t pad_h,
+              int64_t pad_w) {
+  if (b.defined()) check_same_device("conv2d", {&x, &w, &b});
+  else check_same_device("conv2d", {&x, &w});
+  check_float("conv2d", x);
+  const Conv2dGeometry g = conv2d_geometry(x, w, b, stride_h, stride_w, pad_h, pad_w);
+  Tensor y = Tensor::empty({g.n, g.k, g.p, g.q}, x.dtype(), x.device());
+  if (y.numel() > 0) backend_for(x.device()).conv2d_forward(g, x, w, b.defined() ? &b : nullptr, y);
+  if (needs_graph({&x, &w, &b})) {
+    std::vector<Tensor> inputs{x, w};
+    if (b.defined()) inputs.push_back(b);
+    attach(y, std::make_shared<Conv2dBackward>(g, std::move(inputs)));
+  }
+  return y;
+}
+
+}  // namespace nnlab

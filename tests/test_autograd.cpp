@@ -1,0 +1,75 @@
+// The backward engine: ordering, accumulation, shared subexpressions, no-grad, errors.
+#include <catch2/catch.hpp>
+
+#include "autograd/grad_mode.h"
+#include "autograd/ops.h"
+
+using namespace nnlab;
+
+namespace {
+Tensor leaf(std::vector<double> v, Shape s) {
+  Tensor t = Tensor::from_vector(v, s);
+  t.set_requires_grad(true);
+  return t;
+}
+}  // namespace
+
+TEST_CASE("a shared subexpression receives the sum of its gradients", "[autograd]") {
+  // y = sum(a·b + a·a)  ->  dy/da = b + 2a,  dy/db = a
+  Tensor a = leaf({1, 2, 3}, {3});
+  Tensor b = leaf({4, 5, 6}, {3});
+  Tensor y = sum(a * b + a * a);
+  CHECK(y.item() == Approx(4 + 10 + 18 + 1 + 4 + 9));
+  y.backward();
+  CHECK(a.grad().to_vector<double>() == std::vector<double>{6, 9, 12});
+  CHECK(b.grad().to_vector<double>() == std::vector<double>{1, 2, 3});
+}
+
+TEST_CASE("gradients accumulate across backward calls until zeroed", "[autograd]") {
+  Tensor a = leaf({1, 2}, {2});
+  sum(a * a).backward();
+  sum(a * a).backward();
+  CHECK(a.grad().to_vector<double>() == std::vector<double>{4, 8});
+}
+
+TEST_CASE("one tensor used twice in one op (x + x)", "[autograd]") {
+  Tensor a = leaf({1, 2}, {2});
+  sum(a + a).backward();
+  CHECK(a.grad().to_vector<double>() == std::vector<double>{2, 2});
+}
+
+TEST_CASE("no-grad mode builds no graph", "[autograd]") {
+  Tensor a = leaf({1, 2}, {2});
+  Tensor y;
+  {
+    NoGradGuard guard;
+    y = sum(a * a);
+  }
+  CHECK_FALSE(y.requires_grad());
+  CHECK_THROWS_WITH(y.backward(), Catch::Contains("does not require a gradient"));
+  CHECK(GradMode::enabled());
+}
+
+TEST_CASE("backward through a non-scalar needs a seed", "[autograd]") {
+  Tensor a = leaf({1, 2}, {2});
+  Tensor y = a * a;
+  CHECK_THROWS_WITH(y.backward(), Catch::Contains("not a scalar") && Catch::Contains("seed"));
+  y.backward(Tensor::from_vector<double>({1, 10}, {2}));
+  CHECK(a.grad().to_vector<double>() == std::vector<double>{2, 40});
+}
+
+TEST_CASE("the graph is freed after backward", "[autograd]") {
+  Tensor a = leaf({1, 2}, {2});
+  Tensor y = sum(relu(a * a));
+  y.backward();
+  CHECK_THROWS_WITH(y.backward(), Catch::Contains("already used"));
+}
+
+TEST_CASE("a deep chain does not overflow the stack", "[autograd]") {
+  Tensor a = leaf({0.5}, {1});
+  Tensor h = a;
+  Tensor one = Tensor::from_vector<double>({1.0}, {1});
+  for (int i = 0; i < 20000; ++i) h = h * one;
+  sum(h).backward();
+  CHECK(a.grad().to_vector<double>()[0] == 1.0);
+}
