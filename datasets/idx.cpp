@@ -67,7 +67,7 @@ int64_t read_header(gzFile file, const std::string& path, std::vector<int64_t>& 
       fail("IDX file ", path, " is truncated inside its header (", ndims, " dimensions announced)");
     const int64_t extent = (int64_t{b[0]} << 24) | (int64_t{b[1]} << 16) | (int64_t{b[2]} << 8) | b[3];
     dims.push_back(extent);
-    // Each extent is below 2^32 and total stays at most 2^31, so this product cannot overflow.
+    // Each extent is below 2^32 and total stays below 2^31, so this product cannot overflow.
     total *= extent;
     if (total > kIdxMaxBytes)
       fail("IDX file ", path, " is corrupt: its header claims more than ", kIdxMaxBytes,

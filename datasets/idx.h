@@ -22,8 +22,8 @@ struct IdxArray {
   std::vector<uint8_t> data;   // product(dims) bytes
 };
 
-// Largest payload accepted: the biggest official file (60000 × 28 × 28) is 47 MB.
-constexpr int64_t kIdxMaxBytes = int64_t{1} << 31;
+// Largest payload accepted, 2^31 − 1 bytes: the biggest official file (60000 × 28 × 28) is 47 MB.
+constexpr int64_t kIdxMaxBytes = (int64_t{1} << 31) - 1;
 
 // Reads one IDX file from a path (gzip or raw). Throws nnlab::Error naming the file and
 // what is wrong: bad magic, an element type other than unsigned byte, 0 or more than 4

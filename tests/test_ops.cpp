@@ -90,7 +90,7 @@ TEST_CASE("matmul and linear match a naive product and pass gradcheck", "[ops][g
   require_gradcheck([](const std::vector<Tensor>& in) { return linear(in[0], in[1], Tensor()); }, {x, w});
   check_f32_matches_f64([](const std::vector<Tensor>& in) { return linear(in[0], in[1], in[2]); }, {x, w, bias});
   CHECK_THROWS_WITH(matmul(a, a), Catch::Contains("matmul: cannot multiply float64[5, 7] on cpu by float64[5, 7]"));
-  CHECK_THROWS_WITH(linear(x, a, Tensor()), Catch::Contains("does not fit weight"));
+  CHECK_THROWS_WITH(linear(x, b, Tensor()), Catch::Contains("does not fit weight"));
 }
 
 TEST_CASE("sum, mean, reshape and flatten", "[ops][gradcheck]") {

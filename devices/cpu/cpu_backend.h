@@ -55,6 +55,12 @@ class CpuBackend final : public Backend {
   void adam_step(Tensor& param, const Tensor& grad, Tensor& exp_avg, Tensor& exp_avg_sq, const AdamParams& hp,
                  int64_t step, const Tensor* skip_flag) override;
 
+  // conv2d_cpu.cpp
+  void conv2d_forward(const Conv2dGeometry& g, const Tensor& x, const Tensor& w, const Tensor* b,
+                      Tensor& y) override;
+  void conv2d_backward_data(const Conv2dGeometry& g, const Tensor& dy, const Tensor& w, Tensor& dx) override;
+  void conv2d_backward_filter(const Conv2dGeometry& g, const Tensor& dy, const Tensor& x, Tensor& dw) override;
+
   // pool2d_cpu.cpp
   void maxpool2d_forward(const Pool2dGeometry& g, const Tensor& x, Tensor& y, Tensor& argmax) override;
   void maxpool2d_backward(const Pool2dGeometry& g, const Tensor& dy, const Tensor& argmax, Tensor& dx) override;
