@@ -1,0 +1,210 @@
+// The CUDA backend's set-up: probing for a usable device, the per-device context (stream,
+// cuBLAS and cuDNN handles, caching allocator over cudaMalloc/cudaFree), math modes and the
+// device report. The kernels themselves are in the <family>_cuda.cu files.
+#include "devices/cuda/cuda_backend.h"
+
+#include <atomic>
+#include <cstring>
+#include <mutex>
+#include <sstream>
+#include <vector>
+
+#include "devices/cuda/cuda_context.h"
+
+namespace nnlab {
+
+namespace cuda {
+
+const char* cublas_status_name(cublasStatus_t status) {
+  switch (status) {
+    case CUBLAS_STATUS_SUCCESS: return "CUBLAS_STATUS_SUCCESS";
+    case CUBLAS_STATUS_NOT_INITIALIZED: return "CUBLAS_STATUS_NOT_INITIALIZED";
+    case CUBLAS_STATUS_ALLOC_FAILED: return "CUBLAS_STATUS_ALLOC_FAILED";
+    case CUBLAS_STATUS_INVALID_VALUE: return "CUBLAS_STATUS_INVALID_VALUE";
+    case CUBLAS_STATUS_ARCH_MISMATCH: return "CUBLAS_STATUS_ARCH_MISMATCH";
+    case CUBLAS_STATUS_MAPPING_ERROR: return "CUBLAS_STATUS_MAPPING_ERROR";
+    case CUBLAS_STATUS_EXECUTION_FAILED: return "CUBLAS_STATUS_EXECUTION_FAILED";
+    case CUBLAS_STATUS_INTERNAL_ERROR: return "CUBLAS_STATUS_INTERNAL_ERROR";
+    case CUBLAS_STATUS_NOT_SUPPORTED: return "CUBLAS_STATUS_NOT_SUPPORTED";
+    case CUBLAS_STATUS_LICENSE_ERROR: return "CUBLAS_STATUS_LICENSE_ERROR";
+  }
+  return "unknown cuBLAS status";
+}
+
+void check_launch(const char* kernel, const char* file, int line) {
+  const cudaError_t err = cudaGetLastError();
+  if (err != cudaSuccess)
+    fail("launch of ", kernel, " failed: ", cudaGetErrorString(err), " (", cudaGetErrorName(err), ") at ", file,
+         ":", line);
+}
+
+void Context::raise_device_fault() {
+  const int32_t code = fault_host[0];
+  if (code == 0) return;
+  const int32_t value = fault_host[1], index = fault_host[2], bound = fault_host[3];
+  std::memset(fault_host, 0, 4 * sizeof(int32_t));
+  if (code == static_cast<int32_t>(DeviceFault::LabelOutOfRange))
+    fail("cross_entropy: label ", value, " of sample ", index, " is outside the model's ", bound, " classes [0, ",
+         bound, ") (found on cuda:", device, "); check the data set and the model");
+  fail("gather_rows: index ", value, " (position ", index, ") outside [0, ", bound, ") (found on cuda:", device,
+       ")");
+}
+
+}  // namespace cuda
+
+namespace {
+
+std::atomic<bool> g_tf32{false};
+std::atomic<bool> g_deterministic{false};
+
+std::string version_str(int v) {  // CUDA encodes 12040 as 12.4
+  return std::to_string(v / 1000) + "." + std::to_string((v % 1000) / 10);
+}
+
+CudaStatus probe_uncached() {
+  CudaStatus s;
+  int driver = 0;
+  const cudaError_t derr = cudaDriverGetVersion(&driver);
+  if (derr != cudaSuccess || driver == 0) {
+    s.reason = "no NVIDIA driver is installed (libcuda.so could not be loaded); install the driver or use --device cpu";
+    return s;
+  }
+  const std::string versions = "the driver supports CUDA " + version_str(driver) + " but nnlab was built with the CUDA " +
+                               version_str(CUDART_VERSION) + " runtime";
+  if (driver / 1000 < CUDART_VERSION / 1000) {
+    s.reason = "the NVIDIA driver is too old: " + versions + "; update the driver or use --device cpu";
+    return s;
+  }
+  int count = 0;
+  const cudaError_t err = cudaGetDeviceCount(&count);
+  if (err == cudaErrorInsufficientDriver) {
+    s.reason = "the NVIDIA driver is too old: " + versions + "; update the driver or use --device cpu";
+  } else if (err == cudaErrorNoDevice || (err == cudaSuccess && count == 0)) {
+    s.reason = "the NVIDIA driver is loaded but no CUDA GPU is present (or CUDA_VISIBLE_DEVICES hides them all)";
+  } else if (err != cudaSuccess) {
+    s.reason = std::string("cudaGetDeviceCount failed: ") + cudaGetErrorString(err);
+  } else {
+    s.usable = true;
+    s.device_count = count;
+  }
+  cudaGetLastError();  // a failed probe must not poison later error checks
+  return s;
+}
+
+CachingAllocator::RawAlloc device_malloc(int index) {
+  return [index](size_t bytes) -> void* {
+    void* p = nullptr;
+    if (cudaSetDevice(index) != cudaSuccess || cudaMalloc(&p, bytes) != cudaSuccess) {
+      cudaGetLastError();  // out of memory is reported by the allocator, not left behind
+      return nullptr;
+    }
+    return p;
+  };
+}
+
+}  // namespace
+
+CudaStatus cuda_probe() {
+  static const CudaStatus status = probe_uncached();
+  return status;
+}
+
+void set_cuda_math_mode(bool tf32) { g_tf32 = tf32; }
+bool cuda_math_tf32() { return g_tf32; }
+void set_cuda_deterministic(bool on) { g_deterministic = on; }
+bool cuda_deterministic() { return g_deterministic; }
+
+CudaBackend::CudaBackend(int index)
+    : Backend(Device::cuda(index)),
+      allocator_(std::make_unique<CachingAllocator>(Device::cuda(index).str(), device_malloc(index),
+                                                    [](void* p) { cudaFree(p); })),
+      ctx_(std::make_unique<cuda::Context>()) {
+  cuda::Context& c = *ctx_;
+  c.device = index;
+  c.allocator = allocator_.get();
+  NNLAB_CUDA_CHECK(cudaSetDevice(index));
+  NNLAB_CUDA_CHECK(cudaStreamCreateWithFlags(&c.stream, cudaStreamNonBlocking));
+  NNLAB_CUBLAS_CHECK(cublasCreate(&c.cublas));
+  NNLAB_CUBLAS_CHECK(cublasSetStream(c.cublas, c.stream));
+  NNLAB_CUBLAS_CHECK(cublasSetMathMode(c.cublas, CUBLAS_DEFAULT_MATH));  // strict float32: no TF32
+  NNLAB_CUDNN_CHECK(cudnnCreate(&c.cudnn));
+  NNLAB_CUDNN_CHECK(cudnnSetStream(c.cudnn, c.stream));
+  void* fault = nullptr;
+  NNLAB_CUDA_CHECK(cudaHostAlloc(&fault, 4 * sizeof(int32_t), cudaHostAllocMapped));
+  std::memset(fault, 0, 4 * sizeof(int32_t));
+  c.fault_host = static_cast<int32_t*>(fault);
+  void* fault_dev = nullptr;
+  NNLAB_CUDA_CHECK(cudaHostGetDevicePointer(&fault_dev, fault, 0));
+  c.fault_device = static_cast<int32_t*>(fault_dev);
+}
+
+// Never runs for the registry's backends (they live until exit); kept for completeness.
+CudaBackend::~CudaBackend() {
+  cuda::Context& c = *ctx_;
+  c.conv_plans.clear();
+  if (c.pinned) cudaFreeHost(c.pinned);
+  if (c.fault_host) cudaFreeHost(c.fault_host);
+  if (c.cudnn) cudnnDestroy(c.cudnn);
+  if (c.cublas) cublasDestroy(c.cublas);
+  if (c.stream) cudaStreamDestroy(c.stream);
+}
+
+std::string CudaBackend::name() const {
+  cudaDeviceProp prop{};
+  if (cudaGetDeviceProperties(&prop, ctx_->device) != cudaSuccess) return "CUDA";
+  return std::string("CUDA (cuBLAS + cuDNN) on ") + prop.name;
+}
+
+void CudaBackend::synchronize() {
+  NNLAB_CUDA_CHECK(cudaStreamSynchronize(ctx_->stream));
+  ctx_->raise_device_fault();
+}
+
+Backend& cuda_backend(int index) {
+  static std::mutex mutex;
+  static std::vector<CudaBackend*> backends;  // leaked on purpose: see the header
+  static thread_local int current = -1;
+  const CudaStatus s = cuda_probe();
+  NNLAB_CHECK(s.usable, "cannot use cuda:", index, ": ", s.reason);
+  NNLAB_CHECK(index >= 0 && index < s.device_count, "cuda:", index, " does not exist: ", s.device_count,
+              " CUDA device(s) are present");
+  if (current != index) {  // launches go to the current device
+    NNLAB_CUDA_CHECK(cudaSetDevice(index));
+    current = index;
+  }
+  std::lock_guard<std::mutex> lock(mutex);
+  if (backends.empty()) backends.resize(static_cast<size_t>(s.device_count), nullptr);
+  if (!backends[index]) backends[index] = new CudaBackend(index);
+  return *backends[index];
+}
+
+std::string cuda_device_report() {
+  const CudaStatus s = cuda_probe();
+  if (!s.usable) return "no usable CUDA GPU: " + s.reason;
+  int driver = 0, runtime = 0, cublas_major = 0, cublas_minor = 0, cublas_patch = 0;
+  cudaDriverGetVersion(&driver);
+  cudaRuntimeGetVersion(&runtime);
+  cublasGetProperty(MAJOR_VERSION, &cublas_major);
+  cublasGetProperty(MINOR_VERSION, &cublas_minor);
+  cublasGetProperty(PATCH_LEVEL, &cublas_patch);
+  const size_t cudnn = cudnnGetVersion();  // 91900 for 9.19.0
+  std::ostringstream os;
+  for (int i = 0; i < s.device_count; ++i) {
+    cudaDeviceProp prop{};
+    if (cudaGetDeviceProperties(&prop, i) != cudaSuccess) {
+      os << "cuda:" << i << ": properties unavailable\n";
+      continue;
+    }
+    os << "cuda:" << i << ": " << prop.name << ", " << (prop.totalGlobalMem >> 20) << " MiB, compute capability "
+       << prop.major << "." << prop.minor << ", " << prop.multiProcessorCount << " SMs; driver (CUDA) "
+       << version_str(driver) << ", runtime " << version_str(runtime) << ", cuBLAS " << cublas_major << "."
+       << cublas_minor << "." << cublas_patch << ", cuDNN " << cudnn / 10000 << "." << (cudnn % 10000) / 100 << "."
+       << cudnn % 100 << "\n";
+  }
+  cudaGetLastError();
+  std::string out = os.str();
+  if (!out.empty()) out.pop_back();
+  return out;
+}
+
+}  // namespace nnlab

@@ -1,0 +1,45 @@
+// Every CUDA runtime, cuBLAS and cuDNN call goes through one of these macros: a failure
+// becomes an nnlab::Error naming the call, the error, the file and the line, so a user sees
+// "cudaMemcpyAsync(...) failed: an illegal memory access was encountered at
+// devices/cuda/memory_cuda.cu:42" instead of a crash or a silently wrong answer.
+#pragma once
+#include <cublas_v2.h>
+#include <cuda_runtime.h>
+#include <cudnn.h>
+
+#include "core/error.h"
+
+namespace nnlab::cuda {
+
+const char* cublas_status_name(cublasStatus_t status);
+
+// Kernel launches report errors lazily; this picks up a bad launch configuration at once.
+void check_launch(const char* kernel, const char* file, int line);
+
+}  // namespace nnlab::cuda
+
+#define NNLAB_CUDA_CHECK(call)                                                                            \
+  do {                                                                                                    \
+    const cudaError_t nnlab_err_ = (call);                                                                \
+    if (nnlab_err_ != cudaSuccess)                                                                        \
+      ::nnlab::fail(#call, " failed: ", cudaGetErrorString(nnlab_err_), " (", cudaGetErrorName(nnlab_err_), \
+                    ") at ", __FILE__, ":", __LINE__);                                                    \
+  } while (0)
+
+#define NNLAB_CUBLAS_CHECK(call)                                                                   \
+  do {                                                                                             \
+    const cublasStatus_t nnlab_st_ = (call);                                                       \
+    if (nnlab_st_ != CUBLAS_STATUS_SUCCESS)                                                        \
+      ::nnlab::fail(#call, " failed: ", ::nnlab::cuda::cublas_status_name(nnlab_st_), " at ", __FILE__, \
+                    ":", __LINE__);                                                                \
+  } while (0)
+
+#define NNLAB_CUDNN_CHECK(call)                                                                            \
+  do {                                                                                                     \
+    const cudnnStatus_t nnlab_st_ = (call);                                                                \
+    if (nnlab_st_ != CUDNN_STATUS_SUCCESS)                                                                 \
+      ::nnlab::fail(#call, " failed: ", cudnnGetErrorString(nnlab_st_), " at ", __FILE__, ":", __LINE__); \
+  } while (0)
+
+// After a <<<...>>> launch: NNLAB_CUDA_LAUNCH_CHECK("relu_forward_kernel");
+#define NNLAB_CUDA_LAUNCH_CHECK(kernel) ::nnlab::cuda::check_launch(kernel, __FILE__, __LINE__)

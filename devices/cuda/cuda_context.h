@@ -1,0 +1,97 @@
+// What the CUDA kernel files share: the per-device context (stream, cuBLAS and cuDNN
+// handles, the device-side error record, cached convolution plans) and small launch
+// helpers. Included only by devices/cuda/*; it pulls in the CUDA headers.
+#pragma once
+#include <array>
+#include <cstdint>
+#include <map>
+#include <memory>
+
+#include "core/allocator.h"
+#include "core/tensor.h"
+#include "devices/cuda/cuda_check.h"
+
+namespace nnlab::cuda {
+
+// Every kernel runs on the context's one stream, so work is ordered without host
+// synchronisation, and a buffer handed back to the caching allocator can be reused by the
+// next kernel at once (it runs after every earlier kernel that used the buffer).
+constexpr int kThreads = 256;
+
+// One thread per element with a grid-stride loop: the grid is capped, and each thread walks
+// i, i + gridDim·blockDim, ... so any n is covered.
+inline unsigned grid_for(int64_t n) {
+  const int64_t blocks = (n + kThreads - 1) / kThreads;
+  return static_cast<unsigned>(blocks < 1 ? 1 : (blocks > 65535 * 8 ? 65535 * 8 : blocks));
+}
+
+#define NNLAB_GRID_STRIDE(i, n) \
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < (n); \
+       i += static_cast<int64_t>(blockDim.x) * gridDim.x)
+
+// Faults a kernel found without trapping (a trap would kill the CUDA context). The host
+// reads the record whenever it synchronises anyway (copy_to_host, synchronize) and throws.
+enum class DeviceFault : int32_t { None = 0, LabelOutOfRange = 1, GatherIndexOutOfRange = 2 };
+
+// A convolution's cuDNN descriptors and chosen algorithms, made once per geometry.
+struct ConvPlan {
+  cudnnTensorDescriptor_t x_desc = nullptr, y_desc = nullptr, bias_desc = nullptr;
+  cudnnFilterDescriptor_t w_desc = nullptr;
+  cudnnConvolutionDescriptor_t fwd_desc = nullptr, bwd_data_desc = nullptr, bwd_filter_desc = nullptr;
+  bool have_fwd = false, have_bwd_data = false, have_bwd_filter = false;
+  cudnnConvolutionFwdAlgo_t fwd_algo{};
+  cudnnConvolutionBwdDataAlgo_t bwd_data_algo{};
+  cudnnConvolutionBwdFilterAlgo_t bwd_filter_algo{};
+  size_t fwd_workspace = 0, bwd_data_workspace = 0, bwd_filter_workspace = 0;
+  ~ConvPlan();
+};
+// n, c, h, w, k, r, s, stride_h, stride_w, pad_h, pad_w, tf32, deterministic
+using ConvKey = std::array<int64_t, 13>;
+
+struct Context {
+  int device = 0;
+  cudaStream_t stream = nullptr;
+  cublasHandle_t cublas = nullptr;
+  cudnnHandle_t cudnn = nullptr;
+  CachingAllocator* allocator = nullptr;
+  bool cublas_tf32 = false;  // the math mode last applied to the cuBLAS handle
+  // Mapped, pinned host memory written by kernels: {fault, value, index, bound}.
+  int32_t* fault_host = nullptr;
+  int32_t* fault_device = nullptr;
+  // Pinned staging for device → host copies (grown on demand, in copy_to_host only).
+  void* pinned = nullptr;
+  size_t pinned_bytes = 0;
+  std::map<ConvKey, std::unique_ptr<ConvPlan>> conv_plans;
+
+  // Throws the first fault a kernel recorded (after a synchronisation), then clears it.
+  void raise_device_fault();
+};
+
+// Scratch memory from the caching allocator for the length of one launcher. Handing it
+// back before the kernels ran is safe: everything runs in order on one stream.
+class Scratch {
+ public:
+  Scratch(CachingAllocator& alloc, size_t bytes) : alloc_(alloc), ptr_(bytes ? alloc.allocate(bytes) : nullptr) {}
+  ~Scratch() { alloc_.deallocate(ptr_); }
+  Scratch(const Scratch&) = delete;
+  Scratch& operator=(const Scratch&) = delete;
+  template <typename T>
+  T* as() const { return static_cast<T*>(ptr_); }
+
+ private:
+  CachingAllocator& alloc_;
+  void* ptr_;
+};
+
+// CUDA kernels are float32 only; float64 stays on the CPU for gradient checks.
+inline void require_f32(const char* kernel, const Tensor& t) {
+  NNLAB_CHECK(t.dtype() == DType::Float32, kernel, ": the CUDA kernel takes float32 only, got ", t.describe(),
+              "; float64 (gradient checks) runs on the CPU");
+}
+
+template <typename T>
+T* ptr(const Tensor& t) {
+  return static_cast<T*>(t.raw_data());
+}
+
+}  // namespace nnlab::cuda

@@ -1,0 +1,69 @@
+// Dropout on CUDA, the twin of devices/cpu/dropout_cpu.cpp: the mask comes from the same
+// Philox keys (seed, Dropout, stream, i) and the same integer test (keep iff draw ≥
+// ⌊p·2³²⌋), so CPU and CUDA masks are bit-equal whatever the thread layout. Like the CPU,
+// one thread computes one Philox block and uses all four of its words (elements 4b … 4b+3).
+#include <cmath>
+
+#include "core/philox.h"
+#include "devices/cuda/cuda_backend.h"
+#include "devices/cuda/cuda_context.h"
+
+namespace nnlab {
+
+namespace {
+
+// ⌊p·2³²⌋: exact in double, at most 2³² − 1 for p < 1 (hence 64-bit).
+uint64_t keep_threshold(double p) { return static_cast<uint64_t>(std::floor(p * 4294967296.0)); }
+
+// ---- kernels ----------------------------------------------------------------------------
+
+// x, y: (n)  mask: uint8 (n); one thread per Philox block b (elements 4b … 4b+3)
+// mask[i] = [philox_u32(seed, Dropout, stream, i) ≥ threshold];  y[i] = x[i] · mask[i] / (1 − p)
+__global__ void dropout_forward_kernel(const float* x, float* y, uint8_t* mask, int64_t n, uint64_t threshold,
+                                       float scale, uint64_t seed, uint32_t stream) {
+  const uint32_t purpose = static_cast<uint32_t>(RandomPurpose::Dropout);
+  NNLAB_GRID_STRIDE(b, (n + 3) / 4) {
+    const uint64_t ub = static_cast<uint64_t>(b);
+    const PhiloxBlock draws = philox4x32_10(
+        PhiloxBlock{{static_cast<uint32_t>(ub), static_cast<uint32_t>(ub >> 32), purpose, stream}},
+        static_cast<uint32_t>(seed), static_cast<uint32_t>(seed >> 32));
+    for (int lane = 0; lane < 4 && 4 * b + lane < n; ++lane) {
+      const int64_t i = 4 * b + lane;
+      const bool keep = static_cast<uint64_t>(draws.v[lane]) >= threshold;
+      mask[i] = keep ? 1 : 0;
+      y[i] = keep ? x[i] * scale : 0.0f;
+    }
+  }
+}
+
+// dy, dx: (n)  mask: uint8 (n)     dx[i] = dy[i] · mask[i] / (1 − p)
+__global__ void dropout_backward_kernel(const float* dy, const uint8_t* mask, float scale, float* dx, int64_t n) {
+  NNLAB_GRID_STRIDE(i, n) dx[i] = mask[i] ? dy[i] * scale : 0.0f;
+}
+
+}  // namespace
+
+// ---- launchers --------------------------------------------------------------------------
+
+void CudaBackend::dropout_forward(const Tensor& x, double p, uint64_t seed, uint32_t stream, Tensor& y,
+                                  Tensor& mask) {
+  cuda::require_f32("dropout_forward", x);
+  check_dtype("dropout_forward", mask, DType::UInt8);
+  const int64_t n = x.numel();
+  if (!n) return;
+  dropout_forward_kernel<<<cuda::grid_for((n + 3) / 4), cuda::kThreads, 0, ctx_->stream>>>(
+      cuda::ptr<float>(x), cuda::ptr<float>(y), cuda::ptr<uint8_t>(mask), n, keep_threshold(p),
+      static_cast<float>(1.0 / (1.0 - p)), seed, stream);
+  NNLAB_CUDA_LAUNCH_CHECK("dropout_forward_kernel");
+}
+
+void CudaBackend::dropout_backward(const Tensor& dy, const Tensor& mask, double p, Tensor& dx) {
+  cuda::require_f32("dropout_backward", dy);
+  const int64_t n = dy.numel();
+  if (!n) return;
+  dropout_backward_kernel<<<cuda::grid_for(n), cuda::kThreads, 0, ctx_->stream>>>(
+      cuda::ptr<float>(dy), cuda::ptr<uint8_t>(mask), static_cast<float>(1.0 / (1.0 - p)), cuda::ptr<float>(dx), n);
+  NNLAB_CUDA_LAUNCH_CHECK("dropout_backward_kernel");
+}
+
+}  // namespace nnlab

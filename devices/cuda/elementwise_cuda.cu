@@ -1,0 +1,176 @@
+// Elementwise kernels on CUDA: binary ops with suffix broadcasting, activations, axpby.
+// One thread per element; the twin of devices/cpu/elementwise_cpu.cpp.
+#include "devices/cuda/cuda_backend.h"
+#include "devices/cuda/cuda_context.h"
+
+namespace nnlab {
+
+namespace {
+
+__device__ __forceinline__ float apply_binary(BinaryOp op, float a, float b) {
+  switch (op) {
+    case BinaryOp::Add: return a + b;
+    case BinaryOp::Sub: return a - b;
+    case BinaryOp::Mul: return a * b;
+    case BinaryOp::Div: return a / b;
+  }
+  return 0.0f;
+}
+
+// ∂(a op b)/∂a and ∂(a op b)/∂b at one element.
+__device__ __forceinline__ void binary_partials(BinaryOp op, float a, float b, float& da, float& db) {
+  switch (op) {
+    case BinaryOp::Add: da = 1.0f; db = 1.0f; return;
+    case BinaryOp::Sub: da = 1.0f; db = -1.0f; return;
+    case BinaryOp::Mul: da = b; db = a; return;
+    case BinaryOp::Div: da = 1.0f / b; db = -a / (b * b); return;
+  }
+}
+
+// ---- kernels ----------------------------------------------------------------------------
+
+// y: (n)  a: (na)  b: (nb), na and nb divide n     y[i] = a[i % na] op b[i % nb]
+__global__ void binary_forward_kernel(BinaryOp op, const float* a, int64_t na, const float* b, int64_t nb, float* y,
+                                      int64_t n) {
+  NNLAB_GRID_STRIDE(i, n) y[i] = apply_binary(op, a[i % na], b[i % nb]);
+}
+
+// dy: (n)  full operands' gradients: (n)     da[i] = dy[i]·∂a,  db[i] = dy[i]·∂b
+__global__ void binary_backward_full_kernel(BinaryOp op, const float* a, int64_t na, const float* b, int64_t nb,
+                                            const float* dy, float* da, float* db, int64_t n) {
+  NNLAB_GRID_STRIDE(i, n) {
+    float pa, pb;
+    binary_partials(op, a[i % na], b[i % nb], pa, pb);
+    if (da) da[i] = dy[i] * pa;
+    if (db) db[i] = dy[i] * pb;
+  }
+}
+
+// dy: (outer, inner)  broadcast operands' gradients: (inner)
+// ds[j] = Σ_o dy[o, j]·∂(o, j): one thread per j sums its column in row order (no atomics,
+// the same order as the CPU, so results repeat bit for bit).
+__global__ void binary_backward_reduce_kernel(BinaryOp op, const float* a, int64_t na, const float* b, int64_t nb,
+                                              const float* dy, float* da, float* db, int64_t outer, int64_t inner) {
+  NNLAB_GRID_STRIDE(j, inner) {
+    float sa = 0.0f, sb = 0.0f;
+    for (int64_t o = 0; o < outer; ++o) {
+      const int64_t i = o * inner + j;
+      float pa, pb;
+      binary_partials(op, a[i % na], b[i % nb], pa, pb);
+      sa += dy[i] * pa;
+      sb += dy[i] * pb;
+    }
+    if (da) da[j] = sa;
+    if (db) db[j] = sb;
+  }
+}
+
+// x, y: (n)   relu: max(x, 0);  sigmoid: 1/(1 + e^−x);  tanh
+__global__ void unary_forward_kernel(UnaryOp op, const float* x, float* y, int64_t n) {
+  NNLAB_GRID_STRIDE(i, n) {
+    const float v = x[i];
+    switch (op) {
+      case UnaryOp::Relu: y[i] = v > 0.0f ? v : 0.0f; break;
+      case UnaryOp::Sigmoid: y[i] = 1.0f / (1.0f + expf(-v)); break;
+      case UnaryOp::Tanh: y[i] = tanhf(v); break;
+    }
+  }
+}
+
+// relu: dx = dy·[x > 0];  sigmoid: dx = dy·y·(1 − y);  tanh: dx = dy·(1 − y²)
+__global__ void unary_backward_kernel(UnaryOp op, const float* x, const float* y, const float* dy, float* dx,
+                                      int64_t n) {
+  NNLAB_GRID_STRIDE(i, n) {
+    switch (op) {
+      case UnaryOp::Relu: dx[i] = x[i] > 0.0f ? dy[i] : 0.0f; break;
+      case UnaryOp::Sigmoid: dx[i] = dy[i] * y[i] * (1.0f - y[i]); break;
+      case UnaryOp::Tanh: dx[i] = dy[i] * (1.0f - y[i] * y[i]); break;
+    }
+  }
+}
+
+// x, y: (n)   y = alpha·x + beta·y; beta = 0 overwrites (NaNs in y included)
+__global__ void axpby_kernel(float alpha, const float* x, float beta, float* y, int64_t n) {
+  NNLAB_GRID_STRIDE(i, n) y[i] = beta == 0.0f ? alpha * x[i] : alpha * x[i] + beta * y[i];
+}
+
+struct Broadcast {
+  int64_t n, na, nb, inner, outer;
+};
+
+Broadcast broadcast_of(const Tensor& a, const Tensor& b, const Tensor& y) {
+  const int64_t n = y.numel(), na = a.numel(), nb = b.numel();
+  const int64_t inner = na < nb ? na : nb;
+  NNLAB_CHECK((na == n || nb == n) && inner > 0 && n % inner == 0, "binary kernel: operands of ", na, " and ", nb,
+              " elements do not broadcast to ", n);
+  return {n, na, nb, inner, n / inner};
+}
+
+}  // namespace
+
+// ---- launchers --------------------------------------------------------------------------
+
+void CudaBackend::binary_forward(BinaryOp op, const Tensor& a, const Tensor& b, Tensor& y) {
+  cuda::require_f32("binary_forward", y);
+  const Broadcast B = broadcast_of(a, b, y);
+  if (!B.n) return;
+  binary_forward_kernel<<<cuda::grid_for(B.n), cuda::kThreads, 0, ctx_->stream>>>(
+      op, cuda::ptr<float>(a), B.na, cuda::ptr<float>(b), B.nb, cuda::ptr<float>(y), B.n);
+  NNLAB_CUDA_LAUNCH_CHECK("binary_forward_kernel");
+}
+
+void CudaBackend::binary_backward(BinaryOp op, const Tensor& a, const Tensor& b, const Tensor& dy, Tensor* da,
+                                  Tensor* db) {
+  cuda::require_f32("binary_backward", dy);
+  const Broadcast B = broadcast_of(a, b, dy);
+  if (!B.n) return;
+  const bool want_a = da && da->defined(), want_b = db && db->defined();
+  float* da_full = want_a && B.na == B.n ? cuda::ptr<float>(*da) : nullptr;
+  float* db_full = want_b && B.nb == B.n ? cuda::ptr<float>(*db) : nullptr;
+  float* da_small = want_a && B.na != B.n ? cuda::ptr<float>(*da) : nullptr;
+  float* db_small = want_b && B.nb != B.n ? cuda::ptr<float>(*db) : nullptr;
+  const float* ap = cuda::ptr<float>(a);
+  const float* bp = cuda::ptr<float>(b);
+  if (da_full || db_full) {
+    binary_backward_full_kernel<<<cuda::grid_for(B.n), cuda::kThreads, 0, ctx_->stream>>>(
+        op, ap, B.na, bp, B.nb, cuda::ptr<float>(dy), da_full, db_full, B.n);
+    NNLAB_CUDA_LAUNCH_CHECK("binary_backward_full_kernel");
+  }
+  if (da_small || db_small) {
+    binary_backward_reduce_kernel<<<cuda::grid_for(B.inner), cuda::kThreads, 0, ctx_->stream>>>(
+        op, ap, B.na, bp, B.nb, cuda::ptr<float>(dy), da_small, db_small, B.outer, B.inner);
+    NNLAB_CUDA_LAUNCH_CHECK("binary_backward_reduce_kernel");
+  }
+}
+
+void CudaBackend::unary_forward(UnaryOp op, const Tensor& x, Tensor& y) {
+  cuda::require_f32("unary_forward", x);
+  if (!x.numel()) return;
+  unary_forward_kernel<<<cuda::grid_for(x.numel()), cuda::kThreads, 0, ctx_->stream>>>(
+      op, cuda::ptr<float>(x), cuda::ptr<float>(y), x.numel());
+  NNLAB_CUDA_LAUNCH_CHECK("unary_forward_kernel");
+}
+
+void CudaBackend::unary_backward(UnaryOp op, const Tensor& x, const Tensor& y, const Tensor& dy, Tensor& dx) {
+  cuda::require_f32("unary_backward", dy);
+  if (!dy.numel()) return;
+  // relu reads x only, sigmoid/tanh read y only; the other may be undefined.
+  const float* xp = x.defined() ? cuda::ptr<float>(x) : nullptr;
+  const float* yp = y.defined() ? cuda::ptr<float>(y) : nullptr;
+  NNLAB_CHECK(op == UnaryOp::Relu ? xp != nullptr : yp != nullptr, "unary_backward (", unary_op_name(op),
+              "): the forward ", op == UnaryOp::Relu ? "input" : "output", " is missing");
+  unary_backward_kernel<<<cuda::grid_for(dy.numel()), cuda::kThreads, 0, ctx_->stream>>>(
+      op, xp, yp, cuda::ptr<float>(dy), cuda::ptr<float>(dx), dy.numel());
+  NNLAB_CUDA_LAUNCH_CHECK("unary_backward_kernel");
+}
+
+void CudaBackend::axpby(double alpha, const Tensor& x, double beta, Tensor& y) {
+  cuda::require_f32("axpby", y);
+  NNLAB_CHECK(x.numel() == y.numel(), "axpby: ", x.describe(), " and ", y.describe());
+  if (!y.numel()) return;
+  axpby_kernel<<<cuda::grid_for(y.numel()), cuda::kThreads, 0, ctx_->stream>>>(
+      static_cast<float>(alpha), cuda::ptr<float>(x), static_cast<float>(beta), cuda::ptr<float>(y), y.numel());
+  NNLAB_CUDA_LAUNCH_CHECK("axpby_kernel");
+}
+
+}  // namespace nnlab

@@ -1,0 +1,155 @@
+// Device memory: copies between host and device, fills, dtype casts and row gathers.
+// Host → device copies from pageable memory are queued on the stream (the runtime stages
+// the source before returning, so the caller may free it at once; no device sync). Device →
+// host copies go through a pinned staging buffer and synchronise: the host needs the values.
+#include <cstring>
+
+#include "devices/cuda/cuda_backend.h"
+#include "devices/cuda/cuda_context.h"
+
+namespace nnlab {
+
+namespace {
+
+// ---- kernels ----------------------------------------------------------------------------
+
+// p: (n)   p[i] = v
+template <typename T>
+__global__ void fill_kernel(T* p, T v, int64_t n) {
+  NNLAB_GRID_STRIDE(i, n) p[i] = v;
+}
+
+// src, dst: (n)   dst[i] = (To) src[i]
+template <typename From, typename To>
+__global__ void cast_kernel(const From* src, To* dst, int64_t n) {
+  NNLAB_GRID_STRIDE(i, n) dst[i] = static_cast<To>(src[i]);
+}
+
+// rows: (n_rows, row)  index: (b)  out: (b, row), in words of type W.
+// An index outside [0, n_rows) leaves its row untouched and records a fault for the host.
+template <typename W>
+__global__ void gather_rows_kernel(const W* rows, const int32_t* index, W* out, int64_t b, int64_t row,
+                                   int64_t n_rows, int32_t* fault) {
+  NNLAB_GRID_STRIDE(e, b * row) {
+    const int64_t i = e / row, j = e % row;
+    const int32_t src = index[i];
+    if (src < 0 || src >= n_rows) {
+      if (j == 0 && atomicCAS(&fault[0], 0, static_cast<int32_t>(cuda::DeviceFault::GatherIndexOutOfRange)) == 0) {
+        fault[1] = src;
+        fault[2] = static_cast<int32_t>(i);
+        fault[3] = static_cast<int32_t>(n_rows);
+      }
+      continue;
+    }
+    out[e] = rows[src * row + j];
+  }
+}
+
+// ---- launchers --------------------------------------------------------------------------
+
+template <typename T>
+void launch_fill(const cuda::Context& c, const Tensor& t, double value) {
+  fill_kernel<T><<<cuda::grid_for(t.numel()), cuda::kThreads, 0, c.stream>>>(cuda::ptr<T>(t), static_cast<T>(value),
+                                                                             t.numel());
+  NNLAB_CUDA_LAUNCH_CHECK("fill_kernel");
+}
+
+template <typename From, typename To>
+void launch_cast(const cuda::Context& c, const Tensor& src, const Tensor& dst) {
+  cast_kernel<From, To><<<cuda::grid_for(src.numel()), cuda::kThreads, 0, c.stream>>>(
+      cuda::ptr<From>(src), cuda::ptr<To>(dst), src.numel());
+  NNLAB_CUDA_LAUNCH_CHECK("cast_kernel");
+}
+
+template <typename From>
+void launch_cast_from(const cuda::Context& c, const Tensor& src, const Tensor& dst) {
+  switch (dst.dtype()) {
+    case DType::Float32: launch_cast<From, float>(c, src, dst); return;
+    case DType::Float64: launch_cast<From, double>(c, src, dst); return;
+    case DType::Int32: launch_cast<From, int32_t>(c, src, dst); return;
+    case DType::UInt8: launch_cast<From, uint8_t>(c, src, dst); return;
+  }
+}
+
+}  // namespace
+
+void CudaBackend::copy_from_host(Tensor& dst, const void* src) {
+  if (!dst.nbytes()) return;
+  NNLAB_CUDA_CHECK(cudaMemcpyAsync(dst.raw_data(), src, dst.nbytes(), cudaMemcpyHostToDevice, ctx_->stream));
+}
+
+// Device → pinned staging (fast DMA) → caller's memory, in chunks of at most 64 MiB so a
+// large read-back does not pin a buffer of its size.
+void CudaBackend::copy_to_host(const Tensor& src, void* dst) {
+  cuda::Context& c = *ctx_;
+  const size_t total = src.nbytes();
+  constexpr size_t kMaxStaging = size_t(64) << 20;
+  const size_t want = total < kMaxStaging ? total : kMaxStaging;
+  if (want > c.pinned_bytes) {
+    if (c.pinned) NNLAB_CUDA_CHECK(cudaFreeHost(c.pinned));
+    c.pinned = nullptr;
+    c.pinned_bytes = 0;
+    NNLAB_CUDA_CHECK(cudaMallocHost(&c.pinned, want));
+    c.pinned_bytes = want;
+  }
+  const char* from = static_cast<const char*>(src.raw_data());
+  char* to = static_cast<char*>(dst);
+  for (size_t done = 0; done < total; done += want) {
+    const size_t chunk = total - done < want ? total - done : want;
+    NNLAB_CUDA_CHECK(cudaMemcpyAsync(c.pinned, from + done, chunk, cudaMemcpyDeviceToHost, c.stream));
+    NNLAB_CUDA_CHECK(cudaStreamSynchronize(c.stream));
+    std::memcpy(to + done, c.pinned, chunk);
+  }
+  if (total == 0) NNLAB_CUDA_CHECK(cudaStreamSynchronize(c.stream));
+  c.raise_device_fault();
+}
+
+void CudaBackend::copy(const Tensor& src, Tensor& dst) {
+  NNLAB_CHECK(src.nbytes() == dst.nbytes(), "copy: ", src.describe(), " to ", dst.describe());
+  if (!src.nbytes()) return;
+  NNLAB_CUDA_CHECK(
+      cudaMemcpyAsync(dst.raw_data(), src.raw_data(), src.nbytes(), cudaMemcpyDeviceToDevice, ctx_->stream));
+}
+
+void CudaBackend::fill(Tensor& t, double value) {
+  if (!t.numel()) return;
+  switch (t.dtype()) {
+    case DType::Float32: launch_fill<float>(*ctx_, t, value); return;
+    case DType::Float64: launch_fill<double>(*ctx_, t, value); return;
+    case DType::Int32: launch_fill<int32_t>(*ctx_, t, value); return;
+    case DType::UInt8: launch_fill<uint8_t>(*ctx_, t, value); return;
+  }
+}
+
+void CudaBackend::cast(const Tensor& src, Tensor& dst) {
+  NNLAB_CHECK(src.numel() == dst.numel(), "cast: ", src.describe(), " to ", dst.describe());
+  if (!src.numel()) return;
+  switch (src.dtype()) {
+    case DType::Float32: launch_cast_from<float>(*ctx_, src, dst); return;
+    case DType::Float64: launch_cast_from<double>(*ctx_, src, dst); return;
+    case DType::Int32: launch_cast_from<int32_t>(*ctx_, src, dst); return;
+    case DType::UInt8: launch_cast_from<uint8_t>(*ctx_, src, dst); return;
+  }
+}
+
+// rows: (n, d...)  index: int32 (b)  out: (b, d...)   Rows are moved as 4-byte words when
+// their size allows (float32, int32, uint8 rows of a multiple of 4), else byte by byte.
+void CudaBackend::gather_rows(const Tensor& rows, const Tensor& index, Tensor& out) {
+  check_dtype("gather_rows", index, DType::Int32);
+  const int64_t n = rows.dim(0), b = index.numel();
+  const size_t row_bytes = n ? rows.nbytes() / static_cast<size_t>(n) : 0;
+  if (b == 0 || row_bytes == 0) return;
+  cuda::Context& c = *ctx_;
+  if (row_bytes % 4 == 0) {
+    const int64_t row = static_cast<int64_t>(row_bytes / 4);
+    gather_rows_kernel<uint32_t><<<cuda::grid_for(b * row), cuda::kThreads, 0, c.stream>>>(
+        cuda::ptr<uint32_t>(rows), cuda::ptr<int32_t>(index), cuda::ptr<uint32_t>(out), b, row, n, c.fault_device);
+  } else {
+    const int64_t row = static_cast<int64_t>(row_bytes);
+    gather_rows_kernel<uint8_t><<<cuda::grid_for(b * row), cuda::kThreads, 0, c.stream>>>(
+        cuda::ptr<uint8_t>(rows), cuda::ptr<int32_t>(index), cuda::ptr<uint8_t>(out), b, row, n, c.fault_device);
+  }
+  NNLAB_CUDA_LAUNCH_CHECK("gather_rows_kernel");
+}
+
+}  // namespace nnlab

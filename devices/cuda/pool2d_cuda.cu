@@ -1,0 +1,151 @@
+// Pooling on CUDA, the twin of devices/cpu/pool2d_cpu.cpp with the same window rules:
+// window of output (i, j) = rows i·stride_h − pad_h … + kernel_h − 1 clipped to [0, h)
+// (columns likewise); max ignores padding, average counts it as zeros with PyTorch's divisor
+// (count_include_pad=True). argmax is the flat index r·w + s into the h×w plane.
+//
+// Backward kernels gather instead of scatter: one thread per input cell sums the outputs
+// whose windows hold it, in increasing (i, j) order — the order in which the CPU adds them —
+// so there are no atomics and dx repeats bit for bit.
+#include "devices/cuda/cuda_backend.h"
+#include "devices/cuda/cuda_context.h"
+
+namespace nnlab {
+
+namespace {
+
+struct Window {
+  int64_t h0, h1, w0, w1;  // input rows [h0, h1), columns [w0, w1)
+  int64_t divisor;
+};
+
+__device__ __forceinline__ Window window_of(const Pool2dGeometry& g, int64_t i, int64_t j) {
+  int64_t h0 = i * g.stride_h - g.pad_h, w0 = j * g.stride_w - g.pad_w;
+  int64_t h1 = min(h0 + g.kernel_h, g.h + g.pad_h), w1 = min(w0 + g.kernel_w, g.w + g.pad_w);
+  const int64_t divisor = (h1 - h0) * (w1 - w0);
+  return {max(h0, int64_t(0)), min(h1, g.h), max(w0, int64_t(0)), min(w1, g.w), divisor};
+}
+
+// The outputs [lo, hi) along one axis whose windows hold input position r:
+// i·stride − pad ≤ r < i·stride − pad + kernel.
+__device__ __forceinline__ void outputs_holding(int64_t r, int64_t stride, int64_t pad, int64_t kernel, int64_t out,
+                                                int64_t& lo, int64_t& hi) {
+  const int64_t first = r + pad - kernel + 1;  // need i·stride ≥ first
+  lo = first <= 0 ? 0 : (first + stride - 1) / stride;
+  hi = min((r + pad) / stride + 1, out);
+}
+
+// ---- kernels ----------------------------------------------------------------------------
+
+// x: (n, c, h, w)  y, argmax: (n, c, p, q); one thread per output. First maximum wins ties;
+// a NaN wins over any number (as in PyTorch).
+__global__ void maxpool2d_forward_kernel(Pool2dGeometry g, const float* x, float* y, int32_t* argmax, int64_t total) {
+  NNLAB_GRID_STRIDE(o, total) {
+    const int64_t plane = o / (g.p * g.q), i = (o / g.q) % g.p, j = o % g.q;
+    const float* xp = x + plane * g.h * g.w;
+    const Window win = window_of(g, i, j);
+    float best = -INFINITY;
+    int64_t best_at = win.h0 * g.w + win.w0;
+    for (int64_t r = win.h0; r < win.h1; ++r) {
+      for (int64_t s = win.w0; s < win.w1; ++s) {
+        const float v = xp[r * g.w + s];
+        if (v > best || isnan(v)) {
+          best = v;
+          best_at = r * g.w + s;
+        }
+      }
+    }
+    y[o] = best;
+    argmax[o] = static_cast<int32_t>(best_at);
+  }
+}
+
+// dy, argmax: (n, c, p, q)  dx: (n, c, h, w); one thread per input cell:
+// dx[r, s] = Σ dy[i, j] over the windows holding (r, s) whose argmax is r·w + s.
+__global__ void maxpool2d_backward_kernel(Pool2dGeometry g, const float* dy, const int32_t* argmax, float* dx,
+                                          int64_t total) {
+  NNLAB_GRID_STRIDE(e, total) {
+    const int64_t plane = e / (g.h * g.w), r = (e / g.w) % g.h, s = e % g.w;
+    const int32_t here = static_cast<int32_t>(r * g.w + s);
+    int64_t i0, i1, j0, j1;
+    outputs_holding(r, g.stride_h, g.pad_h, g.kernel_h, g.p, i0, i1);
+    outputs_holding(s, g.stride_w, g.pad_w, g.kernel_w, g.q, j0, j1);
+    const float* dyp = dy + plane * g.p * g.q;
+    const int32_t* ap = argmax + plane * g.p * g.q;
+    float sum = 0.0f;
+    for (int64_t i = i0; i < i1; ++i)
+      for (int64_t j = j0; j < j1; ++j)
+        if (ap[i * g.q + j] == here) sum += dyp[i * g.q + j];
+    dx[e] = sum;
+  }
+}
+
+// x: (n, c, h, w)  y: (n, c, p, q)   y[i, j] = Σ over the window of x / divisor
+__global__ void avgpool2d_forward_kernel(Pool2dGeometry g, const float* x, float* y, int64_t total) {
+  NNLAB_GRID_STRIDE(o, total) {
+    const int64_t plane = o / (g.p * g.q), i = (o / g.q) % g.p, j = o % g.q;
+    const float* xp = x + plane * g.h * g.w;
+    const Window win = window_of(g, i, j);
+    float sum = 0.0f;
+    for (int64_t r = win.h0; r < win.h1; ++r)
+      for (int64_t s = win.w0; s < win.w1; ++s) sum += xp[r * g.w + s];
+    y[o] = sum / static_cast<float>(win.divisor);
+  }
+}
+
+// dy: (n, c, p, q)  dx: (n, c, h, w)   dx[r, s] = Σ over the windows holding (r, s) of dy / divisor
+__global__ void avgpool2d_backward_kernel(Pool2dGeometry g, const float* dy, float* dx, int64_t total) {
+  NNLAB_GRID_STRIDE(e, total) {
+    const int64_t plane = e / (g.h * g.w), r = (e / g.w) % g.h, s = e % g.w;
+    int64_t i0, i1, j0, j1;
+    outputs_holding(r, g.stride_h, g.pad_h, g.kernel_h, g.p, i0, i1);
+    outputs_holding(s, g.stride_w, g.pad_w, g.kernel_w, g.q, j0, j1);
+    const float* dyp = dy + plane * g.p * g.q;
+    float sum = 0.0f;
+    for (int64_t i = i0; i < i1; ++i)
+      for (int64_t j = j0; j < j1; ++j) sum += dyp[i * g.q + j] / static_cast<float>(window_of(g, i, j).divisor);
+    dx[e] = sum;
+  }
+}
+
+}  // namespace
+
+// ---- launchers --------------------------------------------------------------------------
+
+void CudaBackend::maxpool2d_forward(const Pool2dGeometry& g, const Tensor& x, Tensor& y, Tensor& argmax) {
+  cuda::require_f32("maxpool2d_forward", x);
+  check_dtype("maxpool2d_forward", argmax, DType::Int32);
+  const int64_t total = g.n * g.c * g.p * g.q;
+  if (!total) return;
+  maxpool2d_forward_kernel<<<cuda::grid_for(total), cuda::kThreads, 0, ctx_->stream>>>(
+      g, cuda::ptr<float>(x), cuda::ptr<float>(y), cuda::ptr<int32_t>(argmax), total);
+  NNLAB_CUDA_LAUNCH_CHECK("maxpool2d_forward_kernel");
+}
+
+void CudaBackend::maxpool2d_backward(const Pool2dGeometry& g, const Tensor& dy, const Tensor& argmax, Tensor& dx) {
+  cuda::require_f32("maxpool2d_backward", dy);
+  const int64_t total = g.n * g.c * g.h * g.w;
+  if (!total) return;
+  maxpool2d_backward_kernel<<<cuda::grid_for(total), cuda::kThreads, 0, ctx_->stream>>>(
+      g, cuda::ptr<float>(dy), cuda::ptr<int32_t>(argmax), cuda::ptr<float>(dx), total);
+  NNLAB_CUDA_LAUNCH_CHECK("maxpool2d_backward_kernel");
+}
+
+void CudaBackend::avgpool2d_forward(const Pool2dGeometry& g, const Tensor& x, Tensor& y) {
+  cuda::require_f32("avgpool2d_forward", x);
+  const int64_t total = g.n * g.c * g.p * g.q;
+  if (!total) return;
+  avgpool2d_forward_kernel<<<cuda::grid_for(total), cuda::kThreads, 0, ctx_->stream>>>(g, cuda::ptr<float>(x),
+                                                                                      cuda::ptr<float>(y), total);
+  NNLAB_CUDA_LAUNCH_CHECK("avgpool2d_forward_kernel");
+}
+
+void CudaBackend::avgpool2d_backward(const Pool2dGeometry& g, const Tensor& dy, Tensor& dx) {
+  cuda::require_f32("avgpool2d_backward", dy);
+  const int64_t total = g.n * g.c * g.h * g.w;
+  if (!total) return;
+  avgpool2d_backward_kernel<<<cuda::grid_for(total), cuda::kThreads, 0, ctx_->stream>>>(g, cuda::ptr<float>(dy),
+                                                                                       cuda::ptr<float>(dx), total);
+  NNLAB_CUDA_LAUNCH_CHECK("avgpool2d_backward_kernel");
+}
+
+}  // namespace nnlab

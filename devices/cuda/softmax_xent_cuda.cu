@@ -1,0 +1,178 @@
+// Log-softmax and the fused softmax + cross-entropy on CUDA: one thread per row (class
+// counts are small), exponents taken after subtracting the row maximum. The batch loss is
+// reduced by one block in a fixed order (no float atomics), so it repeats bit for bit. A
+// label outside [0, c) does not trap: it records a fault the host raises at its next
+// read-back, and makes the loss NaN (which raises the non-finite flag).
+#include "devices/cuda/block_reduce.cuh"
+#include "devices/cuda/cuda_backend.h"
+#include "devices/cuda/cuda_context.h"
+
+namespace nnlab {
+
+namespace {
+
+// ---- kernels ----------------------------------------------------------------------------
+
+// Writes y = x − max − log Σ exp(x − max) for one row of c values (y may alias nothing).
+__device__ void log_softmax_row(const float* x, float* y, int64_t c) {
+  float m = x[0];
+  for (int64_t j = 1; j < c; ++j) m = x[j] > m ? x[j] : m;
+  float s = 0.0f;
+  for (int64_t j = 0; j < c; ++j) s += expf(x[j] - m);
+  const float log_s = logf(s);
+  for (int64_t j = 0; j < c; ++j) y[j] = x[j] - m - log_s;
+}
+
+// x, y: (n, c)
+__global__ void log_softmax_forward_kernel(const float* x, float* y, int64_t n, int64_t c) {
+  NNLAB_GRID_STRIDE(i, n) log_softmax_row(x + i * c, y + i * c, c);
+}
+
+// y, dy, dx: (n, c)   dx = dy − exp(y) · Σ_j dy_j   per row
+__global__ void log_softmax_backward_kernel(const float* y, const float* dy, float* dx, int64_t n, int64_t c) {
+  NNLAB_GRID_STRIDE(i, n) {
+    float s = 0.0f;
+    for (int64_t j = 0; j < c; ++j) s += dy[i * c + j];
+    for (int64_t j = 0; j < c; ++j) dx[i * c + j] = dy[i * c + j] - expf(y[i * c + j]) * s;
+  }
+}
+
+// logits, probs: (n, c)  labels: (n)  row_loss: (n)
+// row_loss[i] = −log softmax(logits[i])[label_i];  probs = softmax(logits)
+__global__ void softmax_xent_rows_kernel(const float* x, const int32_t* labels, float* p, float* row_loss, int64_t n,
+                                         int64_t c, int32_t* fault) {
+  NNLAB_GRID_STRIDE(i, n) {
+    float* pr = p + i * c;
+    log_softmax_row(x + i * c, pr, c);  // log-probabilities first ...
+    const int32_t label = labels[i];
+    if (label >= 0 && label < c) {
+      row_loss[i] = -pr[label];
+    } else {
+      row_loss[i] = __int_as_float(0x7fc00000);  // NaN: the loss of a bad batch is not a number
+      if (atomicCAS(&fault[0], 0, static_cast<int32_t>(cuda::DeviceFault::LabelOutOfRange)) == 0) {
+        fault[1] = label;
+        fault[2] = static_cast<int32_t>(i);
+        fault[3] = static_cast<int32_t>(c);
+      }
+    }
+    for (int64_t j = 0; j < c; ++j) pr[j] = expf(pr[j]);  // ... then probabilities
+  }
+}
+
+// row_loss: (n)  loss: scalar   loss = (Σ row_loss in double) / n, one block; flag = 1 if
+// the loss is not finite.
+__global__ void xent_mean_kernel(const float* row_loss, int64_t n, float* loss, int32_t* flag) {
+  double s = 0.0;
+  for (int64_t i = threadIdx.x; i < n; i += blockDim.x) s += row_loss[i];
+  s = cuda::block_sum(s);
+  if (threadIdx.x == 0) {
+    const float l = static_cast<float>(s / static_cast<double>(n));
+    *loss = l;
+    if (flag && !isfinite(l)) *flag = 1;
+  }
+}
+
+// probs, dlogits: (n, c)  labels: (n)  dloss: scalar   dlogits = dloss · (probs − onehot) / n
+__global__ void softmax_xent_backward_kernel(const float* p, const int32_t* labels, const float* dloss, float* dx,
+                                             int64_t n, int64_t c) {
+  const float scale = *dloss / static_cast<float>(n);
+  NNLAB_GRID_STRIDE(e, n * c) {
+    const int64_t i = e / c, j = e % c;
+    dx[e] = scale * (p[e] - (j == labels[i] ? 1.0f : 0.0f));
+  }
+}
+
+// logits: (n, c)  labels: (n)  correct: int32 scalar
+// correct += #{i : argmax(logits[i]) == label_i}  (first maximum wins, as torch.argmax).
+// Integer atomics are exact, so the count is deterministic.
+__global__ void count_correct_kernel(const float* x, const int32_t* labels, int64_t n, int64_t c, int32_t* correct) {
+  int32_t hits = 0;
+  NNLAB_GRID_STRIDE(i, n) {
+    int64_t best = 0;
+    for (int64_t j = 1; j < c; ++j)
+      if (x[i * c + j] > x[i * c + best]) best = j;
+    hits += best == labels[i];
+  }
+  hits = cuda::block_sum(hits);
+  if (threadIdx.x == 0 && hits) atomicAdd(correct, hits);
+}
+
+// x: (n)  flag: int32 scalar   flag = 1 if any x is NaN or ±inf (never cleared here)
+__global__ void check_finite_kernel(const float* x, int64_t n, int32_t* flag) {
+  NNLAB_GRID_STRIDE(i, n) {
+    if (!isfinite(x[i])) *flag = 1;  // every writer stores the same value: no race on the result
+  }
+}
+
+int64_t rows_of(const Tensor& t) { return t.ndim() ? t.dim(0) : 1; }
+int64_t cols_of(const Tensor& t) { return t.numel() / (rows_of(t) ? rows_of(t) : 1); }
+
+}  // namespace
+
+// ---- launchers --------------------------------------------------------------------------
+
+void CudaBackend::log_softmax_forward(const Tensor& x, Tensor& y) {
+  cuda::require_f32("log_softmax_forward", x);
+  const int64_t n = rows_of(x), c = cols_of(x);
+  if (!n || !c) return;
+  log_softmax_forward_kernel<<<cuda::grid_for(n), cuda::kThreads, 0, ctx_->stream>>>(cuda::ptr<float>(x),
+                                                                                    cuda::ptr<float>(y), n, c);
+  NNLAB_CUDA_LAUNCH_CHECK("log_softmax_forward_kernel");
+}
+
+void CudaBackend::log_softmax_backward(const Tensor& y, const Tensor& dy, Tensor& dx) {
+  cuda::require_f32("log_softmax_backward", y);
+  const int64_t n = rows_of(y), c = cols_of(y);
+  if (!n || !c) return;
+  log_softmax_backward_kernel<<<cuda::grid_for(n), cuda::kThreads, 0, ctx_->stream>>>(
+      cuda::ptr<float>(y), cuda::ptr<float>(dy), cuda::ptr<float>(dx), n, c);
+  NNLAB_CUDA_LAUNCH_CHECK("log_softmax_backward_kernel");
+}
+
+void CudaBackend::softmax_xent_forward(const Tensor& logits, const Tensor& labels, Tensor& probs, Tensor& loss,
+                                       Tensor* nonfinite_flag) {
+  cuda::require_f32("softmax_xent_forward", logits);
+  check_dtype("softmax_xent_forward", labels, DType::Int32);
+  const int64_t n = logits.dim(0), c = logits.dim(1);
+  NNLAB_CHECK(n > 0 && c > 0, "cross_entropy: empty logits ", logits.describe());
+  cuda::Context& ctx = *ctx_;
+  cuda::Scratch row_loss(*ctx.allocator, static_cast<size_t>(n) * sizeof(float));
+  softmax_xent_rows_kernel<<<cuda::grid_for(n), cuda::kThreads, 0, ctx.stream>>>(
+      cuda::ptr<float>(logits), cuda::ptr<int32_t>(labels), cuda::ptr<float>(probs), row_loss.as<float>(), n, c,
+      ctx.fault_device);
+  NNLAB_CUDA_LAUNCH_CHECK("softmax_xent_rows_kernel");
+  int32_t* flag = nonfinite_flag && nonfinite_flag->defined() ? cuda::ptr<int32_t>(*nonfinite_flag) : nullptr;
+  xent_mean_kernel<<<1, cuda::kThreads, 0, ctx.stream>>>(row_loss.as<float>(), n, cuda::ptr<float>(loss), flag);
+  NNLAB_CUDA_LAUNCH_CHECK("xent_mean_kernel");
+}
+
+void CudaBackend::softmax_xent_backward(const Tensor& probs, const Tensor& labels, const Tensor& dloss,
+                                        Tensor& dlogits) {
+  cuda::require_f32("softmax_xent_backward", probs);
+  const int64_t n = probs.dim(0), c = probs.dim(1);
+  if (!n || !c) return;
+  softmax_xent_backward_kernel<<<cuda::grid_for(n * c), cuda::kThreads, 0, ctx_->stream>>>(
+      cuda::ptr<float>(probs), cuda::ptr<int32_t>(labels), cuda::ptr<float>(dloss), cuda::ptr<float>(dlogits), n, c);
+  NNLAB_CUDA_LAUNCH_CHECK("softmax_xent_backward_kernel");
+}
+
+void CudaBackend::count_correct(const Tensor& logits, const Tensor& labels, Tensor& correct) {
+  cuda::require_f32("count_correct", logits);
+  check_dtype("count_correct", correct, DType::Int32);
+  const int64_t n = logits.dim(0), c = logits.dim(1);
+  if (!n || !c) return;
+  count_correct_kernel<<<cuda::grid_for(n), cuda::kThreads, 0, ctx_->stream>>>(
+      cuda::ptr<float>(logits), cuda::ptr<int32_t>(labels), n, c, cuda::ptr<int32_t>(correct));
+  NNLAB_CUDA_LAUNCH_CHECK("count_correct_kernel");
+}
+
+void CudaBackend::check_finite(const Tensor& x, Tensor& flag) {
+  cuda::require_f32("check_finite", x);
+  check_dtype("check_finite", flag, DType::Int32);
+  if (!x.numel()) return;
+  check_finite_kernel<<<cuda::grid_for(x.numel()), cuda::kThreads, 0, ctx_->stream>>>(
+      cuda::ptr<float>(x), x.numel(), cuda::ptr<int32_t>(flag));
+  NNLAB_CUDA_LAUNCH_CHECK("check_finite_kernel");
+}
+
+}  // namespace nnlab
