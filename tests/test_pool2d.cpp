@@ -1,0 +1,173 @@
+// Pooling ops and layers: forward against a naive reference written from the definition
+// (loop over kernel offsets, skip cells outside the image), float32 against the float64
+// reference, gradients against finite differences, PyTorch's geometry rules.
+#include <catch2/catch.hpp>
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <numeric>
+
+#include "autograd/gradcheck.h"
+#include "autograd/ops.h"
+#include "core/random.h"
+#include "layers/pool.h"
+
+using namespace nnlab;
+
+namespace {
+
+Tensor random_tensor(const Shape& shape, uint32_t stream, DType dtype = DType::Float64) {
+  Tensor t = Tensor::empty(shape, dtype);
+  uniform_fill(t, -1.0, 1.0, RandomStream{7, RandomPurpose::Init, stream});
+  return t;
+}
+
+// Distinct values at least 0.01 apart (a shuffled ramp), so no window holds a tie and a
+// finite-difference step cannot change which cell wins a max.
+Tensor tie_free_tensor(const Shape& shape, uint32_t stream) {
+  const int64_t n = shape_numel(shape);
+  const std::vector<int32_t> perm = random_permutation(n, RandomStream{7, RandomPurpose::Shuffle, stream});
+  std::vector<double> v(n);
+  for (int64_t i = 0; i < n; ++i) v[i] = 0.01 * perm[i] - 0.005 * n;
+  return Tensor::from_vector(v, shape);
+}
+
+struct PoolCase {
+  int64_t n, c, h, w, kernel, stride, padding;
+};
+
+// The definition: y[i, j] = max / mean over kernel offsets (a, b) of x[i·s − p + a, j·s − p + b],
+// where cells outside the image are skipped by max and count as 0 in the mean (÷ kernel²).
+std::vector<double> naive_pool(const std::vector<double>& x, const PoolCase& pc, bool max) {
+  const int64_t p = (pc.h + 2 * pc.padding - pc.kernel) / pc.stride + 1;
+  const int64_t q = (pc.w + 2 * pc.padding - pc.kernel) / pc.stride + 1;
+  std::vector<double> y;
+  for (int64_t plane = 0; plane < pc.n * pc.c; ++plane)
+    for (int64_t i = 0; i < p; ++i)
+      for (int64_t j = 0; j < q; ++j) {
+        double acc = max ? -std::numeric_limits<double>::infinity() : 0.0;
+        for (int64_t a = 0; a < pc.kernel; ++a)
+          for (int64_t b = 0; b < pc.kernel; ++b) {
+            const int64_t r = i * pc.stride - pc.padding + a, s = j * pc.stride - pc.padding + b;
+            if (r < 0 || r >= pc.h || s < 0 || s >= pc.w) continue;
+            const double v = x[(plane * pc.h + r) * pc.w + s];
+            acc = max ? std::max(acc, v) : acc + v;
+          }
+        y.push_back(max ? acc : acc / static_cast<double>(pc.kernel * pc.kernel));
+      }
+  return y;
+}
+
+const PoolCase kCases[] = {
+    {8, 13, 17, 23, 3, 2, 1},  // odd sizes, padding, overlapping windows, tails
+    {8, 13, 17, 23, 2, 2, 0},  // the zoo's 2×2 pool; the odd last row/column is dropped
+    {1, 3, 9, 5, 3, 1, 1},     // batch 1, tall image, stride 1
+    {2, 4, 6, 11, 4, 3, 2},    // padding = kernel / 2 exactly, wide image
+};
+
+Tensor run_pool(bool max, const Tensor& x, const PoolCase& pc) {
+  return max ? max_pool2d(x, pc.kernel, pc.stride, pc.padding) : avg_pool2d(x, pc.kernel, pc.stride, pc.padding);
+}
+
+void check_max_rel(const std::vector<double>& got, const std::vector<double>& want, double tol) {
+  REQUIRE(got.size() == want.size());
+  double worst = 0;
+  for (size_t i = 0; i < got.size(); ++i)
+    worst = std::max(worst, std::fabs(got[i] - want[i]) / std::max(1.0, std::fabs(want[i])));
+  CHECK(worst <= tol);
+}
+
+}  // namespace
+
+TEST_CASE("max_pool2d and avg_pool2d match the definition in float64 and float32", "[pool2d]") {
+  for (bool max : {true, false}) {
+    for (const PoolCase& pc : kCases) {
+      INFO((max ? "max" : "avg") << " n" << pc.n << " c" << pc.c << " " << pc.h << "x" << pc.w << " k" << pc.kernel
+                                 << " s" << pc.stride << " p" << pc.padding);
+      const Tensor x = random_tensor({pc.n, pc.c, pc.h, pc.w}, 1);
+      const std::vector<double> want = naive_pool(x.to_vector<double>(), pc, max);
+      const Tensor y = run_pool(max, x, pc);
+      const int64_t p = (pc.h + 2 * pc.padding - pc.kernel) / pc.stride + 1;
+      const int64_t q = (pc.w + 2 * pc.padding - pc.kernel) / pc.stride + 1;
+      CHECK(y.shape() == Shape{pc.n, pc.c, p, q});
+      check_max_rel(y.to_vector<double>(), want, 1e-12);
+      const Tensor y32 = run_pool(max, x.to(DType::Float32), pc);
+      CHECK(y32.dtype() == DType::Float32);
+      check_max_rel(y32.to_vector<double>(), want, 1e-4);
+    }
+  }
+}
+
+TEST_CASE("max_pool2d: stride defaults to the kernel, the first maximum wins, padding never wins", "[pool2d]") {
+  // One 4×4 plane of all −5: with padding 1 the padded zeros would win if they were read.
+  const Tensor neg = Tensor::full({1, 1, 4, 4}, -5.0, DType::Float64);
+  const Tensor y = max_pool2d(neg, 2, 2, 1);
+  CHECK(y.shape() == Shape{1, 1, 3, 3});
+  for (double v : y.to_vector<double>()) CHECK(v == -5.0);
+
+  // Ties: a plane of equal values sends each window's whole gradient to its first cell.
+  Tensor x = Tensor::full({1, 1, 4, 4}, 1.0, DType::Float64).set_requires_grad(true);
+  Tensor z = max_pool2d(x, 2);
+  CHECK(z.shape() == Shape{1, 1, 2, 2});
+  sum(z).backward();
+  const std::vector<double> g = x.grad().to_vector<double>();
+  const std::vector<double> want = {1, 0, 1, 0, 0, 0, 0, 0, 1, 0, 1, 0, 0, 0, 0, 0};
+  CHECK(g == want);
+}
+
+TEST_CASE("pooling gradients match finite differences", "[pool2d][gradcheck]") {
+  const PoolCase small[] = {{2, 3, 7, 9, 3, 2, 1}, {1, 2, 6, 5, 2, 2, 0}, {2, 2, 5, 8, 4, 3, 2}};
+  for (const PoolCase& pc : small) {
+    INFO("k" << pc.kernel << " s" << pc.stride << " p" << pc.padding);
+    Tensor x = tie_free_tensor({pc.n, pc.c, pc.h, pc.w}, 3).set_requires_grad(true);
+    auto rmax = gradcheck([&](const std::vector<Tensor>& in) { return run_pool(true, in[0], pc); }, {x});
+    INFO(rmax.report);
+    CHECK(rmax.ok);
+    Tensor xa = random_tensor({pc.n, pc.c, pc.h, pc.w}, 4).set_requires_grad(true);
+    auto ravg = gradcheck([&](const std::vector<Tensor>& in) { return run_pool(false, in[0], pc); }, {xa});
+    INFO(ravg.report);
+    CHECK(ravg.ok);
+  }
+}
+
+TEST_CASE("adaptive_avg_pool2d_1x1 is the mean of each plane", "[pool2d]") {
+  const Tensor x = random_tensor({3, 13, 5, 7}, 5);
+  const Tensor y = adaptive_avg_pool2d_1x1(x);
+  REQUIRE(y.shape() == Shape{3, 13, 1, 1});
+  const std::vector<double> xv = x.to_vector<double>(), yv = y.to_vector<double>();
+  for (int64_t plane = 0; plane < 3 * 13; ++plane) {
+    const double mean = std::accumulate(xv.begin() + plane * 35, xv.begin() + (plane + 1) * 35, 0.0) / 35.0;
+    CHECK(yv[plane] == Approx(mean).epsilon(1e-12));
+  }
+  const Tensor y32 = adaptive_avg_pool2d_1x1(x.to(DType::Float32));
+  check_max_rel(y32.to_vector<double>(), yv, 1e-4);
+
+  Tensor xg = random_tensor({2, 3, 4, 5}, 6).set_requires_grad(true);
+  auto r = gradcheck([](const std::vector<Tensor>& in) { return adaptive_avg_pool2d_1x1(in[0]); }, {xg});
+  INFO(r.report);
+  CHECK(r.ok);
+}
+
+TEST_CASE("pooling rejects bad geometry with a message naming the op", "[pool2d]") {
+  const Tensor x = random_tensor({1, 2, 6, 6}, 8);
+  CHECK_THROWS_WITH(max_pool2d(x, 3, 1, 2), Catch::Contains("max_pool2d") && Catch::Contains("half the kernel"));
+  CHECK_THROWS_WITH(avg_pool2d(random_tensor({2, 6, 6}, 9), 2), Catch::Contains("(n, c, h, w)"));
+  CHECK_THROWS_WITH(max_pool2d(x, 7), Catch::Contains("does not fit"));
+  CHECK_THROWS_WITH(avg_pool2d(x, 0), Catch::Contains("avg_pool2d"));
+  CHECK_THROWS_AS(MaxPool2d(2, 2, 2), Error);
+  CHECK_THROWS_AS(AdaptiveAvgPool2d(2), Error);
+}
+
+TEST_CASE("pooling layers wrap the ops", "[pool2d][layers]") {
+  const Tensor x = random_tensor({2, 3, 8, 8}, 10);
+  MaxPool2d mp(2);
+  CHECK(mp.describe() == "MaxPool2d(kernel_size=2, stride=2, padding=0)");
+  CHECK(mp.forward(x).to_vector<double>() == max_pool2d(x, 2, 2, 0).to_vector<double>());
+  AvgPool2d ap(3, 2, 1);
+  CHECK(ap.forward(x).shape() == Shape{2, 3, 4, 4});
+  CHECK(ap.forward(x).to_vector<double>() == avg_pool2d(x, 3, 2, 1).to_vector<double>());
+  AdaptiveAvgPool2d gap;
+  CHECK(gap.forward(x).shape() == Shape{2, 3, 1, 1});
+  CHECK(mp.parameter_count() == 0);
+}
