@@ -1,0 +1,21 @@
+// nnlab train: train a zoo model on a data set.
+#include <memory>
+
+#include "apps/commands.h"
+#include "apps/trainer.h"
+
+namespace nnlab {
+
+void register_train_command(CLI::App& app) {
+  auto config = std::make_shared<TrainConfig>();
+  CLI::App* sub = app.add_subcommand("train", "Train a model from the zoo on a data set");
+  add_train_options(*sub, *config);
+  add_command(sub, [sub, config] {
+    finalize_train_config(*sub, *config);
+    Trainer trainer(*config);
+    trainer.run();
+    return 0;
+  });
+}
+
+}  // namespace nnlab

@@ -1,0 +1,21 @@
+// The subcommands of `nnlab`. Each registers its options and a function that runs it.
+#pragma once
+#include <functional>
+#include <string>
+
+#include <CLI/CLI.hpp>
+
+namespace nnlab {
+
+std::string version_string();
+void register_commands(CLI::App& app);
+// Runs the subcommand that was parsed; returns the process exit code.
+int run_selected_command(CLI::App& app);
+
+// Used by register_commands: a subcommand and what to run when it was chosen.
+void add_command(CLI::App* sub, std::function<int()> run);
+
+void register_train_command(CLI::App& app);
+void register_info_commands(CLI::App& app);  // devices, models
+
+}  // namespace nnlab

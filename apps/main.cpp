@@ -1,0 +1,33 @@
+// The `nnlab` command-line program.
+#include <cstdio>
+#include <iostream>
+
+#include <CLI/CLI.hpp>
+#include <spdlog/spdlog.h>
+
+#include "apps/commands.h"
+#include "core/error.h"
+
+int main(int argc, char** argv) {
+  spdlog::set_pattern("%v");
+  CLI::App app{"nnlab: train small neural networks on the CPU or CUDA and compare the two honestly"};
+  app.require_subcommand(1);
+  app.set_version_flag("--version", nnlab::version_string());
+  nnlab::register_commands(app);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e);
+  }
+  try {
+    return nnlab::run_selected_command(app);
+  } catch (const nnlab::Error& e) {
+    std::fflush(stdout);
+    std::cerr << "nnlab: error: " << e.what() << std::endl;
+    return 1;
+  } catch (const std::exception& e) {
+    std::fflush(stdout);
+    std::cerr << "nnlab: error: " << e.what() << std::endl;
+    return 1;
+  }
+}

@@ -1,0 +1,84 @@
+#include "apps/train_config.h"
+
+#include <cmath>
+
+#include "core/error.h"
+#include "datasets/dataset.h"
+#include "layers/zoo.h"
+
+namespace nnlab {
+
+void add_train_options(CLI::App& app, TrainConfig& c) {
+  app.add_option("--data", c.data, "Data set: fashion-mnist, mnist or cifar10 (default: the model's)");
+  app.add_option("--data-dir", c.data_dir,
+                 "Folder with the data files (default for fashion-mnist: /usr/share/datasets/fashion-mnist)");
+  app.add_option("--model", c.model, "Model from the zoo: " + model_names())->capture_default_str();
+  app.add_option("--epochs", c.epochs, "Training epochs")->capture_default_str();
+  app.add_option("--batch", c.batch, "Batch size (default: the model's recipe, 64)");
+  app.add_option("--optimizer", c.optimizer.name, "sgd, adam or adamw (default: the model's recipe)");
+  app.add_option("--lr", c.optimizer.lr, "Learning rate (default: the model's recipe)");
+  app.add_option("--momentum", c.optimizer.momentum, "SGD momentum (default: the model's recipe)");
+  app.add_flag("--nesterov", c.optimizer.nesterov, "Nesterov momentum (SGD)");
+  app.add_option("--weight-decay", c.optimizer.weight_decay, "Weight decay (L2 for sgd/adam, decoupled for adamw)");
+  app.add_option("--betas", c.betas, "Adam betas as B1,B2 (default 0.9,0.999)");
+  app.add_option("--seed", c.seed, "Seed of every random draw (weights, shuffles, dropout)")->capture_default_str();
+  app.add_option("--threads", c.threads, "CPU threads for nnlab and OpenBLAS (default: all cores)");
+  app.add_option("--device", c.device, "cpu, cuda, cuda:N or auto")->capture_default_str();
+  app.add_option("--log-interval", c.log_interval, "Steps between progress updates")->capture_default_str();
+  app.add_option("--max-steps", c.max_steps, "Stop after this many training steps in all (0 = no limit)");
+  app.add_option("--metrics", c.metrics, "Write run records to this file, one JSON object per line");
+  app.add_option("--metrics-every", c.metrics_every,
+                 "Also record every N-th step's loss (reads the loss back each such step)");
+}
+
+namespace {
+void check_finite_non_negative(const char* option, double v) {
+  NNLAB_CHECK(std::isfinite(v) && v >= 0, option, " must be a finite number >= 0, got ", v);
+}
+}  // namespace
+
+void finalize_train_config(const CLI::App& app, TrainConfig& c) {
+  const ModelInfo& info = model_info(c.model);
+  if (c.data.empty()) c.data = info.recipe.data;
+  NNLAB_CHECK(c.data == "fashion-mnist" || c.data == "mnist" || c.data == "cifar10", "--data '", c.data,
+              "' is not a known data set; choose fashion-mnist, mnist or cifar10");
+  if (c.data_dir.empty()) c.data_dir = default_data_dir(c.data);
+  NNLAB_CHECK(!c.data_dir.empty(), "--data-dir is required for --data ", c.data,
+              " (the folder holding its files; scripts/download-data.sh fetches them)");
+  if (app.count("--batch") == 0) c.batch = info.recipe.batch;
+  if (app.count("--optimizer") == 0) c.optimizer.name = info.recipe.optimizer;
+  if (app.count("--lr") == 0) c.optimizer.lr = info.recipe.lr;
+  if (app.count("--momentum") == 0) c.optimizer.momentum = c.optimizer.name == "sgd" ? info.recipe.momentum : 0.0;
+  NNLAB_CHECK(c.optimizer.name == "sgd" || c.optimizer.name == "adam" || c.optimizer.name == "adamw",
+              "--optimizer '", c.optimizer.name, "' is not known; choose sgd, adam or adamw");
+  if (c.optimizer.name == "adamw" && app.count("--weight-decay") == 0) c.optimizer.weight_decay = 0.01;
+  NNLAB_CHECK(c.epochs > 0, "--epochs must be at least 1, got ", c.epochs);
+  NNLAB_CHECK(c.batch > 0, "--batch must be at least 1, got ", c.batch);
+  NNLAB_CHECK(c.log_interval > 0, "--log-interval must be at least 1, got ", c.log_interval);
+  NNLAB_CHECK(c.max_steps >= 0, "--max-steps must be >= 0, got ", c.max_steps);
+  NNLAB_CHECK(c.metrics_every >= 0, "--metrics-every must be >= 0, got ", c.metrics_every);
+  NNLAB_CHECK(c.metrics_every == 0 || !c.metrics.empty(), "--metrics-every needs --metrics FILE");
+  NNLAB_CHECK(c.threads >= 0, "--threads must be >= 0 (0 = all cores), got ", c.threads);
+  check_finite_non_negative("--lr", c.optimizer.lr);
+  check_finite_non_negative("--momentum", c.optimizer.momentum);
+  check_finite_non_negative("--weight-decay", c.optimizer.weight_decay);
+  NNLAB_CHECK(!c.optimizer.nesterov || c.optimizer.name == "sgd", "--nesterov applies to --optimizer sgd only");
+  NNLAB_CHECK(!c.optimizer.nesterov || c.optimizer.momentum > 0, "--nesterov needs --momentum > 0");
+  if (!c.betas.empty()) {
+    const auto comma = c.betas.find(',');
+    NNLAB_CHECK(comma != std::string::npos, "--betas must be two numbers B1,B2, got '", c.betas, "'");
+    try {
+      size_t used1 = 0, used2 = 0;
+      const std::string s1 = c.betas.substr(0, comma), s2 = c.betas.substr(comma + 1);
+      c.optimizer.beta1 = std::stod(s1, &used1);
+      c.optimizer.beta2 = std::stod(s2, &used2);
+      NNLAB_CHECK(used1 == s1.size() && used2 == s2.size(), "trailing characters");
+    } catch (const std::exception&) {
+      fail("--betas must be two numbers B1,B2, got '", c.betas, "'");
+    }
+    NNLAB_CHECK(c.optimizer.beta1 >= 0 && c.optimizer.beta1 < 1 && c.optimizer.beta2 >= 0 && c.optimizer.beta2 < 1,
+                "--betas must both lie in [0, 1), got ", c.betas);
+  }
+}
+
+}  // namespace nnlab

@@ -1,0 +1,35 @@
+// Everything `nnlab train` can be told, with the zoo recipe filling what the user left out.
+#pragma once
+#include <cstdint>
+#include <string>
+
+#include <CLI/CLI.hpp>
+
+#include "optim/make_optimizer.h"
+
+namespace nnlab {
+
+struct TrainConfig {
+  std::string data = "";          // fashion-mnist | mnist | cifar10 ("" = the model's recipe)
+  std::string data_dir;           // "" = the data set's default folder
+  std::string model = "mlp";
+  int64_t epochs = 5;
+  int64_t batch = 0;              // 0 = the recipe's
+  OptimizerConfig optimizer;      // name "" = the recipe's
+  std::string betas;              // "B1,B2"
+  uint64_t seed = 0;
+  int threads = 0;                // 0 = all cores
+  std::string device = "cpu";
+  int64_t log_interval = 100;     // steps between progress updates (and loss read-backs)
+  int64_t max_steps = 0;          // stop after this many steps in all (0 = no limit)
+  std::string metrics;            // JSON-lines file of run records ("" = none)
+  int64_t metrics_every = 0;      // also one record per N steps (0 = per epoch only)
+};
+
+// Registers the training options on a (sub)command.
+void add_train_options(CLI::App& app, TrainConfig& config);
+// Fills recipe defaults for options the user did not give and validates the result;
+// throws nnlab::Error with a message naming the option.
+void finalize_train_config(const CLI::App& app, TrainConfig& config);
+
+}  // namespace nnlab

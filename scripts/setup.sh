@@ -1,0 +1,59 @@
+#!/usr/bin/env bash
+# One-command set-up for a fresh Debian 12 machine: installs what is missing with apt-get,
+# configures and builds nnlab, then runs the main job or the tests.
+#
+#   scripts/setup.sh run    train the default model on Fashion-MNIST (the README's main job)
+#   scripts/setup.sh test   build everything and run the whole test suite through CTest
+#   scripts/setup.sh build  only install and build
+#
+# Environment: BUILD_DIR (default build), JOBS (default: all cores),
+# NNLAB_CMAKE_ARGS (extra CMake arguments, e.g. -DNNLAB_WITH_CUDA=OFF).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+mode=${1:-run}
+case "$mode" in run|test|build) ;; *) echo "usage: scripts/setup.sh run|test|build" >&2; exit 2 ;; esac
+
+packages=(build-essential cmake pkg-config git libopenblas-openmp-dev catch2 libspdlog-dev libstb-dev
+          libcli11-dev nlohmann-json3-dev zlib1g-dev dataset-fashion-mnist python3 python3-numpy)
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+  echo "== installing: ${missing[*]}"
+  sudo_cmd=""
+  [ "$(id -u)" -ne 0 ] && sudo_cmd="sudo"
+  $sudo_cmd apt-get update -q
+  DEBIAN_FRONTEND=noninteractive $sudo_cmd apt-get install -y -q --no-install-recommends "${missing[@]}"
+fi
+
+build_dir=${BUILD_DIR:-build}
+jobs=${JOBS:-$(nproc)}
+cmake_args=(-DCMAKE_BUILD_TYPE=Release)
+# The tests only need the CUDA code to compile and link; one architecture keeps that fast.
+# A machine with a GPU builds for its own architecture.
+if [ -x /usr/local/cuda/bin/nvcc ] || command -v nvcc >/dev/null 2>&1; then
+  if command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L >/dev/null 2>&1; then
+    cmake_args+=(-DCMAKE_CUDA_ARCHITECTURES=native)
+  elif [ "$mode" = test ]; then
+    cmake_args+=(-DCMAKE_CUDA_ARCHITECTURES=90)
+  fi
+fi
+# shellcheck disable=SC2206
+cmake_args+=(${NNLAB_CMAKE_ARGS:-})
+echo "== configuring $build_dir: ${cmake_args[*]}"
+mkdir -p "$build_dir"
+cmake -S . -B "$build_dir" "${cmake_args[@]}" >"$build_dir/configure.log" 2>&1 || { cat "$build_dir/configure.log"; exit 1; }
+echo "== building with $jobs jobs"
+cmake --build "$build_dir" -j "$jobs"
+
+case "$mode" in
+  run)
+    echo "== training the default model on Fashion-MNIST"
+    "$build_dir/nnlab" train --model mlp --epochs 5 --data fashion-mnist
+    ;;
+  test)
+    echo "== running the tests"
+    ctest --test-dir "$build_dir" --output-on-failure -j "$jobs"
+    ;;
+esac

@@ -1,0 +1,133 @@
+// The `nnlab` program end to end: a short real training run, reproducibility, and bad
+// options that must fail with one clear message, a non-zero exit and no output file.
+#include <catch2/catch.hpp>
+
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <array>
+#include <cstdio>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+namespace {
+
+struct RunResult {
+  int exit_code;
+  std::string output;  // stdout and stderr together
+};
+
+RunResult run_cli(const std::string& args) {
+  const std::string cmd = std::string(NNLAB_CLI_PATH) + " " + args + " 2>&1";
+  FILE* pipe = popen(cmd.c_str(), "r");
+  REQUIRE(pipe);
+  std::string out;
+  std::array<char, 4096> buf{};
+  while (fgets(buf.data(), buf.size(), pipe)) out += buf.data();
+  const int status = pclose(pipe);
+  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, out};
+}
+
+bool exists(const std::string& path) {
+  struct stat st {};
+  return stat(path.c_str(), &st) == 0;
+}
+
+std::string temp_path(const std::string& name) {
+  return "/tmp/nnlab_cli_test_" + std::to_string(getpid()) + "_" + name;
+}
+
+std::vector<double> step_losses(const std::string& metrics) {
+  std::ifstream in(metrics);
+  std::vector<double> losses;
+  std::string line;
+  while (std::getline(in, line)) {
+    const auto j = nlohmann::json::parse(line);
+    if (j["type"] == "step") losses.push_back(j["loss"].get<double>());
+  }
+  return losses;
+}
+
+double mean_of(const std::vector<double>& v, size_t begin, size_t end) {
+  double s = 0;
+  for (size_t i = begin; i < end; ++i) s += v[i];
+  return s / static_cast<double>(end - begin);
+}
+
+const char* kFashion = "/usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz";
+
+}  // namespace
+
+TEST_CASE("train mlp: the loss falls and a seed repeats exactly", "[cli]") {
+  if (!exists(kFashion)) {
+    WARN("dataset-fashion-mnist is not installed; scripts/setup.sh installs it");
+    return;
+  }
+  const std::string m1 = temp_path("m1.jsonl"), m2 = temp_path("m2.jsonl");
+  const std::string common = "train --model mlp --epochs 1 --max-steps 200 --seed 3 --threads 2 --metrics-every 1";
+  const RunResult r1 = run_cli(common + " --metrics " + m1);
+  INFO(r1.output);
+  REQUIRE(r1.exit_code == 0);
+  CHECK(r1.output.find("final test accuracy") != std::string::npos);
+  const auto losses = step_losses(m1);
+  REQUIRE(losses.size() == 200);
+  // Mean loss over steps 151–200 is below 0.6× the mean over steps 1–50.
+  CHECK(mean_of(losses, 150, 200) < 0.6 * mean_of(losses, 0, 50));
+
+  const RunResult r2 = run_cli(common + " --metrics " + m2);
+  REQUIRE(r2.exit_code == 0);
+  CHECK(step_losses(m2) == losses);  // bit-identical with the same seed, binary and threads
+  std::remove(m1.c_str());
+  std::remove(m2.c_str());
+}
+
+TEST_CASE("bad options fail with one clear message and write nothing", "[cli]") {
+  const std::string metrics = temp_path("bad.jsonl");
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"train --batch 0", "--batch must be at least 1"},
+      {"train --batch -5", "--batch must be at least 1"},
+      {"train --lr nan", "--lr must be a finite number"},
+      {"train --lr abc", "--lr"},
+      {"train --epochs 0", "--epochs must be at least 1"},
+      {"train --model resnet999", "unknown model 'resnet999'"},
+      {"train --data imagenet", "not a known data set"},
+      {"train --optimizer rmsprop", "'rmsprop' is not known"},
+      {"train --data mnist", "--data-dir is required"},
+      {"train --data-dir /nonexistent/nnlab", "/nonexistent/nnlab"},
+      {"train --betas 0.9", "--betas must be two numbers"},
+      {"train --nesterov --optimizer adam", "--nesterov applies to --optimizer sgd only"},
+      {"train --device tpu", "unknown device 'tpu'"},
+      {"train --no-such-option", "--no-such-option"},
+      {"frobnicate", "frobnicate"},
+  };
+  for (const auto& [args, message] : cases) {
+    const RunResult r = run_cli(args + " --metrics " + metrics);
+    INFO(args << "\n" << r.output);
+    CHECK(r.exit_code != 0);
+    CHECK(r.output.find(message) != std::string::npos);
+    CHECK_FALSE(exists(metrics));
+  }
+}
+
+TEST_CASE("an unusable --device cuda is an error, never a silent CPU run", "[cli]") {
+  const RunResult devices = run_cli("devices");
+  REQUIRE(devices.exit_code == 0);
+  CHECK(devices.output.find("cpu:") != std::string::npos);
+  if (devices.output.find("not usable") == std::string::npos) return;  // a GPU machine
+  const RunResult r = run_cli("train --device cuda --max-steps 1");
+  CHECK(r.exit_code != 0);
+  CHECK(r.output.find("--device cuda cannot be used") != std::string::npos);
+}
+
+TEST_CASE("help lists every subcommand and option", "[cli]") {
+  const RunResult top = run_cli("--help");
+  CHECK(top.exit_code == 0);
+  for (const char* sub : {"train", "devices", "models"}) CHECK(top.output.find(sub) != std::string::npos);
+  const RunResult train = run_cli("train --help");
+  for (const char* opt : {"--data", "--data-dir", "--model", "--epochs", "--batch", "--optimizer", "--lr",
+                          "--momentum", "--nesterov", "--weight-decay", "--betas", "--seed", "--threads", "--device"})
+    CHECK(train.output.find(opt) != std::string::npos);
+}
