@@ -1,0 +1,95 @@
+// Micro-benchmark of the CPU convolution kernels on the `cnn` model's two layers at batch 64:
+// forward, backward data and backward filter in GFLOP/s, beside the rate of one plain sgemm
+// of the forward's shape (the practical peak the kernels can approach) and of the per-image
+// alternative (one small sgemm per image, images spread over the threads).
+//
+// It times the kernel table directly — the one place outside autograd/ops that does, because
+// it measures the kernels themselves. Build by hand after building the library:
+//   g++ -O3 -march=native -fopenmp -std=c++17 -I. scripts/bench_conv.cpp build/libnnlab.a \
+//       -I/usr/include/x86_64-linux-gnu/openblas-openmp \
+//       -L/usr/lib/x86_64-linux-gnu/openblas-openmp -lopenblas -lspdlog -lfmt -lz -o bench_conv
+//   ./bench_conv [reps]
+#include <cblas.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <functional>
+#include <vector>
+
+#include "core/random.h"
+#include "devices/cpu/threads.h"
+#include "devices/registry.h"
+
+using namespace nnlab;
+
+namespace {
+
+// Best and median seconds of `reps` timed runs after two warm-up runs.
+std::pair<double, double> time_it(int reps, const std::function<void()>& f) {
+  f(), f();
+  std::vector<double> s;
+  for (int i = 0; i < reps; ++i) {
+    const auto t0 = std::chrono::steady_clock::now();
+    f();
+    s.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+  }
+  std::sort(s.begin(), s.end());
+  return {s.front(), s[s.size() / 2]};
+}
+
+void report(const char* what, double flops, std::pair<double, double> t) {
+  std::printf("  %-28s %8.3f ms best %8.3f ms median   %6.1f GFLOP/s best %6.1f median\n", what, 1e3 * t.first,
+              1e3 * t.second, flops / t.first * 1e-9, flops / t.second * 1e-9);
+}
+
+Tensor random_tensor(Shape s, uint32_t stream) {
+  Tensor t = Tensor::empty(s);
+  uniform_fill(t, -1, 1, RandomStream{1, RandomPurpose::Init, stream});
+  return t;
+}
+
+void bench_layer(const char* name, Conv2dGeometry g, int reps) {
+  g.p = (g.h + 2 * g.pad_h - g.r) / g.stride_h + 1;
+  g.q = (g.w + 2 * g.pad_w - g.s) / g.stride_w + 1;
+  const long crs = g.c * g.r * g.s, pq = g.p * g.q;
+  const double flops = 2.0 * g.n * g.k * crs * pq;
+  std::printf("%s: x (%ld, %ld, %ld, %ld)  w (%ld, %ld, %ld, %ld)  %.1f MFLOP per direction\n", name, g.n, g.c, g.h,
+              g.w, g.k, g.c, g.r, g.s, flops * 1e-6);
+  Backend& be = backend_for(Device::cpu());
+  Tensor x = random_tensor({g.n, g.c, g.h, g.w}, 1), w = random_tensor({g.k, g.c, g.r, g.s}, 2);
+  Tensor b = random_tensor({g.k}, 3), dy = random_tensor({g.n, g.k, g.p, g.q}, 4);
+  Tensor y = Tensor::empty(dy.shape()), dx = Tensor::empty(x.shape()), dw = Tensor::empty(w.shape());
+  report("forward (+bias)", flops, time_it(reps, [&] { be.conv2d_forward(g, x, w, &b, y); }));
+  report("backward data", flops, time_it(reps, [&] { be.conv2d_backward_data(g, dy, w, dx); }));
+  report("backward filter", flops, time_it(reps, [&] { be.conv2d_backward_filter(g, dy, x, dw); }));
+
+  // The forward's GEMM alone: W (k × crs) · cols (crs × n·pq).
+  std::vector<float> cols(crs * g.n * pq, 0.5f), out(g.k * g.n * pq);
+  const float* wp = w.data<float>();
+  report("sgemm k×(n·pq)×crs alone", flops, time_it(reps, [&] {
+           cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, int(g.k), int(g.n * pq), int(crs), 1.f, wp,
+                       int(crs), cols.data(), int(g.n * pq), 0.f, out.data(), int(g.n * pq));
+         }));
+  // Per image: n GEMMs of k × pq × crs, one image per thread at a time (OpenBLAS runs
+  // single-threaded inside an OpenMP parallel region).
+  report("per-image sgemm k×pq×crs", flops, time_it(reps, [&] {
+#pragma omp parallel for schedule(static)
+           for (long i = 0; i < g.n; ++i)
+             cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, int(g.k), int(pq), int(crs), 1.f, wp, int(crs),
+                         cols.data() + i * crs * pq, int(pq), 0.f, out.data() + i * g.k * pq, int(pq));
+         }));
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const int reps = argc > 1 ? std::atoi(argv[1]) : 30;
+  set_cpu_threads(0);
+  std::printf("%s, %d threads; OpenBLAS %s\n", cpu_model_name().c_str(), cpu_threads(), openblas_build());
+  //                            n   c   h   w   k   r  s  stride  pad
+  bench_layer("conv1", Conv2dGeometry{64, 1, 28, 28, 32, 3, 3, 1, 1, 1, 1, 0, 0}, reps);
+  bench_layer("conv2", Conv2dGeometry{64, 32, 14, 14, 64, 3, 3, 1, 1, 1, 1, 0, 0}, reps);
+  return 0;
+}

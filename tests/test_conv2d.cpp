@@ -1,0 +1,207 @@
+// Conv2d: the im2col + GEMM kernels against direct loops over every index (forward, input
+// and weight gradients) on awkward shapes, float32 against float64, gradcheck, errors, and
+// the layer.
+#include <catch2/catch.hpp>
+
+#include <algorithm>
+#include <cmath>
+
+#include "autograd/gradcheck.h"
+#include "autograd/ops.h"
+#include "core/random.h"
+#include "layers/conv2d.h"
+
+using namespace nnlab;
+
+namespace {
+
+struct Case {
+  int64_t n, c, k, h, w, r, s, stride_h, stride_w, pad_h, pad_w;
+  int64_t p() const { return (h + 2 * pad_h - r) / stride_h + 1; }
+  int64_t q() const { return (w + 2 * pad_w - s) / stride_w + 1; }
+};
+
+Tensor random_tensor(Shape shape, uint32_t stream, bool grad = true) {
+  Tensor t = Tensor::empty(shape, DType::Float64);
+  uniform_fill(t, -1, 1, RandomStream{77, RandomPurpose::Init, stream});
+  t.set_requires_grad(grad);
+  return t;
+}
+
+// The input pixel read by output (pi, qi) at filter tap (ri, si), or false in the padding.
+bool tap(const Case& k, int64_t pi, int64_t qi, int64_t ri, int64_t si, int64_t& hi, int64_t& wi) {
+  hi = pi * k.stride_h - k.pad_h + ri;
+  wi = qi * k.stride_w - k.pad_w + si;
+  return hi >= 0 && hi < k.h && wi >= 0 && wi < k.w;
+}
+
+// The direct definition, one loop per index. Returns y, and for a given dy also dx and dw.
+struct Reference {
+  std::vector<double> y, dx, dw, db;
+};
+Reference reference_conv(const Case& k, const std::vector<double>& x, const std::vector<double>& w,
+                         const std::vector<double>& b, const std::vector<double>& dy) {
+  const int64_t P = k.p(), Q = k.q();
+  Reference ref{std::vector<double>(k.n * k.k * P * Q), std::vector<double>(x.size()), std::vector<double>(w.size()),
+                std::vector<double>(k.k)};
+  for (int64_t n = 0; n < k.n; ++n)
+    for (int64_t o = 0; o < k.k; ++o)
+      for (int64_t pi = 0; pi < P; ++pi)
+        for (int64_t qi = 0; qi < Q; ++qi) {
+          const int64_t yi = ((n * k.k + o) * P + pi) * Q + qi;
+          double acc = b.empty() ? 0.0 : b[o];
+          for (int64_t c = 0; c < k.c; ++c)
+            for (int64_t ri = 0; ri < k.r; ++ri)
+              for (int64_t si = 0; si < k.s; ++si) {
+                int64_t hi, wi;
+                if (!tap(k, pi, qi, ri, si, hi, wi)) continue;
+                const int64_t xi = ((n * k.c + c) * k.h + hi) * k.w + wi, wj = ((o * k.c + c) * k.r + ri) * k.s + si;
+                acc += w[wj] * x[xi];
+                ref.dx[xi] += w[wj] * dy[yi];
+                ref.dw[wj] += x[xi] * dy[yi];
+              }
+          ref.y[yi] = acc;
+          ref.db[o] += dy[yi];
+        }
+  return ref;
+}
+
+// Every element within eps relative to the reference's largest magnitude (a sum of
+// hundreds of terms can cancel to near zero, where an elementwise relative test would
+// measure only the rounding of the terms). One assertion per tensor keeps the test fast.
+void require_close(const char* what, const std::vector<double>& got, const std::vector<double>& want, double eps) {
+  REQUIRE(got.size() == want.size());
+  double scale = 0, worst = 0;
+  size_t worst_i = 0;
+  for (double v : want) scale = std::max(scale, std::abs(v));
+  for (size_t i = 0; i < got.size(); ++i) {
+    const double err = std::abs(got[i] - want[i]) / std::max(scale, 1e-30);
+    if (err > worst || std::isnan(err)) worst = err, worst_i = i;
+  }
+  INFO(what << ": worst relative error " << worst << " at element " << worst_i << " (got " << got[worst_i]
+            << ", want " << want[worst_i] << ", scale " << scale << ")");
+  REQUIRE(worst <= eps);
+}
+
+// Runs the op forward and backward in float64 and float32 and checks all of it against
+// the reference.
+void check_against_reference(const Case& k, bool bias) {
+  INFO("n=" << k.n << " c=" << k.c << " k=" << k.k << " " << k.h << "×" << k.w << " kernel " << k.r << "×" << k.s
+            << " stride (" << k.stride_h << "," << k.stride_w << ") pad (" << k.pad_h << "," << k.pad_w
+            << ") bias " << bias);
+  Tensor x = random_tensor({k.n, k.c, k.h, k.w}, 1), w = random_tensor({k.k, k.c, k.r, k.s}, 2);
+  Tensor b = bias ? random_tensor({k.k}, 3) : Tensor();
+  Tensor dy = random_tensor({k.n, k.k, k.p(), k.q()}, 4, false);
+  const Reference ref = reference_conv(k, x.to_vector<double>(), w.to_vector<double>(),
+                                       bias ? b.to_vector<double>() : std::vector<double>{}, dy.to_vector<double>());
+
+  Tensor y = conv2d(x, w, b, k.stride_h, k.stride_w, k.pad_h, k.pad_w);
+  REQUIRE(y.shape() == Shape{k.n, k.k, k.p(), k.q()});
+  y.backward(dy);
+  require_close("y", y.to_vector<double>(), ref.y, 1e-10);
+  require_close("dx", x.grad().to_vector<double>(), ref.dx, 1e-10);
+  require_close("dw", w.grad().to_vector<double>(), ref.dw, 1e-10);
+  if (bias) require_close("db", b.grad().to_vector<double>(), ref.db, 1e-10);
+
+  // float32 runs the same templated kernels: agreement to float32 rounding.
+  Tensor x32 = x.detach().to(DType::Float32), w32 = w.detach().to(DType::Float32);
+  Tensor b32 = bias ? b.detach().to(DType::Float32) : Tensor();
+  x32.set_requires_grad(true), w32.set_requires_grad(true);
+  Tensor y32 = conv2d(x32, w32, b32, k.stride_h, k.stride_w, k.pad_h, k.pad_w);
+  y32.backward(dy.to(DType::Float32));
+  require_close("y float32", y32.to_vector<double>(), ref.y, 1e-4);
+  require_close("dx float32", x32.grad().to_vector<double>(), ref.dx, 1e-4);
+  require_close("dw float32", w32.grad().to_vector<double>(), ref.dw, 1e-4);
+}
+
+}  // namespace
+
+TEST_CASE("conv2d forward and gradients match direct loops on awkward shapes", "[conv2d]") {
+  // kernel 5, stride 2, padding 0/1/2 on a non-square image with odd channel counts
+  for (int64_t pad : {0, 1, 2}) check_against_reference({8, 13, 32, 17, 23, 5, 5, 2, 2, pad, pad}, true);
+  check_against_reference({1, 3, 4, 17, 23, 3, 5, 1, 1, 1, 2}, true);   // batch 1, 3×5 kernel
+  check_against_reference({2, 5, 7, 9, 6, 3, 5, 2, 1, 0, 2}, true);     // mixed strides
+  check_against_reference({3, 4, 6, 8, 8, 3, 3, 1, 1, 1, 1}, false);    // no bias
+  check_against_reference({2, 2, 3, 5, 5, 5, 5, 3, 3, 0, 0}, true);     // kernel = image: 1×1 output
+  check_against_reference({2, 3, 2, 4, 4, 6, 6, 1, 1, 1, 1}, true);     // kernel larger than the image
+}
+
+TEST_CASE("conv2d splits large batches into chunks without changing the result", "[conv2d]") {
+  // 16·3·3 × 176·176 ≈ 4.5 Mi im2col elements per image: more than half the kernels' 8 Mi
+  // budget, so each image is its own chunk and the weight gradient sums over chunks.
+  check_against_reference({2, 16, 1, 176, 176, 3, 3, 1, 1, 1, 1}, true);
+}
+
+TEST_CASE("conv2d passes gradcheck for input, weight and bias", "[conv2d][gradcheck]") {
+  auto run = [](const Case& k, bool bias) {
+    std::vector<Tensor> in{random_tensor({k.n, k.c, k.h, k.w}, 11), random_tensor({k.k, k.c, k.r, k.s}, 12)};
+    if (bias) in.push_back(random_tensor({k.k}, 13));
+    const GradcheckResult r = gradcheck(
+        [k](const std::vector<Tensor>& t) {
+          return conv2d(t[0], t[1], t.size() > 2 ? t[2] : Tensor(), k.stride_h, k.stride_w, k.pad_h, k.pad_w);
+        },
+        in);
+    INFO(r.report);
+    REQUIRE(r.ok);
+  };
+  run({2, 2, 3, 5, 4, 3, 2, 2, 1, 1, 0}, true);
+  run({1, 3, 2, 4, 5, 2, 3, 1, 2, 1, 1}, false);
+}
+
+TEST_CASE("conv2d gradients flow only where asked", "[conv2d]") {
+  Tensor x = random_tensor({2, 1, 6, 6}, 21, false), w = random_tensor({4, 1, 3, 3}, 22), b = random_tensor({4}, 23);
+  conv2d(x, w, b, 1, 1).backward(Tensor::full({2, 4, 6, 6}, 1.0, DType::Float64));
+  CHECK_FALSE(x.grad().defined());
+  REQUIRE(w.grad().defined());
+  // db = Σ dy = n·p·q per channel when dy is all ones
+  for (double v : b.grad().to_vector<double>()) CHECK(v == Approx(2 * 36));
+}
+
+TEST_CASE("conv2d rejects bad shapes with clear messages", "[conv2d]") {
+  Tensor x = Tensor::zeros({2, 3, 8, 8}), w = Tensor::zeros({4, 3, 3, 3}), b = Tensor::zeros({4});
+  CHECK_THROWS_WITH(conv2d(Tensor::zeros({3, 8, 8}), w, b), Catch::Contains("must be 4-D (n, c, h, w)"));
+  CHECK_THROWS_WITH(conv2d(x, Tensor::zeros({4, 3, 3}), b), Catch::Contains("weight") && Catch::Contains("4-D"));
+  CHECK_THROWS_WITH(conv2d(x, Tensor::zeros({4, 2, 3, 3}), b),
+                    Catch::Contains("has 3 channels but weight") && Catch::Contains("expects 2"));
+  CHECK_THROWS_WITH(conv2d(x, Tensor::zeros({4, 3, 9, 3}), b),
+                    Catch::Contains("kernel 9×3 is larger than the padded input 8×8"));
+  CHECK_NOTHROW(conv2d(x, Tensor::zeros({4, 3, 9, 3}), b, 1, 1));  // padding makes it fit
+  CHECK_THROWS_WITH(conv2d(x, w, Tensor::zeros({5})), Catch::Contains("bias") && Catch::Contains("does not match"));
+  CHECK_THROWS_WITH(conv2d(x, w, b, 0, 1), Catch::Contains("stride must be at least 1"));
+  CHECK_THROWS_WITH(conv2d(x, w, b, 1, -1), Catch::Contains("padding must not be negative"));
+  CHECK_THROWS_WITH(conv2d(x, Tensor::zeros({4, 3, 3, 3}, DType::Float64), b), Catch::Contains("different dtypes"));
+  CHECK_THROWS_WITH(conv2d(Tensor::zeros({2, 3, 8, 8}, DType::Int32), w, b), Catch::Contains("conv2d"));
+}
+
+TEST_CASE("Conv2d layer: parameters, initialisation, description", "[conv2d][layers]") {
+  Conv2d conv(Conv2dOptions{1, 32, 3, 3, 1, 1});
+  const auto params = conv.named_parameters();
+  REQUIRE(params.size() == 2);
+  CHECK(params[0].first == "weight");
+  CHECK(params[0].second.shape() == Shape{32, 1, 3, 3});
+  CHECK(params[1].first == "bias");
+  CHECK(params[1].second.shape() == Shape{32});
+  CHECK(conv.parameter_count() == 320);
+  CHECK(Conv2d(32, 64, 3, 1, 1).parameter_count() == 18496);
+  CHECK(conv.describe() == "Conv2d(1, 32, kernel_size=(3, 3), stride=(1, 1), padding=(1, 1))");
+
+  Conv2d plain(Conv2dOptions{3, 8, 3, 5, 2, 0, false});
+  CHECK(plain.named_parameters().size() == 1);
+  CHECK(plain.parameter_count() == 8 * 3 * 3 * 5);
+  CHECK(plain.describe() == "Conv2d(3, 8, kernel_size=(3, 5), stride=(2, 2), bias=False)");
+  CHECK_THROWS_WITH(Conv2d(0, 8, 3), Catch::Contains("channels must be positive"));
+
+  // PyTorch's default: U(±1/√fan_in), fan_in = 1·3·3 = 9, so |w| ≤ 1/3 and not all equal.
+  conv.initialize(5);
+  const auto wv = conv.weight().to_vector<double>();
+  const auto [lo, hi] = std::minmax_element(wv.begin(), wv.end());
+  CHECK(*lo >= -1.0 / 3);
+  CHECK(*hi <= 1.0 / 3);
+  CHECK(*hi - *lo > 0.3);
+
+  // The layer computes the op: a 28×28 batch keeps its size with padding 1.
+  Tensor x = Tensor::full({2, 1, 28, 28}, 0.5);
+  Tensor y = conv(x);
+  CHECK(y.shape() == Shape{2, 32, 28, 28});
+  CHECK(y.to_vector<double>() == conv2d(x, conv.weight(), conv.bias(), 1, 1).to_vector<double>());
+}
