@@ -1,0 +1,63 @@
+#!/usr/bin/env bash
+# Builds and tests nnlab on the GPU machine (CMake, a compiler, CUDA and cuDNN, but no
+# package manager and no network). The other dependencies come from .deps/*.deb, fetched
+# beforehand by scripts/gpu-deps.sh; they are unpacked into a private prefix with dpkg -x.
+#
+#     scripts/gpu-build.sh            # build, ctest, compute-sanitizer over the GPU tests
+# Environment: PREFIX (default /tmp/nnlab-prefix), BUILD (default build-gpu), JOBS (16),
+#              ARCH (CMAKE_CUDA_ARCHITECTURES, default 90), SANITIZE=0 to skip the sanitizer,
+#              OUT (if set, logs are written there as well).
+set -uo pipefail
+cd "$(dirname "$0")/.."
+root=$(pwd)
+prefix=${PREFIX:-/tmp/nnlab-prefix}
+build=${BUILD:-build-gpu}
+jobs=${JOBS:-16}
+arch=${ARCH:-90}
+logs=${OUT:-$root/$build/logs}
+mkdir -p "$logs"
+
+say() { echo "gpu-build.sh: $*" | tee -a "$logs/summary.txt"; }
+
+shopt -s nullglob
+debs=(.deps/*.deb)
+if (( ${#debs[@]} == 0 )); then
+  say "no packages in .deps/; run scripts/gpu-deps.sh on a Debian 12 machine with apt first"
+  exit 1
+fi
+rm -rf "$prefix" && mkdir -p "$prefix"
+for deb in "${debs[@]}"; do
+  dpkg -x "$deb" "$prefix" || { say "could not unpack $deb"; exit 1; }
+done
+say "unpacked ${#debs[@]} packages into $prefix"
+glibc=$(ldd --version 2>/dev/null | head -1)
+say "host C library: $glibc (the packages are built for Debian 12's glibc 2.36)"
+
+export LD_LIBRARY_PATH="$prefix/usr/lib/x86_64-linux-gnu/openblas-openmp:$prefix/usr/lib/x86_64-linux-gnu:/usr/local/cuda/lib64${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+export PATH="/usr/local/cuda/bin:$PATH"
+
+cmake -S . -B "$build" -DNNLAB_DEPS_PREFIX="$prefix" -DCMAKE_CUDA_ARCHITECTURES="$arch" \
+  -DCMAKE_BUILD_TYPE=Release >"$logs/configure.log" 2>&1 || { say "configure failed, see $logs/configure.log"; tail -30 "$logs/configure.log"; exit 1; }
+say "configured $build (CUDA architectures $arch)"
+cmake --build "$build" -j "$jobs" >"$logs/build.log" 2>&1 || { say "build failed, see $logs/build.log"; grep -E "error" "$logs/build.log" | head -30; exit 1; }
+say "built"
+
+"$build/nnlab" devices >"$logs/devices.txt" 2>&1 || true
+(cd "$build" && ctest --output-on-failure -j 4 >"$logs/ctest.log" 2>&1)
+ctest_rc=$?
+say "ctest exit $ctest_rc: $(grep -E 'tests passed|tests failed' "$logs/ctest.log" | tail -1)"
+"$build/tests/nnlab_gpu_tests" --durations yes >"$logs/gpu_tests.log" 2>&1
+gpu_rc=$?
+say "nnlab_gpu_tests exit $gpu_rc: $(tail -3 "$logs/gpu_tests.log" | tr '\n' ' ')"
+
+san_rc=0
+if [[ "${SANITIZE:-1}" != 0 ]]; then
+  for tool in memcheck racecheck; do
+    compute-sanitizer --tool "$tool" --error-exitcode 99 "$build/tests/nnlab_gpu_tests" >"$logs/sanitizer-$tool.log" 2>&1
+    rc=$?
+    say "compute-sanitizer $tool exit $rc: $(grep -E 'ERROR SUMMARY' "$logs/sanitizer-$tool.log" | tail -1)"
+    (( rc != 0 )) && san_rc=$rc
+  done
+fi
+say "commit $(git rev-parse --short=12 HEAD 2>/dev/null || echo unknown)"
+(( ctest_rc == 0 && gpu_rc == 0 && san_rc == 0 ))

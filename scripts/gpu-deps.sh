@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# Downloads the Debian 12 (bookworm) packages nnlab needs besides CMake, a compiler, CUDA
+# and cuDNN into .deps/ (git-ignored; it travels with the checkout to the GPU machine, which
+# has no package manager and no network). Run HERE, on a Debian 12 machine with apt:
+#     scripts/gpu-deps.sh
+# then on the GPU machine:  scripts/gpu-build.sh
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+# The OpenMP build of OpenBLAS (cblas.h + libopenblas.so under .../openblas-openmp/) and its
+# runtime (gfortran, quadmath; libgomp comes with the
+# compiler, whose OpenMP runtime nnlab links, so it is not shipped here); the header-only and small libraries nnlab builds with.
+packages=(
+  libopenblas0-openmp libopenblas-openmp-dev libgfortran5 libquadmath0
+  catch2 libspdlog-dev libspdlog1.10 libfmt-dev libfmt9
+  libstb-dev libcli11-dev nlohmann-json3-dev zlib1g-dev zlib1g
+)
+
+. /etc/os-release
+if [[ "${VERSION_CODENAME:-}" != bookworm ]]; then
+  echo "gpu-deps.sh: this machine runs ${PRETTY_NAME:-an unknown system}; the package list is for Debian 12 (bookworm)" >&2
+  exit 1
+fi
+
+mkdir -p .deps
+cd .deps
+rm -f ./*.deb
+if ! apt-get download "${packages[@]}"; then
+  echo "gpu-deps.sh: apt-get download failed; run 'apt-get update' (as root) and try again" >&2
+  exit 1
+fi
+ls -1 ./*.deb
+echo "gpu-deps.sh: $(ls ./*.deb | wc -l) packages, $(du -sh . | cut -f1) in $(pwd)"

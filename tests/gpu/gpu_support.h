@@ -1,0 +1,73 @@
+// Shared helpers for the GPU tests: fresh random inputs drawn on the host, the two backends,
+// and a comparison that names the worst element when a CUDA result strays from its CPU twin.
+#pragma once
+#include <catch2/catch.hpp>
+
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "core/random.h"
+#include "core/tensor.h"
+#include "devices/registry.h"
+
+namespace nnlab::gputest {
+
+inline Backend& cpu() { return backend_for(Device::cpu()); }
+inline Backend& gpu() { return backend_for(Device::cuda(0)); }
+inline Tensor on_gpu(const Tensor& t) { return t.to(Device::cuda(0)); }
+
+// A fresh seed per call, so every test case sees new inputs (but a failing run repeats).
+inline uint64_t next_seed() {
+  static uint64_t counter = 0x5eed;
+  return ++counter;
+}
+
+// float32 tensor on the host with values in [lo, hi).
+inline Tensor random_tensor(const Shape& shape, double lo = -1.0, double hi = 1.0) {
+  Tensor t = Tensor::empty(shape);
+  uniform_fill(t, lo, hi, RandomStream{next_seed(), RandomPurpose::Init, 7});
+  return t;
+}
+
+// int32 labels in [0, classes).
+inline Tensor random_labels(int64_t n, int64_t classes) {
+  const RandomStream rs{next_seed(), RandomPurpose::Shuffle, 3};
+  std::vector<int32_t> v(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) v[i] = static_cast<int32_t>(rs.below(static_cast<uint64_t>(i), classes));
+  return Tensor::from_vector(v, {n});
+}
+
+// Every element satisfies |gpu − cpu| ≤ atol + rtol·|cpu| (NaN only where the CPU has NaN).
+inline void require_close(const Tensor& from_gpu, const Tensor& from_cpu, double rtol, double atol,
+                          const std::string& what) {
+  REQUIRE(from_gpu.numel() == from_cpu.numel());
+  const std::vector<double> g = from_gpu.to_vector<double>(), c = from_cpu.to_vector<double>();
+  double worst = 0.0;
+  size_t worst_at = 0;
+  for (size_t i = 0; i < g.size(); ++i) {
+    if (std::isnan(c[i]) && std::isnan(g[i])) continue;
+    const double excess = std::fabs(g[i] - c[i]) / (atol + rtol * std::fabs(c[i]));
+    if (!(excess <= worst)) {  // also catches NaN on one side only
+      worst = std::isnan(excess) ? INFINITY : excess;
+      worst_at = i;
+    }
+  }
+  INFO(what << ": worst element " << worst_at << " of " << g.size() << ": cuda " << (g.empty() ? 0 : g[worst_at])
+            << " vs cpu " << (c.empty() ? 0 : c[worst_at]) << " (" << worst << "× the tolerance)");
+  REQUIRE(worst <= 1.0);
+}
+
+// Bit-for-bit equality of two tensors' contents (masks, argmax, integer counters).
+template <typename T>
+void require_equal(const Tensor& from_gpu, const Tensor& from_cpu, const std::string& what) {
+  const std::vector<T> g = from_gpu.to_vector<T>(), c = from_cpu.to_vector<T>();
+  REQUIRE(g.size() == c.size());
+  size_t differ = 0, first = 0;
+  for (size_t i = 0; i < g.size(); ++i)
+    if (g[i] != c[i] && differ++ == 0) first = i;
+  INFO(what << ": " << differ << " of " << g.size() << " elements differ, first at " << first);
+  REQUIRE(differ == 0);
+}
+
+}  // namespace nnlab::gputest
