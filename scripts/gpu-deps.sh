@@ -8,8 +8,9 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 # The OpenMP build of OpenBLAS (cblas.h + libopenblas.so under .../openblas-openmp/) and its
-# runtime (gfortran, quadmath; libgomp comes with the
-# compiler, whose OpenMP runtime nnlab links, so it is not shipped here); the header-only and small libraries nnlab builds with.
+# runtime (gfortran, quadmath), then the header-only and small libraries nnlab builds with.
+# libgomp is not shipped: it comes with the GPU machine's compiler, whose OpenMP runtime
+# nnlab links (a second copy in the prefix would shadow it).
 packages=(
   libopenblas0-openmp libopenblas-openmp-dev libgfortran5 libquadmath0
   catch2 libspdlog-dev libspdlog1.10 libfmt-dev libfmt9
