@@ -53,6 +53,9 @@ void CpuBackend::adam_step(Tensor& param, const Tensor& grad, Tensor& exp_avg, T
     const double bc2 = 1.0 - std::pow(hp.beta2, static_cast<double>(step));
     const T step_size = static_cast<T>(hp.lr / bc1), bc2_sqrt = static_cast<T>(std::sqrt(bc2));
     const T b1 = static_cast<T>(hp.beta1), b2 = static_cast<T>(hp.beta2), eps = static_cast<T>(hp.eps);
+    // 1 − β in double, then rounded, as PyTorch passes it (alpha/value = 1 − beta): in float32,
+    // 1 − float(0.999) would be off by 1.3e-5 relative.
+    const T one_minus_b1 = static_cast<T>(1.0 - hp.beta1), one_minus_b2 = static_cast<T>(1.0 - hp.beta2);
     const T wd = static_cast<T>(hp.weight_decay), decay = static_cast<T>(1.0 - hp.lr * hp.weight_decay);
     const long n = static_cast<long>(param.numel());
 #pragma omp parallel for schedule(static) if (n > cpu::kParallelGrain)
@@ -62,9 +65,9 @@ void CpuBackend::adam_step(Tensor& param, const Tensor& grad, Tensor& exp_avg, T
         if (hp.decoupled_weight_decay) p[i] *= decay;
         else g += wd * p[i];
       }
-      m[i] = b1 * m[i] + (T(1) - b1) * g;
-      v[i] = b2 * v[i] + (T(1) - b2) * g * g;
-      p[i] -= step_size * m[i] / (std::sqrt(v[i]) / bc2_sqrt + eps);
+      m[i] = b1 * m[i] + one_minus_b1 * g;
+      v[i] = b2 * v[i] + one_minus_b2 * g * g;
+      p[i] -= step_size * (m[i] / (std::sqrt(v[i]) / bc2_sqrt + eps));
     }
   });
 }
