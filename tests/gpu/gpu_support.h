@@ -46,7 +46,7 @@ inline void require_close(const Tensor& from_gpu, const Tensor& from_cpu, double
   double worst = 0.0;
   size_t worst_at = 0;
   for (size_t i = 0; i < g.size(); ++i) {
-    if (std::isnan(c[i]) && std::isnan(g[i])) continue;
+    if (g[i] == c[i] || (std::isnan(c[i]) && std::isnan(g[i]))) continue;  // exact (also when tolerance is 0)
     const double excess = std::fabs(g[i] - c[i]) / (atol + rtol * std::fabs(c[i]));
     if (!(excess <= worst)) {  // also catches NaN on one side only
       worst = std::isnan(excess) ? INFINITY : excess;
