@@ -17,6 +17,7 @@ struct SgdArgs {
 
 struct AdamArgs {
   float step_size, bc2_sqrt, beta1, beta2, eps, weight_decay, decay;  // decay = 1 − lr·wd
+  float one_minus_beta1, one_minus_beta2;  // 1 − β in double, then rounded, as PyTorch
   bool decoupled;
 };
 
@@ -49,9 +50,9 @@ __global__ void adam_step_kernel(float* p, const float* grad, float* m, float* v
       if (a.decoupled) p[i] *= a.decay;
       else g += a.weight_decay * p[i];
     }
-    m[i] = a.beta1 * m[i] + (1.0f - a.beta1) * g;
-    v[i] = a.beta2 * v[i] + (1.0f - a.beta2) * g * g;
-    p[i] -= a.step_size * m[i] / (sqrtf(v[i]) / a.bc2_sqrt + a.eps);
+    m[i] = a.beta1 * m[i] + a.one_minus_beta1 * g;
+    v[i] = a.beta2 * v[i] + a.one_minus_beta2 * g * g;
+    p[i] -= a.step_size * (m[i] / (sqrtf(v[i]) / a.bc2_sqrt + a.eps));
   }
 }
 
@@ -92,6 +93,8 @@ void CudaBackend::adam_step(Tensor& param, const Tensor& grad, Tensor& exp_avg, 
                    static_cast<float>(hp.eps),
                    static_cast<float>(hp.weight_decay),
                    static_cast<float>(1.0 - hp.lr * hp.weight_decay),
+                   static_cast<float>(1.0 - hp.beta1),
+                   static_cast<float>(1.0 - hp.beta2),
                    hp.decoupled_weight_decay};
   adam_step_kernel<<<cuda::grid_for(param.numel()), cuda::kThreads, 0, ctx_->stream>>>(
       cuda::ptr<float>(param), cuda::ptr<float>(grad), cuda::ptr<float>(exp_avg), cuda::ptr<float>(exp_avg_sq), a,
