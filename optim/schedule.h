@@ -14,7 +14,7 @@
 //   Because a schedule holds no state beyond its options, a checkpoint needs only the step.
 //
 // Closed forms replace PyTorch's recursive updates (lr ← lr · factor); on PyTorch's own
-// fixtures they agree within 1e-12 relative (tests/test_schedule.cpp checks 1e-10).
+// fixtures they agree within 1e-12 relative (checked in tests/test_schedule.cpp).
 #pragma once
 #include <cstdint>
 #include <memory>
