@@ -8,7 +8,7 @@
 //   g++ -O3 -march=native -fopenmp -std=c++17 -I. scripts/bench_conv.cpp build/libnnlab.a \
 //       -I/usr/include/x86_64-linux-gnu/openblas-openmp \
 //       -L/usr/lib/x86_64-linux-gnu/openblas-openmp -lopenblas -lspdlog -lfmt -lz -o bench_conv
-//   ./bench_conv [reps]
+//   ./bench_conv [reps] [threads]
 #include <cblas.h>
 
 #include <algorithm>
@@ -86,7 +86,7 @@ void bench_layer(const char* name, Conv2dGeometry g, int reps) {
 
 int main(int argc, char** argv) {
   const int reps = argc > 1 ? std::atoi(argv[1]) : 30;
-  set_cpu_threads(0);
+  set_cpu_threads(argc > 2 ? std::atoi(argv[2]) : 0);  // 0: one thread per core
   std::printf("%s, %d threads; OpenBLAS %s\n", cpu_model_name().c_str(), cpu_threads(), openblas_build());
   //                            n   c   h   w   k   r  s  stride  pad
   bench_layer("conv1", Conv2dGeometry{64, 1, 28, 28, 32, 3, 3, 1, 1, 1, 1, 0, 0}, reps);

@@ -1,21 +1,30 @@
-// Convolution on the CPU: im2col + one OpenBLAS GEMM per direction, over a whole chunk of
-// images at once (the whole batch unless the im2col matrix would pass kColsBudget).
+// Convolution on the CPU: im2col + OpenBLAS GEMM, one image per thread.
 //
-// For a chunk of nb images, im2col lays every receptive field out as a column:
-//   cols: (c·r·s, nb·p·q)    cols[(ci·r + ri)·s + si, (i·p + pi)·q + qi]
-//                              = x[i, ci, pi·stride_h − pad_h + ri, qi·stride_w − pad_w + si]
-// (zero where that falls into the padding). Then, writing Y and dY as (k, nb·p·q) matrices,
-//   forward          Y  = W · cols                 (k × crs) · (crs × nb·pq)
-//   backward data    dx = col2im(Wᵀ · dY)          (crs × k) · (k × nb·pq)
-//   backward filter  dW = dY · colsᵀ               (k × nb·pq) · (nb·pq × crs)
-// One large GEMM keeps OpenBLAS near its peak; per-image GEMMs (k × pq) are too small for it.
-// The price is a transpose between NCHW's (n, k, pq) and the GEMM's (k, n·pq), fused here
-// with the bias add on the way out and done as a gather on the way in.
+// For image i, im2col lays every receptive field out as a column:
+//   cols: (c·r·s, p·q)    cols[(ci·r + ri)·s + si, pi·q + qi]
+//                           = x[i, ci, pi·stride_h − pad_h + ri, qi·stride_w − pad_w + si]
+// (zero where that falls into the padding). In NCHW, y[i] and dy[i] already are (k, p·q)
+// matrices, so with no transposes
+//   forward          y[i]  = W · cols                     (k × crs) · (crs × pq)
+//   backward data    dx[i] = col2im(Wᵀ · dy[i])           (crs × k) · (k × pq)
+//   backward filter  dW    = Σ_i dy[i] · colsᵀ            (k × pq) · (pq × crs)
 //
-// Every loop is parallel with static schedules, and col2im gives each thread whole
-// (image, channel) planes, so no two threads add into one element and results repeat bit
-// for bit.
+// Why per image rather than one GEMM over the whole batch (cols: (crs, n·pq)): measured on
+// the cnn's layers at batch 64 (scripts/bench_conv.cpp), n single-threaded GEMMs of
+// k × pq × crs, one image per thread, ran at least as fast as the one large two-thread GEMM,
+// and the per-image layout needs no NCHW ↔ (k, n·pq) transposes (two extra passes over y or
+// dy) and keeps each image's cols (crs·pq, 225 KB for the cnn's second layer) in its core's
+// L2 cache between im2col and the GEMM.
+//
+// Threads: when the batch has at least as many images as threads, images are spread over
+// the OpenMP threads (static schedule) and OpenBLAS, called inside the parallel region, runs
+// single-threaded in each. A smaller batch is done one image at a time with a threaded GEMM
+// and threaded im2col/col2im instead. The filter gradient sums per-thread partial sums in
+// thread order, and col2im gives each thread whole (channel) planes, so for a given thread
+// count results repeat bit for bit.
 #include <cblas.h>
+
+#include <omp.h>
 
 #include <algorithm>
 
@@ -25,10 +34,6 @@
 namespace nnlab {
 
 namespace {
-
-// Largest im2col matrix (elements) built at once: 8 Mi elements = 32 MiB in float32.
-// The cnn's convolutions at batch 64 fit in one chunk; CIFAR-sized batches are split.
-constexpr long kColsBudget = 1L << 23;
 
 // Row-major C(m×n) = alpha · op(A) · op(B) + beta · C, as Backend::gemm, on raw pointers.
 void gemm_rm(bool ta, bool tb, long m, long n, long k, float alpha, const float* a, const float* b, float beta,
@@ -40,11 +45,6 @@ void gemm_rm(bool ta, bool tb, long m, long n, long k, double alpha, const doubl
              double beta, double* c) {
   cblas_dgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, int(m), int(n), int(k),
               alpha, a, int(ta ? m : k), b, int(tb ? k : n), beta, c, int(n));
-}
-
-long images_per_chunk(const Conv2dGeometry& g) {
-  const long per_image = static_cast<long>(g.c * g.r * g.s * g.p * g.q);
-  return std::clamp(kColsBudget / std::max(per_image, 1L), 1L, std::max(static_cast<long>(g.n), 1L));
 }
 
 // The output columns qi whose input column qi·stride − pad + offset lies inside [0, width):
@@ -60,87 +60,70 @@ ValidRange valid_range(long out, long width, long stride, long pad, long offset)
   return {std::min(lo, hi), hi};
 }
 
-// x: (n, c, h, w), images [n0, n0 + nb)   cols: (c·r·s, nb·p·q)   (layout above)
+// x: (c, h, w), one image   cols: (c·r·s, p·q)   (layout above)
 template <typename T>
-void im2col(const Conv2dGeometry& g, const T* x, long n0, long nb, T* cols) {
-  const long rs = g.r * g.s, crs = g.c * rs, pq = g.p * g.q, hw = g.h * g.w;
-#pragma omp parallel for collapse(2) schedule(static) if (crs * nb * pq > cpu::kParallelGrain)
+void im2col(const Conv2dGeometry& g, const T* x, T* cols) {
+  const long rs = g.r * g.s, crs = g.c * rs, pq = g.p * g.q;
+#pragma omp parallel for schedule(static) if (crs * pq > cpu::kParallelGrain)
   for (long row = 0; row < crs; ++row) {
-    for (long i = 0; i < nb; ++i) {
-      const long ci = row / rs, ri = row % rs / g.s, si = row % g.s;
-      const T* plane = x + ((n0 + i) * g.c + ci) * hw;
-      T* out = cols + row * nb * pq + i * pq;
-      const ValidRange qv = valid_range(g.q, g.w, g.stride_w, g.pad_w, si);
-      for (long pi = 0; pi < g.p; ++pi, out += g.q) {
-        const long hi = pi * g.stride_h - g.pad_h + ri;
-        if (hi < 0 || hi >= g.h) {
-          std::fill(out, out + g.q, T(0));
-          continue;
-        }
-        const T* src = plane + hi * g.w - g.pad_w + si;  // src[qi·stride_w] is x[.., hi, qi·stride_w − pad_w + si]
-        std::fill(out, out + qv.lo, T(0));
-        if (g.stride_w == 1) std::copy(src + qv.lo, src + qv.hi, out + qv.lo);
-        else
-          for (long qi = qv.lo; qi < qv.hi; ++qi) out[qi] = src[qi * g.stride_w];
-        std::fill(out + qv.hi, out + g.q, T(0));
+    const long ci = row / rs, ri = row % rs / g.s, si = row % g.s;
+    const T* plane = x + ci * g.h * g.w;
+    T* out = cols + row * pq;
+    const ValidRange qv = valid_range(g.q, g.w, g.stride_w, g.pad_w, si);
+    for (long pi = 0; pi < g.p; ++pi, out += g.q) {
+      const long hi = pi * g.stride_h - g.pad_h + ri;
+      if (hi < 0 || hi >= g.h) {
+        std::fill(out, out + g.q, T(0));
+        continue;
       }
+      const T* src = plane + hi * g.w - g.pad_w + si;  // src[qi·stride_w] is x[ci, hi, qi·stride_w − pad_w + si]
+      std::fill(out, out + qv.lo, T(0));
+      if (g.stride_w == 1) std::copy(src + qv.lo, src + qv.hi, out + qv.lo);
+      else
+        for (long qi = qv.lo; qi < qv.hi; ++qi) out[qi] = src[qi * g.stride_w];
+      std::fill(out + qv.hi, out + g.q, T(0));
     }
   }
 }
 
-// cols: (c·r·s, nb·p·q)   dx: (n, c, h, w), images [n0, n0 + nb)
-// dx[i, ci, y, x] = Σ over the (ri, si, pi, qi) that read it of cols[...] — the adjoint of
-// im2col. One thread owns each (image, channel) plane, summing in a fixed order.
+// cols: (c·r·s, p·q)   dx: (c, h, w), one image
+// dx[ci, y, x] = Σ over the (ri, si, pi, qi) that read it of cols[...] — the adjoint of
+// im2col. One thread owns each channel plane, summing in a fixed order.
 template <typename T>
-void col2im(const Conv2dGeometry& g, const T* cols, long n0, long nb, T* dx) {
+void col2im(const Conv2dGeometry& g, const T* cols, T* dx) {
   const long rs = g.r * g.s, pq = g.p * g.q, hw = g.h * g.w;
-#pragma omp parallel for collapse(2) schedule(static) if (rs * nb * g.c * pq > cpu::kParallelGrain)
-  for (long i = 0; i < nb; ++i) {
-    for (long ci = 0; ci < g.c; ++ci) {
-      T* plane = dx + ((n0 + i) * g.c + ci) * hw;
-      std::fill(plane, plane + hw, T(0));
-      for (long ri = 0; ri < g.r; ++ri) {
-        for (long si = 0; si < g.s; ++si) {
-          const T* in = cols + (ci * rs + ri * g.s + si) * nb * pq + i * pq;
-          const ValidRange qv = valid_range(g.q, g.w, g.stride_w, g.pad_w, si);
-          for (long pi = 0; pi < g.p; ++pi, in += g.q) {
-            const long hi = pi * g.stride_h - g.pad_h + ri;
-            if (hi < 0 || hi >= g.h) continue;
-            T* dst = plane + hi * g.w - g.pad_w + si;
-            for (long qi = qv.lo; qi < qv.hi; ++qi) dst[qi * g.stride_w] += in[qi];
-          }
+#pragma omp parallel for schedule(static) if (g.c * rs * pq > cpu::kParallelGrain)
+  for (long ci = 0; ci < g.c; ++ci) {
+    T* plane = dx + ci * hw;
+    std::fill(plane, plane + hw, T(0));
+    for (long ri = 0; ri < g.r; ++ri) {
+      for (long si = 0; si < g.s; ++si) {
+        const T* in = cols + (ci * rs + ri * g.s + si) * pq;
+        const ValidRange qv = valid_range(g.q, g.w, g.stride_w, g.pad_w, si);
+        for (long pi = 0; pi < g.p; ++pi, in += g.q) {
+          const long hi = pi * g.stride_h - g.pad_h + ri;
+          if (hi < 0 || hi >= g.h) continue;
+          T* dst = plane + hi * g.w - g.pad_w + si;
+          for (long qi = qv.lo; qi < qv.hi; ++qi) dst[qi * g.stride_w] += in[qi];
         }
       }
     }
   }
 }
 
-// ybuf: (k, nb·p·q)  ->  y: (n, k, p, q), images [n0, n0 + nb), plus b[k] when given.
-template <typename T>
-void scatter_output(const Conv2dGeometry& g, const T* ybuf, const T* b, long n0, long nb, T* y) {
-  const long pq = g.p * g.q;
-#pragma omp parallel for collapse(2) schedule(static) if (nb * g.k * pq > cpu::kParallelGrain)
-  for (long i = 0; i < nb; ++i) {
-    for (long kk = 0; kk < g.k; ++kk) {
-      const T* src = ybuf + kk * nb * pq + i * pq;
-      T* dst = y + ((n0 + i) * g.k + kk) * pq;
-      const T bias = b ? b[kk] : T(0);
-      for (long j = 0; j < pq; ++j) dst[j] = src[j] + bias;
-    }
-  }
+// Images go to threads when there are enough of them, and enough work to pay for waking
+// the pool (a gradient check's tiny convolutions run serially).
+bool spread_images(const Conv2dGeometry& g, long threads) {
+  return threads > 1 && g.n >= threads && g.n * g.c * g.r * g.s * g.p * g.q > cpu::kParallelGrain;
 }
 
-// dy: (n, k, p, q), images [n0, n0 + nb)  ->  dybuf: (k, nb·p·q)
-template <typename T>
-void gather_output_grad(const Conv2dGeometry& g, const T* dy, long n0, long nb, T* dybuf) {
-  const long pq = g.p * g.q;
-#pragma omp parallel for collapse(2) schedule(static) if (g.k * nb * pq > cpu::kParallelGrain)
-  for (long kk = 0; kk < g.k; ++kk) {
-    for (long i = 0; i < nb; ++i) {
-      const T* src = dy + ((n0 + i) * g.k + kk) * pq;
-      std::copy(src, src + pq, dybuf + kk * nb * pq + i * pq);
-    }
-  }
+// Runs body(i, thread) for every image i: spread over the threads when there are at least
+// as many images as threads (each thread then uses workspace slot `thread`), else one image
+// at a time on slot 0, leaving the threads to the GEMM and the loops inside body.
+template <typename Body>
+void for_each_image(long n, bool images_in_parallel, Body&& body) {
+#pragma omp parallel for schedule(static) if (images_in_parallel)
+  for (long i = 0; i < n; ++i) body(i, images_in_parallel ? omp_get_thread_num() : 0);
 }
 
 void check_conv_dtypes(const char* kernel, const Tensor& a, const Tensor& b, const Tensor& c) {
@@ -150,61 +133,75 @@ void check_conv_dtypes(const char* kernel, const Tensor& a, const Tensor& b, con
 
 }  // namespace
 
+
 // x: (n, c, h, w)  w: (k, c, r, s)  b: (k) or null  y: (n, k, p, q)
-// Per chunk: cols = im2col(x);  Y = W · cols;  y = Y (to NCHW) + b
+// Per image: cols = im2col(x[i]);  y[i] = W · cols + b
 void CpuBackend::conv2d_forward(const Conv2dGeometry& g, const Tensor& xt, const Tensor& wt, const Tensor* bt,
                                 Tensor& yt) {
   check_conv_dtypes("conv2d_forward", xt, wt, yt);
   cpu::dispatch_float("conv2d_forward", xt, [&](auto tag) {
     using T = decltype(tag);
-    const long crs = g.c * g.r * g.s, pq = g.p * g.q, chunk = images_per_chunk(g);
-    Tensor cols = Tensor::empty({crs * chunk * pq}, xt.dtype(), device());
-    Tensor ybuf = Tensor::empty({g.k * chunk * pq}, xt.dtype(), device());
-    const T* b = bt && bt->defined() ? bt->data<T>() : nullptr;
-    for (long n0 = 0; n0 < g.n; n0 += chunk) {
-      const long nb = std::min(chunk, static_cast<long>(g.n) - n0);
-      im2col(g, xt.data<T>(), n0, nb, cols.data<T>());
-      gemm_rm(false, false, g.k, nb * pq, crs, T(1), wt.data<T>(), cols.data<T>(), T(0), ybuf.data<T>());
-      scatter_output(g, ybuf.data<T>(), b, n0, nb, yt.data<T>());
-    }
+    const long crs = g.c * g.r * g.s, pq = g.p * g.q, threads = omp_get_max_threads();
+    const bool parallel_images = spread_images(g, threads);
+    Tensor cols = Tensor::empty({(parallel_images ? threads : 1) * crs * pq}, xt.dtype(), device());
+    const T *x = xt.data<T>(), *w = wt.data<T>(), *b = bt && bt->defined() ? bt->data<T>() : nullptr;
+    T *y = yt.data<T>(), *ws = cols.data<T>();
+    for_each_image(g.n, parallel_images, [&](long i, int slot) {
+      T* c = ws + slot * crs * pq;
+      T* yi = y + i * g.k * pq;
+      im2col(g, x + i * g.c * g.h * g.w, c);
+      gemm_rm(false, false, g.k, pq, crs, T(1), w, c, T(0), yi);
+      if (b)
+        for (long kk = 0; kk < g.k; ++kk)
+          for (long j = 0; j < pq; ++j) yi[kk * pq + j] += b[kk];
+    });
   });
 }
 
 // dy: (n, k, p, q)  w: (k, c, r, s)  dx: (n, c, h, w)
-// Per chunk: dY = dy (to (k, nb·pq));  dcols = Wᵀ · dY;  dx = col2im(dcols)
+// Per image: dcols = Wᵀ · dy[i];  dx[i] = col2im(dcols)
 void CpuBackend::conv2d_backward_data(const Conv2dGeometry& g, const Tensor& dyt, const Tensor& wt, Tensor& dxt) {
   check_conv_dtypes("conv2d_backward_data", dyt, wt, dxt);
   cpu::dispatch_float("conv2d_backward_data", dyt, [&](auto tag) {
     using T = decltype(tag);
-    const long crs = g.c * g.r * g.s, pq = g.p * g.q, chunk = images_per_chunk(g);
-    Tensor cols = Tensor::empty({crs * chunk * pq}, dyt.dtype(), device());
-    Tensor dybuf = Tensor::empty({g.k * chunk * pq}, dyt.dtype(), device());
-    for (long n0 = 0; n0 < g.n; n0 += chunk) {
-      const long nb = std::min(chunk, static_cast<long>(g.n) - n0);
-      gather_output_grad(g, dyt.data<T>(), n0, nb, dybuf.data<T>());
-      gemm_rm(true, false, crs, nb * pq, g.k, T(1), wt.data<T>(), dybuf.data<T>(), T(0), cols.data<T>());
-      col2im(g, cols.data<T>(), n0, nb, dxt.data<T>());
-    }
+    const long crs = g.c * g.r * g.s, pq = g.p * g.q, threads = omp_get_max_threads();
+    const bool parallel_images = spread_images(g, threads);
+    Tensor cols = Tensor::empty({(parallel_images ? threads : 1) * crs * pq}, dyt.dtype(), device());
+    const T *dy = dyt.data<T>(), *w = wt.data<T>();
+    T *dx = dxt.data<T>(), *ws = cols.data<T>();
+    for_each_image(g.n, parallel_images, [&](long i, int slot) {
+      T* c = ws + slot * crs * pq;
+      gemm_rm(true, false, crs, pq, g.k, T(1), w, dy + i * g.k * pq, T(0), c);
+      col2im(g, c, dx + i * g.c * g.h * g.w);
+    });
   });
 }
 
 // dy: (n, k, p, q)  x: (n, c, h, w)  dw: (k, c, r, s)
-// Per chunk: dW (+)= dY · im2col(x)ᵀ — the im2col is recomputed rather than kept from the
-// forward pass, which costs one memory pass and keeps no state between kernels.
+// Each thread sums dy[i] · im2col(x[i])ᵀ over its own images into a partial dW (the im2col
+// is recomputed rather than kept from the forward pass: one cheap pass, no state between
+// kernels); the partials are then added in thread order, so the sum's order is fixed.
 void CpuBackend::conv2d_backward_filter(const Conv2dGeometry& g, const Tensor& dyt, const Tensor& xt, Tensor& dwt) {
   check_conv_dtypes("conv2d_backward_filter", dyt, xt, dwt);
   cpu::dispatch_float("conv2d_backward_filter", dyt, [&](auto tag) {
     using T = decltype(tag);
-    const long crs = g.c * g.r * g.s, pq = g.p * g.q, chunk = images_per_chunk(g);
-    Tensor cols = Tensor::empty({crs * chunk * pq}, dyt.dtype(), device());
-    Tensor dybuf = Tensor::empty({g.k * chunk * pq}, dyt.dtype(), device());
-    if (g.n == 0) std::fill(dwt.data<T>(), dwt.data<T>() + dwt.numel(), T(0));  // an empty sum
-    for (long n0 = 0; n0 < g.n; n0 += chunk) {
-      const long nb = std::min(chunk, static_cast<long>(g.n) - n0);
-      gather_output_grad(g, dyt.data<T>(), n0, nb, dybuf.data<T>());
-      im2col(g, xt.data<T>(), n0, nb, cols.data<T>());
-      const T beta = n0 == 0 ? T(0) : T(1);  // the first chunk overwrites dw, later ones add
-      gemm_rm(false, true, g.k, crs, nb * pq, T(1), dybuf.data<T>(), cols.data<T>(), beta, dwt.data<T>());
+    const long crs = g.c * g.r * g.s, pq = g.p * g.q, kcrs = g.k * crs, threads = omp_get_max_threads();
+    const bool parallel_images = spread_images(g, threads);
+    const long slots = parallel_images ? threads : 1;
+    Tensor cols = Tensor::empty({slots * crs * pq}, dyt.dtype(), device());
+    Tensor partial = Tensor::zeros({slots * kcrs}, dyt.dtype(), device());
+    const T *dy = dyt.data<T>(), *x = xt.data<T>();
+    T *ws = cols.data<T>(), *part = partial.data<T>(), *dw = dwt.data<T>();
+    for_each_image(g.n, parallel_images, [&](long i, int slot) {
+      T* c = ws + slot * crs * pq;
+      im2col(g, x + i * g.c * g.h * g.w, c);
+      gemm_rm(false, true, g.k, crs, pq, T(1), dy + i * g.k * pq, c, T(1), part + slot * kcrs);
+    });
+#pragma omp parallel for schedule(static) if (kcrs * slots > cpu::kParallelGrain)
+    for (long j = 0; j < kcrs; ++j) {
+      T s = part[j];
+      for (long t = 1; t < slots; ++t) s += part[t * kcrs + j];
+      dw[j] = s;
     }
   });
 }
