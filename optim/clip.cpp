@@ -17,16 +17,13 @@ double clip_grad_norm(const std::vector<Tensor>& params, double max_norm) {
   if (grads.empty()) return 0.0;
 
   const Tensor& first = grads.front();
-  for (const Tensor& g : grads) {
-    check_same_device("clip_grad_norm", {&first, &g});
-    NNLAB_CHECK(g.dtype() == first.dtype(), "clip_grad_norm: gradients of one dtype expected, got ",
-                first.describe(), " and ", g.describe(), "; convert the model to one dtype");
-  }
+  for (const Tensor& g : grads) check_same_device("clip_grad_norm", {&first, &g});
   Backend& backend = backend_for(first.device());
 
-  // partial: (n_grads)   partial[k] = Σ_i grad_k[i]², one slot per gradient, one read-back.
+  // partial: float64 (n_grads)   partial[k] = Σ_i grad_k[i]², one slot per gradient and one
+  // read-back. float64 slots keep the kernels' double accumulation for float32 gradients too.
   const int64_t n = static_cast<int64_t>(grads.size());
-  Tensor partial = Tensor::empty({n}, first.dtype(), first.device());
+  Tensor partial = Tensor::empty({n}, DType::Float64, first.device());
   for (int64_t k = 0; k < n; ++k) {
     Tensor slot = partial.rows(k, k + 1);
     backend.sum_squares(grads[static_cast<size_t>(k)], slot);
