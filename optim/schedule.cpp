@@ -54,8 +54,8 @@ StepLR::StepLR(double base_lr, int64_t step_size, double gamma)
     : base_lr_(base_lr), step_size_(step_size), gamma_(gamma) {
   NNLAB_CHECK(std::isfinite(base_lr) && base_lr >= 0, "schedule step: lr must be non-negative, got ", base_lr);
   NNLAB_CHECK(step_size > 0, "schedule step: step size must be at least 1 step, got ", step_size);
-  NNLAB_CHECK(std::isfinite(gamma) && gamma > 0, "schedule step: gamma must be positive (0.1 divides the lr by 10), got ",
-              gamma);
+  NNLAB_CHECK(std::isfinite(gamma) && gamma > 0,
+              "schedule step: gamma must be positive (0.1 divides the lr by 10), got ", gamma);
 }
 
 // lr = base · γ^⌊s / step_size⌋

@@ -76,7 +76,8 @@ void run_case(const json& fx, const json& c) {
   const DType dtype = c["dtype"] == "float64" ? DType::Float64 : DType::Float32;
   const std::string label = c["name"].get<std::string>() + " " + c["dtype"].get<std::string>();
   std::vector<Tensor> params;
-  for (size_t k = 0; k < fx["shapes"].size(); ++k) params.push_back(param_from(fx["initial"][k], fx["shapes"][k], dtype));
+  for (size_t k = 0; k < fx["shapes"].size(); ++k)
+    params.push_back(param_from(fx["initial"][k], fx["shapes"][k], dtype));
   auto opt = make(c["optimizer"], c["options"], params);
 
   for (size_t s = 0; s < c["trajectory"].size(); ++s) {
