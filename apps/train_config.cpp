@@ -21,6 +21,21 @@ void add_train_options(CLI::App& app, TrainConfig& c) {
   app.add_flag("--nesterov", c.optimizer.nesterov, "Nesterov momentum (SGD)");
   app.add_option("--weight-decay", c.optimizer.weight_decay, "Weight decay (L2 for sgd/adam, decoupled for adamw)");
   app.add_option("--betas", c.betas, "Adam betas as B1,B2 (default 0.9,0.999)");
+  app.add_option("--schedule", c.schedule, "Learning-rate schedule: none, step, cosine, warmup-cosine, onecycle")
+      ->capture_default_str();
+  app.add_option("--step-epochs", c.schedule_options.step_epochs, "step schedule: epochs between decays")
+      ->capture_default_str();
+  app.add_option("--gamma", c.schedule_options.gamma, "step schedule: decay factor")->capture_default_str();
+  app.add_option("--min-lr", c.schedule_options.min_lr, "cosine schedules: final learning rate")
+      ->capture_default_str();
+  app.add_option("--warmup-steps", c.schedule_options.warmup_steps,
+                 "warmup-cosine: linear warm-up steps (0 = one epoch)");
+  app.add_option("--clip-grad-norm", c.clip_grad_norm, "Clip gradients to this global L2 norm (0 = off)");
+  app.add_option("--crop-padding", c.crop_padding, "Augmentation: random crop after padding by N pixels");
+  app.add_flag("--hflip", c.hflip, "Augmentation: random horizontal flip");
+  app.add_option("--normalize", c.normalize,
+                 "none, or dataset: subtract the training set's per-channel mean, divide by its std")
+      ->capture_default_str();
   app.add_option("--seed", c.seed, "Seed of every random draw (weights, shuffles, dropout)")->capture_default_str();
   app.add_option("--threads", c.threads, "CPU threads for nnlab and OpenBLAS (default: all cores)");
   app.add_option("--device", c.device, "cpu, cuda, cuda:N or auto")->capture_default_str();
@@ -58,6 +73,13 @@ void finalize_train_config(const CLI::App& app, TrainConfig& c) {
   NNLAB_CHECK(c.max_steps >= 0, "--max-steps must be >= 0, got ", c.max_steps);
   NNLAB_CHECK(c.metrics_every >= 0, "--metrics-every must be >= 0, got ", c.metrics_every);
   NNLAB_CHECK(c.metrics_every == 0 || !c.metrics.empty(), "--metrics-every needs --metrics FILE");
+  check_finite_non_negative("--clip-grad-norm", c.clip_grad_norm);
+  NNLAB_CHECK(c.crop_padding >= 0, "--crop-padding must be >= 0, got ", c.crop_padding);
+  NNLAB_CHECK(c.normalize == "none" || c.normalize == "dataset", "--normalize '", c.normalize,
+              "' is not known; choose none or dataset");
+  NNLAB_CHECK(c.schedule == "none" || c.schedule == "step" || c.schedule == "cosine" ||
+                  c.schedule == "warmup-cosine" || c.schedule == "onecycle",
+              "--schedule '", c.schedule, "' is not known; choose none, step, cosine, warmup-cosine or onecycle");
   NNLAB_CHECK(c.threads >= 0, "--threads must be >= 0 (0 = all cores), got ", c.threads);
   check_finite_non_negative("--lr", c.optimizer.lr);
   check_finite_non_negative("--momentum", c.optimizer.momentum);

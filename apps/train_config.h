@@ -6,6 +6,7 @@
 #include <CLI/CLI.hpp>
 
 #include "optim/make_optimizer.h"
+#include "optim/schedule.h"
 
 namespace nnlab {
 
@@ -17,6 +18,12 @@ struct TrainConfig {
   int64_t batch = 0;              // 0 = the recipe's
   OptimizerConfig optimizer;      // name "" = the recipe's
   std::string betas;              // "B1,B2"
+  std::string schedule = "none";   // none | step | cosine | warmup-cosine | onecycle
+  ScheduleOptions schedule_options;  // its lr is the optimizer's
+  double clip_grad_norm = 0;         // 0 = no clipping
+  int64_t crop_padding = 0;          // augmentation: random crop after zero padding
+  bool hflip = false;                // augmentation: random horizontal flip
+  std::string normalize = "none";    // none | dataset (per-channel mean/std of the training set)
   uint64_t seed = 0;
   int threads = 0;                // 0 = all cores
   std::string device = "cpu";

@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 
 #include <spdlog/spdlog.h>
@@ -11,8 +12,32 @@
 #include "autograd/ops.h"
 #include "devices/cpu/threads.h"
 #include "devices/registry.h"
+#include "optim/clip.h"
 
 namespace nnlab {
+
+// Per-channel mean and standard deviation of a data set's images (for --normalize dataset),
+// accumulated in double over all pixels.
+Normalization channel_statistics(const Dataset& data) {
+  const int64_t n = data.size(), c = data.channels(), plane = data.height() * data.width();
+  const float* x = data.images.data<float>();
+  Normalization norm;
+  for (int64_t ch = 0; ch < c; ++ch) {
+    double sum = 0, sum_sq = 0;
+    for (int64_t i = 0; i < n; ++i) {
+      const float* p = x + (i * c + ch) * plane;
+      for (int64_t j = 0; j < plane; ++j) {
+        sum += p[j];
+        sum_sq += static_cast<double>(p[j]) * p[j];
+      }
+    }
+    const double count = static_cast<double>(n * plane), mean = sum / count;
+    const double var = std::max(0.0, sum_sq / count - mean * mean);
+    norm.mean.push_back(static_cast<float>(mean));
+    norm.std.push_back(static_cast<float>(std::sqrt(var) > 1e-12 ? std::sqrt(var) : 1.0));
+  }
+  return norm;
+}
 
 namespace {
 using Clock = std::chrono::steady_clock;
@@ -32,11 +57,18 @@ Trainer::Trainer(TrainConfig config) : config_(std::move(config)) {
   optimizer_ = make_optimizer(config_.optimizer, model_->parameters());
   nonfinite_flag_ = Tensor::zeros({}, DType::Int32, device_);
   optimizer_->set_skip_flag(nonfinite_flag_);
+  if (config_.normalize == "dataset") normalization_ = channel_statistics(train_);
   DataLoaderOptions opts;
   opts.batch_size = config_.batch;
   opts.seed = config_.seed;
   opts.device = device_;
+  opts.normalize = normalization_;
+  opts.augment = Augmentation{config_.crop_padding, config_.hflip};
   loader_ = std::make_unique<DataLoader>(train_, opts);
+  ScheduleOptions sched = config_.schedule_options;
+  sched.lr = config_.optimizer.lr;
+  schedule_ = make_schedule(config_.schedule, sched, config_.epochs * loader_->steps_per_epoch(),
+                            loader_->steps_per_epoch());
   // Opened last: a run that cannot start leaves no metrics file behind.
   if (!config_.metrics.empty()) recorder_ = RunRecorder(config_.metrics);
 }
@@ -68,6 +100,8 @@ EpochResult Trainer::train_epoch(int64_t epoch) {
     r.phases.backward += seconds_since(t);
 
     t = Clock::now();
+    if (config_.clip_grad_norm > 0) clip_grad_norm(optimizer_->params(), config_.clip_grad_norm);
+    schedule_->apply(*optimizer_, global_step_);
     optimizer_->step();
     {
       NoGradGuard no_grad;
@@ -120,13 +154,17 @@ EvalResult Trainer::evaluate(const Dataset& data) {
   NoGradGuard no_grad;
   model_->eval();
   Tensor correct = Tensor::zeros({}, DType::Int32, device_);
-  const int64_t n = data.size(), chunk = 1000;
-  for (int64_t i = 0; i < n; i += chunk) {
-    const int64_t end = std::min(n, i + chunk);
-    const Tensor x = data.images.rows(i, end).to(device_);
-    const Tensor y = data.labels.rows(i, end).to(device_);
-    accumulate_correct(model_->forward(x), y, correct);
-  }
+  const int64_t n = data.size();
+  // In order, the training normalisation, no augmentation.
+  DataLoaderOptions opts;
+  opts.batch_size = 1000;
+  opts.shuffle = false;
+  opts.device = device_;
+  opts.normalize = normalization_;
+  DataLoader loader(data, opts);
+  loader.start_epoch(0);
+  Batch batch;
+  while (loader.next(batch)) accumulate_correct(model_->forward(batch.images), batch.labels, correct);
   model_->train();
   EvalResult r;
   r.correct = static_cast<int64_t>(correct.item());

@@ -30,6 +30,8 @@ struct EvalResult {
   int64_t correct = 0, total = 0;
 };
 
+Normalization channel_statistics(const Dataset& data);
+
 class Trainer {
  public:
   explicit Trainer(TrainConfig config);
@@ -52,6 +54,8 @@ class Trainer {
   std::shared_ptr<Sequential> model_;
   std::unique_ptr<Optimizer> optimizer_;
   std::unique_ptr<DataLoader> loader_;
+  std::unique_ptr<LrSchedule> schedule_;
+  Normalization normalization_;
   RunRecorder recorder_;
   Tensor nonfinite_flag_;  // int32 scalar on the device, raised by the loss kernel
   int64_t global_step_ = 0;

@@ -40,13 +40,15 @@ Tensor sum_grads(const Tensor& grad, const Tensor& g) {
   return out;
 }
 
-void accumulate_into_leaf(const Tensor& leaf, const Tensor& g) {
+void accumulate_into_leaf(const Tensor& leaf, Tensor g) {
   NNLAB_CHECK(g.shape() == leaf.shape(), "backward: gradient ", g.describe(), " does not match its leaf ",
               leaf.describe());
   Tensor grad = leaf.grad();
   if (!grad.defined()) {
-    Tensor fresh = g.clone();
-    const_cast<Tensor&>(leaf).set_grad(fresh);
+    // A gradient nobody else holds (no other handle, no view of its storage) becomes .grad
+    // as it is; one that may alias another tensor (a pass-through dy) is copied first.
+    const bool sole_owner = g.impl_ptr().use_count() == 1 && g.storage_use_count() == 1;
+    const_cast<Tensor&>(leaf).set_grad(sole_owner ? g : g.clone());
   } else {
     backend_for(grad.device()).axpby(1.0, g, 1.0, grad);  // the engine alone accumulates into .grad
   }
@@ -104,7 +106,7 @@ void run_backward(const Tensor& root, const Tensor& seed_in) {
         auto [slot, fresh] = pending.try_emplace(producer, grads[i]);
         if (!fresh) slot->second = sum_grads(slot->second, grads[i]);
       } else {
-        accumulate_into_leaf(input, grads[i]);
+        accumulate_into_leaf(input, std::move(grads[i]));
       }
     }
   }

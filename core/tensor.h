@@ -103,6 +103,7 @@ class Tensor {
   void backward(const Tensor& seed) const;
 
   bool same_storage(const Tensor& o) const { return impl().storage == o.impl().storage; }
+  long storage_use_count() const { return impl().storage.use_count(); }
   const std::shared_ptr<TensorImpl>& impl_ptr() const { return impl_; }
 
  private:

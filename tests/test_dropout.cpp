@@ -76,7 +76,7 @@ TEST_CASE("dropout keeps about 1 - p of a large tensor and scales survivors by 1
   }
 }
 
-TEST_CASE("dropout is the identity in evaluation or with p = 0, and rejects p outside [0, 1)", "[dropout]") {
+TEST_CASE("dropout is the identity in evaluation or with p = 0, and rejects p outside 0 <= p < 1", "[dropout]") {
   const Tensor x = Tensor::full({3, 5}, 2.0);
   CHECK(dropout(x, 0.5, 1, 1, false).same_storage(x));
   CHECK(dropout(x, 0.0, 1, 1, true).same_storage(x));

@@ -25,15 +25,31 @@ void CpuBackend::sgd_step(Tensor& param, const Tensor& grad, Tensor& momentum_bu
     const T lr = static_cast<T>(hp.lr), m = static_cast<T>(hp.momentum), wd = static_cast<T>(hp.weight_decay);
     const T keep = static_cast<T>(1.0 - hp.dampening);
     const long n = static_cast<long>(param.numel());
+    // One branch-free loop per case, so each vectorises.
+    if (!buf) {
 #pragma omp parallel for schedule(static) if (n > cpu::kParallelGrain)
-    for (long i = 0; i < n; ++i) {
-      T g = gr[i];
-      if (hp.weight_decay != 0.0) g += wd * p[i];
-      if (buf) {
-        buf[i] = first_step ? g : m * buf[i] + keep * g;
-        g = hp.nesterov ? g + m * buf[i] : buf[i];
+      for (long i = 0; i < n; ++i) p[i] -= lr * (gr[i] + wd * p[i]);
+    } else if (first_step) {
+#pragma omp parallel for schedule(static) if (n > cpu::kParallelGrain)
+      for (long i = 0; i < n; ++i) {
+        const T g = gr[i] + wd * p[i];
+        buf[i] = g;
+        p[i] -= lr * (hp.nesterov ? g + m * g : g);
       }
-      p[i] -= lr * g;
+    } else if (hp.nesterov) {
+#pragma omp parallel for schedule(static) if (n > cpu::kParallelGrain)
+      for (long i = 0; i < n; ++i) {
+        const T g = gr[i] + wd * p[i];
+        buf[i] = m * buf[i] + keep * g;
+        p[i] -= lr * (g + m * buf[i]);
+      }
+    } else {
+#pragma omp parallel for schedule(static) if (n > cpu::kParallelGrain)
+      for (long i = 0; i < n; ++i) {
+        const T g = gr[i] + wd * p[i];
+        buf[i] = m * buf[i] + keep * g;
+        p[i] -= lr * buf[i];
+      }
     }
   });
 }

@@ -37,12 +37,20 @@ void CpuBackend::bias_forward(Tensor& yt, const Tensor& bt, int64_t inner) {
     T* y = static_cast<T*>(yt.raw_data());
     const T* b = static_cast<const T*>(bt.raw_data());
     const long c = static_cast<long>(bt.numel()), in = static_cast<long>(inner);
-    const long rows = static_cast<long>(yt.numel()) / (c * in);  // rows of (outer, c)
+    const long outer = static_cast<long>(yt.numel()) / (c * in);
+    // Loops in storage order (o, j, i) so the innermost loop vectorises, whether inner is 1
+    // (Linear: each row gets the bias vector) or a whole feature-map plane (Conv2d).
 #pragma omp parallel for schedule(static) if (yt.numel() > cpu::kParallelGrain)
-    for (long r = 0; r < rows * c; ++r) {
-      const T bj = b[r % c];
-      T* yr = y + r * in;
-      for (long i = 0; i < in; ++i) yr[i] += bj;
+    for (long o = 0; o < outer; ++o) {
+      T* yo = y + o * c * in;
+      if (in == 1) {
+        for (long j = 0; j < c; ++j) yo[j] += b[j];
+      } else {
+        for (long j = 0; j < c; ++j) {
+          const T bj = b[j];
+          for (long i = 0; i < in; ++i) yo[j * in + i] += bj;
+        }
+      }
     }
   });
 }
