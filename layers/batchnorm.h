@@ -30,6 +30,9 @@ class BatchNorm2d : public Module {
   Tensor& running_mean() { return running_mean_; }
   Tensor& running_var() { return running_var_; }
   Tensor& num_batches_tracked() { return num_batches_tracked_; }
+  // After num_batches_tracked was overwritten (a checkpoint load): re-read the host copy
+  // from the buffer at the next training forward.
+  void reload_counter() { counter_read_ = false; }
 
  private:
   BatchNorm2dOptions options_;

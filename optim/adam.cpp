@@ -50,4 +50,20 @@ std::vector<std::pair<std::string, Tensor>> Adam::state() const {
   return out;
 }
 
+void Adam::load_state(const std::vector<std::pair<std::string, Tensor>>& state) {
+  for (const auto& [key, value] : state) {
+    size_t i = 0;
+    std::string name;
+    Tensor t = restored_state(key, value, i, name);
+    NNLAB_CHECK(name == "exp_avg" || name == "exp_avg_sq", "Adam has no state '", name, "' (from '", key, "')");
+    (name == "exp_avg" ? exp_avg_ : exp_avg_sq_)[i] = t;
+  }
+}
+
+void Adam::set_param_steps(std::vector<int64_t> steps) {
+  NNLAB_CHECK(steps.size() == params_.size(), "Adam: ", steps.size(), " step counts for ", params_.size(),
+              " parameters");
+  param_steps_ = std::move(steps);
+}
+
 }  // namespace nnlab

@@ -33,11 +33,18 @@ class Optimizer {
 
   // Per-parameter state for checkpoints: "<index>.<name>" -> tensor, e.g. "0.momentum_buffer".
   virtual std::vector<std::pair<std::string, Tensor>> state() const = 0;
+  // Restores state() from a checkpoint (copied to each parameter's device); throws an Error
+  // naming the entry when an index, name or shape does not fit these parameters.
+  virtual void load_state(const std::vector<std::pair<std::string, Tensor>>& state) = 0;
   void set_steps_taken(int64_t steps) { steps_ = steps; }
 
   const std::vector<Tensor>& params() const { return params_; }
 
  protected:
+  // For load_state: splits "<index>.<name>", checks the index and that `value` has the
+  // parameter's shape, and returns a copy of it on the parameter's device and dtype.
+  Tensor restored_state(const std::string& key, const Tensor& value, size_t& index, std::string& name) const;
+
   std::vector<Tensor> params_;
   double lr_ = 0.0;
   int64_t steps_ = 0;
@@ -60,6 +67,7 @@ class SGD : public Optimizer {
   double momentum() const override { return options_.momentum; }
   void set_momentum(double m) override { options_.momentum = m; }
   std::vector<std::pair<std::string, Tensor>> state() const override;
+  void load_state(const std::vector<std::pair<std::string, Tensor>>& state) override;
 
  private:
   SgdOptions options_;
@@ -82,6 +90,10 @@ class Adam : public Optimizer {
   double momentum() const override { return options_.beta1; }
   void set_momentum(double b1) override { options_.beta1 = b1; }
   std::vector<std::pair<std::string, Tensor>> state() const override;
+  void load_state(const std::vector<std::pair<std::string, Tensor>>& state) override;
+  // Steps taken by each parameter (its bias correction), saved with checkpoints.
+  const std::vector<int64_t>& param_steps() const { return param_steps_; }
+  void set_param_steps(std::vector<int64_t> steps);
 
  private:
   AdamOptions options_;

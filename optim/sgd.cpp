@@ -43,4 +43,14 @@ std::vector<std::pair<std::string, Tensor>> SGD::state() const {
   return out;
 }
 
+void SGD::load_state(const std::vector<std::pair<std::string, Tensor>>& state) {
+  for (const auto& [key, value] : state) {
+    size_t i = 0;
+    std::string name;
+    Tensor t = restored_state(key, value, i, name);
+    NNLAB_CHECK(name == "momentum_buffer", "SGD has no state '", name, "' (from '", key, "')");
+    momentum_buffers_[i] = t;
+  }
+}
+
 }  // namespace nnlab
