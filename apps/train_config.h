@@ -31,6 +31,10 @@ struct TrainConfig {
   int64_t max_steps = 0;          // stop after this many steps in all (0 = no limit)
   std::string metrics;            // JSON-lines file of run records ("" = none)
   int64_t metrics_every = 0;      // also one record per N steps (0 = per epoch only)
+  std::string checkpoint_dir;     // DIR/last.safetensors every epoch, DIR/best.safetensors ("" = none)
+  int64_t checkpoint_every = 0;   // also save DIR/last.safetensors every N steps (0 = per epoch only)
+  double val_split = 0;           // fraction of the training set held out for validation (0 = none)
+  std::string resume;             // checkpoint to continue from ("" = a fresh run)
 };
 
 // Registers the training options on a (sub)command.
