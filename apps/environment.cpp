@@ -1,0 +1,101 @@
+#include "apps/environment.h"
+
+#include "devices/cpu/threads.h"
+#include "devices/registry.h"
+#ifdef NNLAB_WITH_CUDA
+#include "devices/cuda/cuda_backend.h"
+#endif
+
+// Compile definitions of the nnlab_cli target (CMakeLists.txt); the fallbacks keep the file
+// compiling in another build.
+#ifndef NNLAB_VERSION
+#define NNLAB_VERSION "unknown"
+#endif
+#ifndef NNLAB_GIT_COMMIT
+#define NNLAB_GIT_COMMIT "unknown"
+#endif
+
+namespace nnlab {
+
+const char* nnlab_version() { return NNLAB_VERSION; }
+const char* nnlab_commit() { return NNLAB_GIT_COMMIT; }
+
+nlohmann::json config_record(const TrainConfig& c) {
+  const OptimizerConfig& o = c.optimizer;
+  const ScheduleOptions& s = c.schedule_options;
+  return {{"data", c.data},
+          {"data_dir", c.data_dir},
+          {"model", c.model},
+          {"epochs", c.epochs},
+          {"batch", c.batch},
+          {"optimizer",
+           {{"name", o.name},
+            {"lr", o.lr},
+            {"momentum", o.momentum},
+            {"nesterov", o.nesterov},
+            {"weight_decay", o.weight_decay},
+            {"beta1", o.beta1},
+            {"beta2", o.beta2},
+            {"eps", o.eps}}},
+          {"schedule",
+           {{"name", c.schedule},
+            {"step_epochs", s.step_epochs},
+            {"gamma", s.gamma},
+            {"min_lr", s.min_lr},
+            {"warmup_steps", s.warmup_steps},
+            {"warmup_start_factor", s.warmup_start_factor}}},
+          {"clip_grad_norm", c.clip_grad_norm},
+          {"crop_padding", c.crop_padding},
+          {"hflip", c.hflip},
+          {"normalize", c.normalize},
+          {"seed", c.seed},
+          {"threads", c.threads},
+          {"device", c.device},
+          {"log_interval", c.log_interval},
+          {"max_steps", c.max_steps},
+          {"metrics", c.metrics},
+          {"metrics_every", c.metrics_every}};
+}
+
+namespace {
+
+// GPU, driver, runtime, cuBLAS and cuDNN: the backend's report (one paragraph per GPU),
+// plus the math mode when the run is on a GPU.
+nlohmann::json gpu_record(Device device) {
+  nlohmann::json gpu;
+  const CudaStatus status = cuda_status();
+  gpu["built_with_cuda"] = built_with_cuda();
+  gpu["usable"] = status.usable;
+  gpu["device_count"] = status.device_count;
+  if (!status.usable) gpu["reason"] = status.reason;
+#ifdef NNLAB_WITH_CUDA
+  if (status.usable) gpu["report"] = cuda_device_report();
+  gpu["math_mode"] = cuda_math_tf32() ? "tf32" : "strict-fp32";
+  gpu["deterministic"] = cuda_deterministic();
+#endif
+  (void)device;
+  return gpu;
+}
+
+}  // namespace
+
+nlohmann::json environment_record(const TrainConfig& config, Device device) {
+  nlohmann::json env;
+  env["nnlab_version"] = nnlab_version();
+  env["commit"] = nnlab_commit();
+  env["cpu"] = {{"model", cpu_model_name()}, {"cores", cpu_cores()}, {"threads", cpu_threads()}};
+  env["openblas"] = openblas_build();
+  env["device"] = device.str();
+  env["gpu"] = gpu_record(device);
+  // The CPU is always strict float32 (no -ffast-math); a CUDA run may opt into TF32.
+  std::string math = "strict-fp32";
+#ifdef NNLAB_WITH_CUDA
+  if (device.is_cuda() && cuda_math_tf32()) math = "tf32";
+#endif
+  env["math_mode"] = math;
+  env["seed"] = config.seed;
+  env["config"] = config_record(config);
+  return env;
+}
+
+}  // namespace nnlab

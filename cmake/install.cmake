@@ -1,0 +1,40 @@
+# `cmake --install <build> [--prefix P]`: the nnlab library as a CMake package.
+#
+#   P/include/nnlab/{core,autograd,layers,optim,devices,datasets}/*.h   public headers
+#   P/lib/libnnlab.a                                                      the library
+#   P/lib/cmake/nnlab/nnlabConfig.cmake, nnlabConfigVersion.cmake,        find_package(nnlab)
+#                      nnlabTargets*.cmake                                → nnlab::nnlab
+#   P/bin/nnlab                                                           the command-line program
+#
+# The library is static, so its private dependencies (OpenBLAS, spdlog, nlohmann_json, zlib,
+# and CUDA's runtime, cuBLAS and cuDNN in a CUDA build) travel in the exported target as
+# link-only entries; nnlabConfig.cmake finds them again in the user's project.
+include(GNUInstallDirs)
+include(CMakePackageConfigHelpers)
+
+set(NNLAB_INSTALL_CMAKEDIR ${CMAKE_INSTALL_LIBDIR}/cmake/nnlab)
+
+foreach(dir core autograd layers optim devices datasets)
+  # devices/cuda: only cuda_backend.h is public; its other headers need the CUDA toolkit.
+  install(DIRECTORY ${CMAKE_CURRENT_SOURCE_DIR}/${dir}/ DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/nnlab/${dir}
+          FILES_MATCHING PATTERN "*.h"
+          PATTERN "cuda_check.h" EXCLUDE PATTERN "cuda_context.h" EXCLUDE)
+endforeach()
+
+install(TARGETS nnlab EXPORT nnlabTargets
+        ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR}
+        LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR}
+        INCLUDES DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/nnlab)
+install(TARGETS nnlab_cli RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
+install(EXPORT nnlabTargets NAMESPACE nnlab:: DESTINATION ${NNLAB_INSTALL_CMAKEDIR})
+
+configure_package_config_file(${CMAKE_CURRENT_LIST_DIR}/nnlabConfig.cmake.in
+                              ${CMAKE_CURRENT_BINARY_DIR}/nnlabConfig.cmake
+                              INSTALL_DESTINATION ${NNLAB_INSTALL_CMAKEDIR})
+write_basic_package_version_file(${CMAKE_CURRENT_BINARY_DIR}/nnlabConfigVersion.cmake
+                                 VERSION ${PROJECT_VERSION} COMPATIBILITY SameMinorVersion)
+install(FILES ${CMAKE_CURRENT_BINARY_DIR}/nnlabConfig.cmake ${CMAKE_CURRENT_BINARY_DIR}/nnlabConfigVersion.cmake
+        DESTINATION ${NNLAB_INSTALL_CMAKEDIR})
+
+# Users of the installed target compile as C++17, as nnlab's headers need.
+target_compile_features(nnlab PUBLIC cxx_std_17)
