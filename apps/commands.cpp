@@ -17,6 +17,8 @@ void add_command(CLI::App* sub, std::function<int()> run) { command_table().empl
 void register_commands(CLI::App& app) {
   register_train_command(app);
   register_info_commands(app);
+  register_predict_command(app);
+  register_eval_command(app);
 }
 
 int run_selected_command(CLI::App& app) {

@@ -17,5 +17,7 @@ void add_command(CLI::App* sub, std::function<int()> run);
 
 void register_train_command(CLI::App& app);
 void register_info_commands(CLI::App& app);  // devices, models
+void register_predict_command(CLI::App& app);  // cmd_predict.cpp
+void register_eval_command(CLI::App& app);     // cmd_eval.cpp
 
 }  // namespace nnlab
