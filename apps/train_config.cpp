@@ -9,7 +9,8 @@
 namespace nnlab {
 
 void add_train_options(CLI::App& app, TrainConfig& c) {
-  app.add_option("--data", c.data, "Data set: fashion-mnist, mnist or cifar10 (default: the model's)");
+  app.add_option("--data", c.data, "Data set: fashion-mnist, mnist, cifar10, folder (ROOT/<class>/*.png|jpg|bmp in --data-dir), "
+                 "or synthetic-cifar10 (random CIFAR-shaped data, for timing) (default: the model's)");
   app.add_option("--data-dir", c.data_dir,
                  "Folder with the data files (default for fashion-mnist: /usr/share/datasets/fashion-mnist)");
   app.add_option("--model", c.model, "Model from the zoo: " + model_names())->capture_default_str();
@@ -44,6 +45,12 @@ void add_train_options(CLI::App& app, TrainConfig& c) {
   app.add_option("--metrics", c.metrics, "Write run records to this file, one JSON object per line");
   app.add_option("--metrics-every", c.metrics_every,
                  "Also record every N-th step's loss (reads the loss back each such step)");
+  app.add_option("--checkpoint-dir", c.checkpoint_dir,
+                 "Save DIR/last.safetensors after every epoch (and DIR/best.safetensors with --val-split)");
+  app.add_option("--checkpoint-every", c.checkpoint_every, "Also save DIR/last.safetensors every N steps");
+  app.add_option("--val-split", c.val_split,
+                 "Hold out this fraction of the training set (seeded) to pick the best checkpoint");
+  app.add_option("--resume", c.resume, "Continue the run saved in this checkpoint (same options as the first run)");
 }
 
 namespace {
@@ -55,10 +62,12 @@ void check_finite_non_negative(const char* option, double v) {
 void finalize_train_config(const CLI::App& app, TrainConfig& c) {
   const ModelInfo& info = model_info(c.model);
   if (c.data.empty()) c.data = info.recipe.data;
-  NNLAB_CHECK(c.data == "fashion-mnist" || c.data == "mnist" || c.data == "cifar10", "--data '", c.data,
-              "' is not a known data set; choose fashion-mnist, mnist or cifar10");
+  NNLAB_CHECK(c.data == "fashion-mnist" || c.data == "mnist" || c.data == "cifar10" || c.data == "folder" ||
+                  c.data == "synthetic-cifar10",
+              "--data '", c.data,
+              "' is not a known data set; choose fashion-mnist, mnist, cifar10, folder or synthetic-cifar10");
   if (c.data_dir.empty()) c.data_dir = default_data_dir(c.data);
-  NNLAB_CHECK(!c.data_dir.empty(), "--data-dir is required for --data ", c.data,
+  NNLAB_CHECK(!c.data_dir.empty() || c.data == "synthetic-cifar10", "--data-dir is required for --data ", c.data,
               " (the folder holding its files; scripts/download-data.sh fetches them)");
   if (app.count("--batch") == 0) c.batch = info.recipe.batch;
   if (app.count("--optimizer") == 0) c.optimizer.name = info.recipe.optimizer;
@@ -74,6 +83,10 @@ void finalize_train_config(const CLI::App& app, TrainConfig& c) {
   NNLAB_CHECK(c.metrics_every >= 0, "--metrics-every must be >= 0, got ", c.metrics_every);
   NNLAB_CHECK(c.metrics_every == 0 || !c.metrics.empty(), "--metrics-every needs --metrics FILE");
   check_finite_non_negative("--clip-grad-norm", c.clip_grad_norm);
+  NNLAB_CHECK(c.checkpoint_every >= 0, "--checkpoint-every must be >= 0, got ", c.checkpoint_every);
+  NNLAB_CHECK(c.checkpoint_every == 0 || !c.checkpoint_dir.empty(), "--checkpoint-every needs --checkpoint-dir DIR");
+  NNLAB_CHECK(std::isfinite(c.val_split) && c.val_split >= 0 && c.val_split < 1,
+              "--val-split must be a fraction in [0, 1), got ", c.val_split);
   NNLAB_CHECK(c.crop_padding >= 0, "--crop-padding must be >= 0, got ", c.crop_padding);
   NNLAB_CHECK(c.normalize == "none" || c.normalize == "dataset", "--normalize '", c.normalize,
               "' is not known; choose none or dataset");

@@ -9,6 +9,8 @@
 #include "core/random.h"
 #include "datasets/cifar10.h"
 #include "datasets/idx.h"
+#include "datasets/synthetic.h"
+#include "datasets/image_folder.h"
 
 namespace nnlab {
 
@@ -91,8 +93,10 @@ Dataset subset(const Dataset& src, const std::vector<int32_t>& index) {
 }  // namespace
 
 Dataset load_dataset(const std::string& name, const std::string& dir, const std::string& split) {
+  if (name == "folder") return load_image_folder(dir, split);
+  if (name == "synthetic-cifar10") return synthetic_dataset(name, split);
   NNLAB_CHECK(name == "fashion-mnist" || name == "mnist" || name == "cifar10", "unknown data set '", name,
-              "'; choose fashion-mnist, mnist or cifar10");
+              "'; choose fashion-mnist, mnist, cifar10 or folder");
   NNLAB_CHECK(split == "train" || split == "test", "unknown split '", split, "' for ", name, "; use train or test");
   NNLAB_CHECK(!dir.empty(), "data set ", name, " needs a data directory: ", where_to_get(name));
   std::error_code ec;

@@ -1,0 +1,110 @@
+#!/usr/bin/env python3
+"""Times nnlab against its PyTorch reference on the same machine, by DESIGN.md's rules.
+
+For every model and batch size: R rounds; in each round both frameworks train E epochs
+(the first is warm-up, the rest are timed) one after the other, the order alternating
+between rounds; the figure of a round is the ratio of the two medians (nnlab / PyTorch), and
+a target holds only when it holds in every round. Also reported: images/s, achieved GFLOP/s
+(training FLOP per image × images / s), its share of the measured sgemm rate, peak RSS.
+
+  /usr/bin/python3 scripts/bench.py --models mlp,cnn --batches 64 --rounds 3 --threads 2
+"""
+import argparse, json, os, platform, re, resource, statistics, subprocess, sys, tempfile, time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+# Training FLOP per image (forward + both backward GEMMs, multiply-add = 2 FLOP), as in
+# ../shared/peers/RESULTS.md.
+TRAIN_FLOP = {"mlp": 1.01e6, "lenet5": 2.26e6, "cnn": 25.0e6, "cnn-bn": 25.0e6, "cifar-cnn": 157.7e6}
+TRAIN_IMAGES = {"cifar-cnn": 50000}
+
+
+def run(cmd, env=None):
+    """Runs cmd, returns (stdout, peak RSS in MiB of that process)."""
+    with tempfile.TemporaryFile() as out:
+        proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, env=env)
+        _, status, usage = os.wait4(proc.pid, 0)
+        out.seek(0)
+        text = out.read().decode()
+    if os.waitstatus_to_exitcode(status) != 0:
+        sys.exit(f"command failed: {' '.join(cmd)}\n{text}")
+    return text, usage.ru_maxrss / 1024.0
+
+
+def time_nnlab(a, model, batch):
+    with tempfile.NamedTemporaryFile(suffix=".jsonl") as metrics:
+        cmd = [a.nnlab, "train", "--model", model, "--batch", str(batch), "--epochs", str(a.epochs),
+               "--threads", str(a.threads), "--seed", "0", "--metrics", metrics.name, "--log-interval", "1000000"]
+        if model == "cifar-cnn":
+            cmd += ["--data", "synthetic-cifar10"]
+        _, rss = run(cmd)
+        epochs = [json.loads(l) for l in open(metrics.name) if '"type":"epoch"' in l]
+    return [e["seconds"] for e in epochs[1:]], rss, epochs[-1].get("test_accuracy")
+
+
+def time_torch(a, model, batch):
+    text, rss = run([a.python, a.torch_script, "--model", model, "--batch", str(batch), "--epochs", str(a.epochs),
+                     "--threads", str(a.threads)])
+    result = json.loads(text.strip().splitlines()[-1])
+    return [e["seconds"] for e in result["epochs"][1:]], rss, result["epochs"][-1].get("test_acc")
+
+
+def sgemm_rate(a):
+    text, _ = run([a.nnlab, "sgemm", "--threads", str(a.threads), "--size", "1024"])
+    return float(re.search(r"median ([0-9.]+) GFLOP/s", text).group(1))
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--models", default="mlp")
+    ap.add_argument("--batches", default="64")
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--epochs", type=int, default=4, help="per run: 1 warm-up + the timed ones")
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--nnlab", default=os.path.join(ROOT, "build", "nnlab"))
+    ap.add_argument("--python", default="/usr/bin/python3", help="a Python with PyTorch")
+    ap.add_argument("--torch-script", default=os.path.join(ROOT, "scripts", "torch_reference.py"))
+    ap.add_argument("--out", default="", help="append the results as JSON lines to this file")
+    a = ap.parse_args()
+    if a.epochs < 4:
+        sys.exit("--epochs must be at least 4 (one warm-up and three timed epochs)")
+    commit = subprocess.run(["git", "-C", ROOT, "rev-parse", "--short=12", "HEAD"], capture_output=True,
+                            text=True).stdout.strip()
+    cpu = next((l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo") if l.startswith("model name")), "?")
+    rate_before = sgemm_rate(a)
+    print(f"# {time.strftime('%Y-%m-%d %H:%M')}  {cpu}, {os.cpu_count()} cores, threads {a.threads}, "
+          f"commit {commit}, sgemm 1024³ {rate_before:.0f} GFLOP/s")
+    print("| model | batch | round | nnlab s (median) | PyTorch s (median) | ratio | nnlab img/s | GFLOP/s | "
+          "share of sgemm | nnlab RSS MiB | PyTorch RSS MiB |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
+    for model in a.models.split(","):
+        for batch in (int(b) for b in a.batches.split(",")):
+            ratios = []
+            for r in range(a.rounds):
+                order = ["nnlab", "torch"] if r % 2 == 0 else ["torch", "nnlab"]
+                res = {}
+                for fw in order:
+                    res[fw] = (time_nnlab if fw == "nnlab" else time_torch)(a, model, batch)
+                ns, ts = statistics.median(res["nnlab"][0]), statistics.median(res["torch"][0])
+                ratios.append(ns / ts)
+                n_img = TRAIN_IMAGES.get(model, 60000)
+                gflops = TRAIN_FLOP[model] * n_img / ns / 1e9
+                row = {"date": time.strftime("%Y-%m-%d"), "cpu": cpu, "commit": commit, "threads": a.threads,
+                       "model": model, "batch": batch, "round": r + 1, "order": order,
+                       "nnlab_epochs": res["nnlab"][0], "torch_epochs": res["torch"][0], "nnlab_median": ns,
+                       "torch_median": ts, "ratio": ns / ts, "nnlab_images_per_s": n_img / ns,
+                       "gflops": gflops, "sgemm_gflops": rate_before, "nnlab_rss_mib": res["nnlab"][1],
+                       "torch_rss_mib": res["torch"][1], "nnlab_acc": res["nnlab"][2], "torch_acc": res["torch"][2],
+                       "python": platform.python_version()}
+                print(f"| {model} | {batch} | {r + 1} | {ns:.2f} | {ts:.2f} | {ns / ts:.2f} | {n_img / ns:.0f} | "
+                      f"{gflops:.1f} | {100 * gflops / rate_before:.0f}% | {res['nnlab'][1]:.0f} | "
+                      f"{res['torch'][1]:.0f} |", flush=True)
+                if a.out:
+                    with open(a.out, "a") as f:
+                        f.write(json.dumps(row) + "\n")
+            print(f"#   {model} batch {batch}: ratio per round {', '.join(f'{x:.2f}' for x in ratios)}; "
+                  f"worst {max(ratios):.2f}", flush=True)
+    print(f"# sgemm after: {sgemm_rate(a):.0f} GFLOP/s")
+
+
+if __name__ == "__main__":
+    main()
