@@ -54,7 +54,11 @@ nlohmann::json config_record(const TrainConfig& c) {
           {"log_interval", c.log_interval},
           {"max_steps", c.max_steps},
           {"metrics", c.metrics},
-          {"metrics_every", c.metrics_every}};
+          {"metrics_every", c.metrics_every},
+          {"checkpoint_dir", c.checkpoint_dir},
+          {"checkpoint_every", c.checkpoint_every},
+          {"val_split", c.val_split},
+          {"resume", c.resume}};
 }
 
 namespace {
