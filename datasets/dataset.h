@@ -24,8 +24,8 @@ struct Dataset {
   int64_t width() const;
 };
 
-// name: "fashion-mnist" | "mnist" | "cifar10"; split: "train" | "test". Throws nnlab::Error
-// saying which file is missing or wrong, what is wrong, and what to do.
+// name: "fashion-mnist" | "mnist" | "cifar10" | "folder" (image_folder.h); split: "train" |
+// "test". Throws nnlab::Error saying which file is missing or wrong, what is wrong, and what to do.
 Dataset load_dataset(const std::string& name, const std::string& dir, const std::string& split);
 
 // Seeded hold-out: round(val_fraction · n) samples of `train`, chosen by a Philox permutation
