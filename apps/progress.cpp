@@ -47,8 +47,9 @@ std::string EpochProgress::line(int64_t step, double mean_loss, double images_pe
   }
   const int filled = steps_ > 0 ? static_cast<int>(kBarWidth * step / steps_) : kBarWidth;
   const std::string bar = std::string(filled, '#') + std::string(kBarWidth - filled, '.');
-  // ETA: the remaining steps at this epoch's mean time per step.
-  const double eta = step > 0 ? elapsed / static_cast<double>(step) * static_cast<double>(steps_ - step) : 0.0;
+  // ETA: the remaining steps at this run's mean time per step.
+  const int64_t done = step - first_step_;
+  const double eta = done > 0 ? elapsed / static_cast<double>(done) * static_cast<double>(steps_ - step) : 0.0;
   std::snprintf(buf, sizeof buf, "epoch %lld/%lld [%s] %lld/%lld loss %.4f %.0f img/s ETA %s",
                 static_cast<long long>(epoch_), static_cast<long long>(epochs_), bar.c_str(),
                 static_cast<long long>(step), static_cast<long long>(steps_), mean_loss, images_per_second,

@@ -17,6 +17,8 @@ class EpochProgress {
  public:
   EpochProgress(int64_t epoch, int64_t epochs, int64_t steps, int64_t log_interval, bool terminal,
                 std::FILE* out = stdout);
+  // A resumed epoch starts after `step` steps taken earlier; the ETA counts only this run's.
+  void skip_to(int64_t step) { first_step_ = step; }
   // Whether step (1-based) should be shown.
   bool due(int64_t step) const;
   // Shows step with the epoch's mean loss so far and its images per second.
@@ -32,6 +34,7 @@ class EpochProgress {
  private:
   using Clock = std::chrono::steady_clock;
   int64_t epoch_, epochs_, steps_, log_interval_;
+  int64_t first_step_ = 0;
   bool terminal_;
   std::FILE* out_;
   Clock::time_point start_, last_draw_;

@@ -292,6 +292,10 @@ TEST_CASE("progress: plain lines at the log interval, a bar with ETA on a termin
   // 469 of 938 steps in 10 s: half the bar, 10 s to go.
   CHECK(bar.line(469, 0.5123, 31000, 10.0) ==
         "epoch 1/5 [##########..........] 469/938 loss 0.5123 31000 img/s ETA 0:10");
+  // Resumed after 400 steps: 69 steps in 10 s leave 469 to go, 68 s.
+  bar.skip_to(400);
+  CHECK(bar.line(469, 0.5123, 31000, 10.0) ==
+        "epoch 1/5 [##########..........] 469/938 loss 0.5123 31000 img/s ETA 1:08");
   CHECK(EpochProgress::format_duration(0) == "0:00");
   CHECK(EpochProgress::format_duration(754) == "12:34");
   CHECK(EpochProgress::format_duration(3723) == "1:02:03");
