@@ -38,12 +38,42 @@ inline Window window_of(const Pool2dGeometry& g, int64_t i, int64_t j) {
 // y[i, j] = max over the window; argmax = its flat index r·w + s in the plane. The first
 // maximum wins ties; a NaN wins over any number (as in PyTorch), so a NaN input shows in the
 // output instead of vanishing.
+// The common 2×2, stride 2, unpadded window: the same comparisons in the same order as the
+// general loop below, without its window arithmetic per output.
+template <typename T>
+void maxpool_2x2_plane(const Pool2dGeometry& g, const T* xp, T* yp, int32_t* ap) {
+  for (int64_t i = 0; i < g.p; ++i) {
+    const int64_t top = 2 * i * g.w;
+    for (int64_t j = 0; j < g.q; ++j) {
+      const int64_t cells[4] = {top + 2 * j, top + 2 * j + 1, top + g.w + 2 * j, top + g.w + 2 * j + 1};
+      T best = -INFINITY;
+      int64_t best_at = cells[0];
+      for (int64_t c : cells) {
+        if (xp[c] > best || std::isnan(xp[c])) {
+          best = xp[c];
+          best_at = c;
+        }
+      }
+      yp[i * g.q + j] = best;
+      ap[i * g.q + j] = static_cast<int32_t>(best_at);
+    }
+  }
+}
+
 template <typename T>
 void maxpool_forward_typed(const Pool2dGeometry& g, const Tensor& xt, const Tensor& yt, const Tensor& at) {
   const T* x = static_cast<const T*>(xt.raw_data());
   T* y = static_cast<T*>(yt.raw_data());
   int32_t* arg = static_cast<int32_t*>(at.raw_data());
   const long planes = static_cast<long>(g.n * g.c);
+  const bool two_by_two = g.kernel_h == 2 && g.kernel_w == 2 && g.stride_h == 2 && g.stride_w == 2 &&
+                          g.pad_h == 0 && g.pad_w == 0;
+  if (two_by_two) {
+#pragma omp parallel for schedule(static) if (planes * g.h * g.w > cpu::kParallelGrain)
+    for (long pl = 0; pl < planes; ++pl)
+      maxpool_2x2_plane(g, x + pl * g.h * g.w, y + pl * g.p * g.q, arg + pl * g.p * g.q);
+    return;
+  }
 #pragma omp parallel for schedule(static) if (planes * g.p * g.q * g.kernel_h * g.kernel_w > cpu::kParallelGrain)
   for (long pl = 0; pl < planes; ++pl) {
     const T* xp = x + pl * g.h * g.w;
