@@ -14,7 +14,8 @@ void register_train_command(CLI::App& app) {
     finalize_train_config(*sub, *config);
     Trainer trainer(*config);
     trainer.run();
-    return 0;
+    // Stopped by a signal (after saving, with --checkpoint-dir): the shell's 128 + signal.
+    return trainer.interrupted_signal() ? 128 + trainer.interrupted_signal() : 0;
   });
 }
 

@@ -2,12 +2,20 @@
 
 #include <unistd.h>
 
+#include <csignal>
+#include <filesystem>
+
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
+#include <tuple>
 
 #include <spdlog/spdlog.h>
 
+#include "apps/checkpoint.h"
+#include "apps/environment.h"
+#include "apps/progress.h"
 #include "autograd/grad_mode.h"
 #include "autograd/ops.h"
 #include "devices/cpu/threads.h"
@@ -42,15 +50,39 @@ Normalization channel_statistics(const Dataset& data) {
 namespace {
 using Clock = std::chrono::steady_clock;
 double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
+
+// Set by SIGINT/SIGTERM; the loop checks it after each step. A second signal while the first
+// is being handled ends the process at once, the default way.
+volatile std::sig_atomic_t g_stop_signal = 0;
+
+extern "C" void on_stop_signal(int sig) {
+  if (g_stop_signal != 0) {
+    std::signal(sig, SIG_DFL);
+    std::raise(sig);
+  }
+  g_stop_signal = sig;
+}
+
+void install_stop_handlers() {
+  struct sigaction sa {};
+  sa.sa_handler = on_stop_signal;
+  sigemptyset(&sa.sa_mask);
+  sa.sa_flags = SA_RESTART;
+  sigaction(SIGINT, &sa, nullptr);
+  sigaction(SIGTERM, &sa, nullptr);
+}
 }  // namespace
 
 Trainer::Trainer(TrainConfig config) : config_(std::move(config)) {
+  prepare_checkpoint_dir();  // before anything slow: a bad folder fails at once
   set_cpu_threads(config_.threads);
   std::string why;
   device_ = resolve_device(config_.device, &why);
   if (config_.device == "auto") spdlog::info("{}", why);
   train_ = load_dataset(config_.data, config_.data_dir, "train");
   test_ = load_dataset(config_.data, config_.data_dir, "test");
+  // The validation set comes out of the training set; the test set is never selected on.
+  if (config_.val_split > 0) std::tie(train_, val_) = split_validation(train_, config_.val_split, config_.seed);
   const InputSpec input{train_.channels(), train_.height(), train_.width(), train_.classes};
   model_ = make_model(config_.model, input, config_.seed);
   model_->to(device_);
@@ -69,6 +101,7 @@ Trainer::Trainer(TrainConfig config) : config_(std::move(config)) {
   sched.lr = config_.optimizer.lr;
   schedule_ = make_schedule(config_.schedule, sched, config_.epochs * loader_->steps_per_epoch(),
                             loader_->steps_per_epoch());
+  if (!config_.resume.empty()) resume_from(config_.resume);
   // Opened last: a run that cannot start leaves no metrics file behind.
   if (!config_.metrics.empty()) recorder_ = RunRecorder(config_.metrics);
 }
@@ -78,12 +111,16 @@ EpochResult Trainer::train_epoch(int64_t epoch) {
   EpochResult r;
   r.epoch = epoch;
   const auto t_epoch = Clock::now();
-  loader_->start_epoch(epoch);
+  // A resumed run re-enters its epoch after the steps it had taken, with their loss sum.
+  const bool resumed_epoch = epoch == start_epoch_;
+  const int64_t skip = resumed_epoch ? start_step_ : 0;
+  loader_->start_epoch(epoch, skip);
   const int64_t steps = loader_->steps_per_epoch();
-  const bool tty = isatty(STDOUT_FILENO);
-  Tensor loss_sum = Tensor::zeros({}, DType::Float32, device_);
+  EpochProgress progress(epoch, config_.epochs, steps, config_.log_interval, isatty(STDOUT_FILENO));
+  progress.skip_to(skip);
+  Tensor loss_sum = Tensor::full({}, resumed_epoch ? start_loss_sum_ : 0.0, DType::Float32, device_);
   Batch batch;
-  int64_t step = 0, images = 0;
+  int64_t step = skip, images = 0;
   for (;;) {
     if (reached_max_steps()) break;
     auto t = Clock::now();
@@ -113,28 +150,29 @@ EpochResult Trainer::train_epoch(int64_t epoch) {
     images += batch.images.dim(0);
     if (config_.metrics_every > 0 && global_step_ % config_.metrics_every == 0)
       recorder_.write({{"type", "step"}, {"epoch", epoch}, {"step", global_step_}, {"loss", loss.item()}});
-    if (step % config_.log_interval == 0 || step == steps) {
-      // The only read-backs of a step: at the log interval.
+    if (progress.due(step)) {
+      // The only read-backs of a step: at the log interval (at most 10 a second on a terminal).
       NNLAB_CHECK(nonfinite_flag_.item() == 0, "the loss became NaN or infinite at or before step ", global_step_,
                   " (epoch ", epoch, "); no update was applied after it. Try a smaller --lr.");
-      const double elapsed = seconds_since(t_epoch);
       const double mean_loss = loss_sum.item() / static_cast<double>(step);
-      const double ips = static_cast<double>(images) / elapsed;
-      if (tty) {
-        std::printf("\r  epoch %lld  step %lld/%lld  loss %.4f  %.0f img/s   ", static_cast<long long>(epoch),
-                    static_cast<long long>(step), static_cast<long long>(steps), mean_loss, ips);
-        std::fflush(stdout);
-      } else {
-        std::printf("  epoch %lld  step %lld/%lld  loss %.4f  %.0f img/s\n", static_cast<long long>(epoch),
-                    static_cast<long long>(step), static_cast<long long>(steps), mean_loss, ips);
-      }
+      progress.show(step, mean_loss, static_cast<double>(images) / seconds_since(t_epoch));
+    }
+    if (config_.checkpoint_every > 0 && global_step_ % config_.checkpoint_every == 0)
+      save_checkpoint(config_.checkpoint_dir + "/last.safetensors", epoch, step, loss_sum.item());
+    if (g_stop_signal != 0) {
+      r.interrupted = true;
+      break;
     }
   }
-  if (tty) std::printf("\r%70s\r", "");
+  progress.finish();
+  r.steps_done = step;
+  r.loss_sum = loss_sum.item();
+  if (r.interrupted) return r;
   r.seconds = seconds_since(t_epoch);
   r.train_loss = loss_sum.item() / static_cast<double>(std::max<int64_t>(step, 1));
   r.images_per_second = static_cast<double>(images) / r.seconds;
   r.test_accuracy = evaluate(test_).accuracy;
+  if (val_.size() > 0) r.val_accuracy = evaluate(val_).accuracy;
   recorder_.write({{"type", "epoch"},
                    {"epoch", epoch},
                    {"steps", step},
@@ -188,15 +226,108 @@ EpochResult Trainer::run() {
                    {"epochs", config_.epochs},
                    {"seed", config_.seed},
                    {"threads", cpu_threads()},
-                   {"cpu", cpu_model_name()}});
+                   {"cpu", cpu_model_name()},
+                   {"environment", environment_record(config_, device_)}});
   EpochResult last;
-  for (int64_t e = 1; e <= config_.epochs && !reached_max_steps(); ++e) {
+  g_stop_signal = 0;
+  install_stop_handlers();
+  for (int64_t e = start_epoch_; e <= config_.epochs && !reached_max_steps(); ++e) {
     last = train_epoch(e);
-    spdlog::info("epoch {}/{}  train loss {:.4f}  test accuracy {:.2f}%  {:.2f} s  {:.0f} img/s", e, config_.epochs,
-                 last.train_loss, 100.0 * last.test_accuracy, last.seconds, last.images_per_second);
+    if (last.interrupted) break;
+    const std::string val =
+        last.val_accuracy >= 0 ? fmt::format("  validation accuracy {:.2f}%", 100.0 * last.val_accuracy) : "";
+    spdlog::info("epoch {}/{}  train loss {:.4f}  test accuracy {:.2f}%{}  {:.2f} s  {:.0f} img/s", e, config_.epochs,
+                 last.train_loss, 100.0 * last.test_accuracy, val, last.seconds, last.images_per_second);
+    save_epoch_checkpoints(last);
+    if (g_stop_signal != 0) last.interrupted = true;
+    if (last.interrupted) break;
+  }
+  if (last.interrupted) {
+    interrupted_signal_ = g_stop_signal;
+    const char* name = interrupted_signal_ == SIGINT ? "SIGINT" : "SIGTERM";
+    if (config_.checkpoint_dir.empty()) {
+      spdlog::warn("{}: stopped after step {}; no --checkpoint-dir, so nothing was saved", name, global_step_);
+    } else {
+      const std::string path = config_.checkpoint_dir + "/last.safetensors";
+      save_checkpoint(path, last.epoch, last.steps_done, last.loss_sum);
+      spdlog::warn("{}: stopped after step {} (epoch {}, step {}); saved {}; continue with --resume {}", name,
+                   global_step_, last.epoch, last.steps_done, path, path);
+    }
+    return last;
   }
   spdlog::info("final test accuracy {:.2f}%", 100.0 * last.test_accuracy);
   return last;
+}
+
+void Trainer::save_epoch_checkpoints(const EpochResult& r) {
+  if (config_.checkpoint_dir.empty()) return;
+  if (r.val_accuracy > best_val_accuracy_) {
+    best_val_accuracy_ = r.val_accuracy;
+    save_checkpoint(config_.checkpoint_dir + "/best.safetensors", r.epoch, r.steps_done, r.loss_sum);
+    spdlog::info("new best validation accuracy {:.2f}%: saved {}/best.safetensors", 100.0 * r.val_accuracy,
+                 config_.checkpoint_dir);
+  }
+  save_checkpoint(config_.checkpoint_dir + "/last.safetensors", r.epoch, r.steps_done, r.loss_sum);
+}
+
+void Trainer::save_checkpoint(const std::string& path, int64_t epoch, int64_t steps_done, double loss_sum) const {
+  CheckpointInfo info;
+  info.model = config_.model;
+  info.input = InputSpec{train_.channels(), train_.height(), train_.width(), train_.classes};
+  info.normalization = normalization_;
+  info.class_names = train_.class_names;
+  TrainingState state;
+  state.epoch = epoch;
+  state.step_in_epoch = steps_done;
+  state.global_step = global_step_;
+  state.epoch_loss_sum = loss_sum;
+  state.best_val_accuracy = best_val_accuracy_;
+  nnlab::save_checkpoint(path, info, *model_, *optimizer_, config_, state);
+}
+
+// Creates the folder and proves it writable with a probe file, so a bad --checkpoint-dir
+// fails before any training rather than at the first save.
+void Trainer::prepare_checkpoint_dir() const {
+  const std::string& dir = config_.checkpoint_dir;
+  if (dir.empty()) return;
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  NNLAB_CHECK(!ec && std::filesystem::is_directory(dir), "--checkpoint-dir ", dir, " cannot be created: ",
+              ec ? ec.message() : "not a directory", "; choose a folder you can write to");
+  const std::string probe = dir + "/.nnlab-write-test-" + std::to_string(getpid());
+  FILE* f = std::fopen(probe.c_str(), "w");
+  NNLAB_CHECK(f, "--checkpoint-dir ", dir, " is not writable (", std::strerror(errno),
+              "); choose a folder you can write to");
+  std::fclose(f);
+  std::remove(probe.c_str());
+}
+
+void Trainer::resume_from(const std::string& path) {
+  CheckpointInfo info;
+  const SafetensorsFile file = read_checkpoint(path, &info);
+  NNLAB_CHECK(info.model == config_.model, "checkpoint ", path, " was saved from model ", info.model,
+              ", not --model ", config_.model, "; resume with --model ", info.model);
+  // Options that change what the continued run computes must be those of the first run.
+  const auto saved = nlohmann::json::parse(info.metadata.at("config"));
+  const std::vector<std::tuple<const char*, nlohmann::json, nlohmann::json>> same = {
+      {"--data", saved.value("data", ""), config_.data},
+      {"--batch", saved.value("batch", 0), config_.batch},
+      {"--seed", saved.value("seed", uint64_t{0}), config_.seed},
+      {"--optimizer", saved["optimizer"].value("name", ""), config_.optimizer.name},
+      {"--val-split", saved.value("val_split", 0.0), config_.val_split}};
+  for (const auto& [option, then, now] : same)
+    NNLAB_CHECK(then == now, "checkpoint ", path, " was saved by a run with ", option, " ", then.dump(), ", not ",
+                now.dump(), "; resume with the options of the first run");
+  load_model_tensors(file, path, info.model, *model_, config_.model);
+  const TrainingState s = load_training_state(file, path, *model_, *optimizer_);
+  global_step_ = s.global_step;
+  best_val_accuracy_ = s.best_val_accuracy;
+  const bool epoch_done = s.step_in_epoch >= loader_->steps_per_epoch();
+  start_epoch_ = epoch_done ? s.epoch + 1 : s.epoch;
+  start_step_ = epoch_done ? 0 : s.step_in_epoch;
+  start_loss_sum_ = epoch_done ? 0.0 : s.epoch_loss_sum;
+  spdlog::info("resuming from {}: epoch {}, step {} of it ({} steps in all)", path, start_epoch_, start_step_,
+               global_step_);
 }
 
 }  // namespace nnlab

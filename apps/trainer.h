@@ -20,6 +20,10 @@ struct EpochResult {
   int64_t epoch = 0;
   double train_loss = 0;   // mean over the epoch's steps
   double test_accuracy = 0;
+  double val_accuracy = -1;  // -1 without --val-split
+  int64_t steps_done = 0;    // steps of this epoch taken so far (a resumed epoch counts its earlier ones)
+  double loss_sum = 0;       // their summed losses
+  bool interrupted = false;  // stopped by SIGINT/SIGTERM after a finished step
   double seconds = 0;
   double images_per_second = 0;
   PhaseSeconds phases;
@@ -39,6 +43,10 @@ class Trainer {
   EvalResult evaluate(const Dataset& data);
   // All epochs with progress and per-epoch lines; returns the last epoch's result.
   EpochResult run();
+  // The signal (SIGINT or SIGTERM) that stopped run(), or 0.
+  int interrupted_signal() const { return interrupted_signal_; }
+  // Saves the whole training state (checkpoint.h) after `steps_done` steps of `epoch`.
+  void save_checkpoint(const std::string& path, int64_t epoch, int64_t steps_done, double loss_sum) const;
   bool reached_max_steps() const { return config_.max_steps > 0 && global_step_ >= config_.max_steps; }
 
   Sequential& model() { return *model_; }
@@ -48,9 +56,13 @@ class Trainer {
   Device device() const { return device_; }
 
  private:
+  void prepare_checkpoint_dir() const;
+  void resume_from(const std::string& path);
+  void save_epoch_checkpoints(const EpochResult& r);
+
   TrainConfig config_;
   Device device_;
-  Dataset train_, test_;
+  Dataset train_, test_, val_;  // val_ is empty without --val-split
   std::shared_ptr<Sequential> model_;
   std::unique_ptr<Optimizer> optimizer_;
   std::unique_ptr<DataLoader> loader_;
@@ -59,6 +71,11 @@ class Trainer {
   RunRecorder recorder_;
   Tensor nonfinite_flag_;  // int32 scalar on the device, raised by the loss kernel
   int64_t global_step_ = 0;
+  // Where a resumed run picks up: this epoch, after this many of its steps, with this loss sum.
+  int64_t start_epoch_ = 1, start_step_ = 0;
+  double start_loss_sum_ = 0;
+  double best_val_accuracy_ = -1;
+  int interrupted_signal_ = 0;
 };
 
 }  // namespace nnlab
