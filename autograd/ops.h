@@ -82,4 +82,10 @@ Tensor batch_norm2d(const Tensor& x, const Tensor& gamma, const Tensor& beta, Te
 // by 1/(1 − p). The identity (x itself) when not training or p = 0. p in [0, 1).
 Tensor dropout(const Tensor& x, double p, uint64_t seed, uint32_t stream, bool training);
 
+// ---- numerics.cpp: finiteness checks (not differentiable) -------------------------------
+// flag: int32 scalar on x's device, raised (never cleared) when x holds a NaN or ±inf; no
+// read-back. all_finite reads the answer back (synchronises).
+void raise_if_not_finite(const Tensor& x, Tensor& flag);
+bool all_finite(const Tensor& x);
+
 }  // namespace nnlab

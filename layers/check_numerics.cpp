@@ -1,0 +1,62 @@
+#include "layers/check_numerics.h"
+
+#include <vector>
+
+#include "autograd/engine.h"
+#include "autograd/ops.h"
+#include "core/error.h"
+
+namespace nnlab {
+
+NumericsCheck::NumericsCheck() {
+  set_backward_hook([this](const Node& node, const std::vector<Tensor>& grads) { on_backward(node, grads); });
+}
+
+NumericsCheck::~NumericsCheck() { set_backward_hook(nullptr); }
+
+Tensor NumericsCheck::forward(Sequential& model, const Tensor& x) {
+  layer_of_.clear();  // last step's nodes are gone; their addresses may be reused
+  NNLAB_CHECK(all_finite(x), "--check-numerics: the input batch holds NaN or infinite values; check the data");
+  Tensor h = x;
+  for (const auto& [name, child] : model.children()) {
+    h = child->forward(h);
+    NNLAB_CHECK(all_finite(h), "--check-numerics: the output of layer '", name, "' (", child->describe(),
+                ") holds NaN or infinite values although its input was finite; lower --lr, add "
+                "--clip-grad-norm, or check the data");
+    label_new_nodes(h, name);
+  }
+  return h;
+}
+
+void NumericsCheck::check_loss(const Tensor& loss) const {
+  NNLAB_CHECK(all_finite(loss), "--check-numerics: the loss is NaN or infinite although every layer's output "
+                                "was finite (logits too large for the loss); lower --lr or add --clip-grad-norm");
+}
+
+// Every node reachable from `out` that no earlier child made belongs to `layer` (children run
+// in order, so the walk stops at the previous layer's nodes).
+void NumericsCheck::label_new_nodes(const Tensor& out, const std::string& layer) {
+  std::vector<const Node*> stack;
+  if (out.grad_fn() && !layer_of_.count(out.grad_fn().get())) stack.push_back(out.grad_fn().get());
+  while (!stack.empty()) {
+    const Node* n = stack.back();
+    stack.pop_back();
+    if (!layer_of_.emplace(n, layer).second) continue;
+    for (const Tensor& in : n->inputs())
+      if (in.defined() && in.grad_fn() && !layer_of_.count(in.grad_fn().get())) stack.push_back(in.grad_fn().get());
+  }
+}
+
+// Backward runs from the loss towards the input: the first non-finite gradient met is the
+// one closest to the loss, where the fault entered the backward pass.
+void NumericsCheck::on_backward(const Node& node, const std::vector<Tensor>& input_grads) const {
+  for (const Tensor& g : input_grads) {
+    if (!g.defined() || all_finite(g)) continue;
+    const auto it = layer_of_.find(&node);
+    const std::string where = it == layer_of_.end() ? "the loss" : "layer '" + it->second + "'";
+    fail("--check-numerics: the backward pass of ", where, " (", node.name(),
+         ") produced NaN or infinite gradients from finite ones; lower --lr or add --clip-grad-norm");
+  }
+}
+
+}  // namespace nnlab

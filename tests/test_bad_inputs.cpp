@@ -1,0 +1,180 @@
+// The bad-input catalogue of docs/reliability.md, end to end through `nnlab train`: each case
+// must end in one clear message, a non-zero exit code, and no output file changed. The
+// readers' own refusals are tested case by case in test_idx, test_cifar, test_image_folder,
+// test_serialization and test_checkpoint; here the same faults (and those only the program
+// can see: a model that does not fit the images, a loss that turns NaN) go through the CLI.
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <array>
+#include <catch2/catch.hpp>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "core/serialization.h"
+
+namespace fs = std::filesystem;
+
+namespace {
+
+struct RunResult {
+  int exit_code;
+  std::string output;  // stdout and stderr together
+};
+
+RunResult run_cli(const std::string& args) {
+  const std::string cmd = std::string(NNLAB_CLI_PATH) + " " + args + " 2>&1";
+  FILE* pipe = popen(cmd.c_str(), "r");
+  REQUIRE(pipe);
+  std::string out;
+  std::array<char, 4096> buf{};
+  while (fgets(buf.data(), buf.size(), pipe)) out += buf.data();
+  const int status = pclose(pipe);
+  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, out};
+}
+
+struct TempDir {
+  fs::path path;
+  TempDir() {
+    static int counter = 0;
+    path = fs::temp_directory_path() / ("nnlab_bad_" + std::to_string(getpid()) + "_" + std::to_string(counter++));
+    fs::remove_all(path);
+    fs::create_directories(path);
+  }
+  ~TempDir() { fs::remove_all(path); }
+  std::string operator/(const std::string& name) const { return (path / name).string(); }
+};
+
+void write_bytes(const std::string& path, const std::vector<uint8_t>& b) {
+  std::ofstream(path, std::ios::binary).write(reinterpret_cast<const char*>(b.data()), b.size());
+}
+
+std::string read_text(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(in), {});
+}
+
+// An IDX file of unsigned bytes: magic 0 0 8 d, big-endian extents, data.
+std::vector<uint8_t> idx(const std::vector<uint32_t>& dims, const std::vector<uint8_t>& data) {
+  std::vector<uint8_t> b = {0, 0, 8, static_cast<uint8_t>(dims.size())};
+  for (uint32_t d : dims)
+    for (int s = 24; s >= 0; s -= 8) b.push_back(static_cast<uint8_t>(d >> s));
+  b.insert(b.end(), data.begin(), data.end());
+  return b;
+}
+
+// An MNIST-format folder: n training and n test images of side × side pixels, labels i % 10
+// except that label_at[i] overrides image i's label in the training set.
+void write_mnist(const TempDir& dir, uint32_t n, uint32_t side, const std::map<uint32_t, uint8_t>& label_at = {}) {
+  std::vector<uint8_t> pixels(n * side * side), labels(n);
+  for (size_t i = 0; i < pixels.size(); ++i) pixels[i] = static_cast<uint8_t>((i * 7 + i / 784 * 13) % 256);
+  for (uint32_t i = 0; i < n; ++i) labels[i] = static_cast<uint8_t>(i % 10);
+  std::vector<uint8_t> test_labels = labels;
+  for (const auto& [i, label] : label_at) labels[i] = label;
+  write_bytes(dir / "train-images-idx3-ubyte", idx({n, side, side}, pixels));
+  write_bytes(dir / "train-labels-idx1-ubyte", idx({n}, labels));
+  write_bytes(dir / "t10k-images-idx3-ubyte", idx({n, side, side}, pixels));
+  write_bytes(dir / "t10k-labels-idx1-ubyte", idx({n}, test_labels));
+}
+
+// A CIFAR-10 folder of one-record batches; `skip` names a batch left out.
+void write_cifar(const TempDir& dir, const std::string& skip = "", uint8_t first_label = 3) {
+  for (const char* name : {"data_batch_1.bin", "data_batch_2.bin", "data_batch_3.bin", "data_batch_4.bin",
+                           "data_batch_5.bin", "test_batch.bin"}) {
+    if (name == skip) continue;
+    std::vector<uint8_t> record(3073, 100);
+    record[0] = first_label;
+    write_bytes(dir / name, record);
+  }
+}
+
+// Runs `args` with --metrics pointing at a file that already holds an earlier run's record,
+// and checks the refusal: non-zero exit, the message, and the output folder untouched.
+void expect_refusal(const std::string& args, const std::string& message) {
+  TempDir out;
+  const std::string metrics = out / "metrics.jsonl";
+  const std::string earlier = "{\"type\":\"epoch\",\"note\":\"an earlier run\"}\n";
+  std::ofstream(metrics) << earlier;
+  const RunResult r = run_cli("train " + args + " --metrics " + metrics);
+  INFO("nnlab train " << args << "\n" << r.output);
+  CHECK(r.exit_code == 1);
+  CHECK(r.output.find(message) != std::string::npos);
+  CHECK(r.output.find("nnlab: error: ") != std::string::npos);  // one message, not a crash report
+  CHECK(read_text(metrics) == earlier);
+  CHECK(std::distance(fs::directory_iterator(out.path), fs::directory_iterator()) == 1);
+}
+
+}  // namespace
+
+TEST_CASE("bad inputs: a model that does not fit the data set's images is refused", "[bad_inputs]") {
+  TempDir data;
+  write_mnist(data, 8, 2);  // 2×2 images: too small for two 2×2 poolings
+  expect_refusal("--model cnn --data mnist --data-dir " + data.path.string(),
+                 "cnn: a 1×2×2 input is too small for its convolutions and pooling; use larger images or another model");
+  expect_refusal("--model cifar-cnn --data mnist --data-dir " + data.path.string(),
+                 "cifar-cnn: a 1×2×2 input is too small");
+  expect_refusal("--model lenet5 --data mnist --data-dir " + data.path.string(), "lenet5: a 1×2×2 input is too small");
+}
+
+TEST_CASE("bad inputs: labels out of range for the model's 10 classes", "[bad_inputs]") {
+  TempDir data;
+  write_mnist(data, 8, 28, {{3, 12}});
+  expect_refusal("--data mnist --data-dir " + data.path.string(),
+                 "train-labels-idx1-ubyte has label 12 at index 3; labels are 0..9, so the file is corrupt or "
+                 "belongs to another data set");
+  TempDir cifar;
+  write_cifar(cifar, "", 10);
+  expect_refusal("--data cifar10 --data-dir " + cifar.path.string(), "data_batch_1.bin record 0 has label 10");
+}
+
+TEST_CASE("bad inputs: CIFAR-10 folders with missing or cut batches", "[bad_inputs]") {
+  TempDir cifar;
+  write_cifar(cifar, "data_batch_5.bin");
+  expect_refusal("--data cifar10 --data-dir " + cifar.path.string(),
+                 "CIFAR-10 train files missing in " + cifar.path.string() +
+                     ": data_batch_5.bin; download the binary version with scripts/download-data.sh cifar10 DIR");
+  write_cifar(cifar);
+  fs::resize_file(cifar / "data_batch_2.bin", 3000);
+  expect_refusal("--data cifar10 --data-dir " + cifar.path.string(), "not a whole number of 3073-byte records");
+}
+
+TEST_CASE("bad inputs: numbers and paths on the command line", "[bad_inputs]") {
+  TempDir data;
+  write_mnist(data, 8, 28);
+  const std::string d = " --data mnist --data-dir " + data.path.string();
+  expect_refusal("--lr nan" + d, "--lr must be a finite number >= 0, got nan");
+  expect_refusal("--lr inf" + d, "--lr must be a finite number >= 0, got inf");
+  expect_refusal("--lr -1" + d, "--lr must be a finite number >= 0, got -1");
+  expect_refusal("--batch 0" + d, "--batch must be at least 1");
+  expect_refusal("--epochs -2" + d, "--epochs must be at least 1");
+  expect_refusal("--data mnist --data-dir " + data.path.string() + "/absent",
+                 "data directory " + data.path.string() + "/absent for mnist does not exist");
+  expect_refusal("--checkpoint-dir /proc/nnlab-no-such-place" + d, "--checkpoint-dir /proc/nnlab-no-such-place cannot be created");
+
+  // Option-parser refusals (CLI11) exit with its own codes; the message still names the option.
+  for (const std::string& args : {std::string("--batch 1e3"), std::string("--lr abc"), std::string("--frobnicate")}) {
+    const RunResult r = run_cli("train " + args + d);
+    INFO(args << "\n" << r.output);
+    CHECK(r.exit_code != 0);
+    CHECK(r.output.find(args.substr(0, args.find(' '))) != std::string::npos);
+  }
+}
+
+TEST_CASE("bad inputs: an unwritable --metrics path fails before any training", "[bad_inputs]") {
+  TempDir data, out;
+  write_mnist(data, 8, 28);
+  const std::string d = " --data mnist --data-dir " + data.path.string();
+  for (const std::string& metrics : {out / "no-such-folder/m.jsonl", out.path.string()}) {
+    const RunResult r = run_cli("train --max-steps 1" + d + " --metrics " + metrics);
+    INFO(metrics << "\n" << r.output);
+    CHECK(r.exit_code == 1);
+    CHECK(r.output.find("nnlab: error: cannot write the metrics file '" + metrics + "'") != std::string::npos);
+    CHECK(r.output.find("choose a writable path with --metrics") != std::string::npos);
+    CHECK(r.output.find("epoch 1/") == std::string::npos);
+  }
+  CHECK(fs::is_empty(out.path));
+}
