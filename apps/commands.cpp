@@ -19,6 +19,9 @@ void register_commands(CLI::App& app) {
   register_info_commands(app);
   register_predict_command(app);
   register_eval_command(app);
+  register_explain_command(app);
+  register_compare_command(app);
+  register_sweep_command(app);
 }
 
 int run_selected_command(CLI::App& app) {

@@ -19,5 +19,8 @@ void register_train_command(CLI::App& app);
 void register_info_commands(CLI::App& app);  // devices, models
 void register_predict_command(CLI::App& app);  // cmd_predict.cpp
 void register_eval_command(CLI::App& app);     // cmd_eval.cpp
+void register_explain_command(CLI::App& app);  // cmd_explain.cpp
+void register_compare_command(CLI::App& app);  // cmd_compare.cpp
+void register_sweep_command(CLI::App& app);    // cmd_sweep.cpp
 
 }  // namespace nnlab

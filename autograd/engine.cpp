@@ -11,6 +11,7 @@ namespace nnlab {
 namespace {
 thread_local bool g_grad_enabled = true;
 NodeHook g_hook;
+ForwardHook g_forward_hook;
 
 // Reverse-postorder of the nodes reachable from root (iterative DFS: deep graphs must not
 // overflow the stack). Every node comes before the nodes that produced its inputs.
@@ -59,6 +60,7 @@ bool GradMode::enabled() { return g_grad_enabled; }
 void GradMode::set_enabled(bool on) { g_grad_enabled = on; }
 
 void set_backward_hook(NodeHook hook) { g_hook = std::move(hook); }
+void set_forward_hook(ForwardHook hook) { g_forward_hook = std::move(hook); }
 
 bool needs_graph(std::initializer_list<const Tensor*> inputs) {
   if (!GradMode::enabled()) return false;
@@ -68,6 +70,7 @@ bool needs_graph(std::initializer_list<const Tensor*> inputs) {
 }
 
 Tensor attach(Tensor out, std::shared_ptr<Node> node) {
+  if (g_forward_hook) g_forward_hook(*node, out);
   out.set_grad_fn(std::move(node));
   return out;
 }

@@ -17,6 +17,11 @@ void run_backward(const Tensor& root, const Tensor& seed);
 using NodeHook = std::function<void(const Node& node, const std::vector<Tensor>& input_grads)>;
 void set_backward_hook(NodeHook hook);
 
+// Called by attach() with each node as the forward pass records it, and the op's output
+// (used by `nnlab explain` to list the forward ops in order). Unset: one branch.
+using ForwardHook = std::function<void(const Node& node, const Tensor& out)>;
+void set_forward_hook(ForwardHook hook);
+
 // Does the op with these inputs need a graph node? (grad mode on and some input requires grad)
 bool needs_graph(std::initializer_list<const Tensor*> inputs);
 

@@ -28,8 +28,10 @@
 
 #include <algorithm>
 
+#include "devices/conv_impl.h"
 #include "devices/cpu/cpu_backend.h"
 #include "devices/cpu/dispatch.h"
+#include "devices/kernel_log.h"
 
 namespace nnlab {
 
@@ -126,6 +128,22 @@ void for_each_image(long n, bool images_in_parallel, Body&& body) {
   for (long i = 0; i < n; ++i) body(i, images_in_parallel ? omp_get_thread_num() : 0);
 }
 
+// What the kernel log shows for one call: "im2col+sgemm conv2d fwd x 64×1×28×28 w 32×1×3×3 s1 p1",
+// then the per-image GEMM it runs ("cblas_sgemm NN 32×784×9 ×64 images").
+void log_conv(const char* direction, const Conv2dGeometry& g, bool trans_a, bool trans_b, long m, long n, long k) {
+  record_kernel("im2col+sgemm", std::string("conv2d ") + direction + " x " + dims_text({g.n, g.c, g.h, g.w}) +
+                                    " w " + dims_text({g.k, g.c, g.r, g.s}) + " s" + std::to_string(g.stride_h) +
+                                    " p" + std::to_string(g.pad_h));
+  record_kernel("cblas_sgemm", std::string(trans_a ? "T" : "N") + (trans_b ? "T" : "N") + " " +
+                                   dims_text({m, n, k}) + " ×" + std::to_string(g.n) + " images");
+}
+
+// Throws when the selected implementation is not one the CPU runs (cudnn).
+bool use_reference() {
+  check_conv_impl(conv_impl(), Device::cpu());
+  return conv_impl() == ConvImpl::Reference;
+}
+
 void check_conv_dtypes(const char* kernel, const Tensor& a, const Tensor& b, const Tensor& c) {
   NNLAB_CHECK(a.dtype() == b.dtype() && a.dtype() == c.dtype(), kernel, ": dtypes differ: ", a.describe(), ", ",
               b.describe(), ", ", c.describe());
@@ -139,6 +157,8 @@ void check_conv_dtypes(const char* kernel, const Tensor& a, const Tensor& b, con
 void CpuBackend::conv2d_forward(const Conv2dGeometry& g, const Tensor& xt, const Tensor& wt, const Tensor* bt,
                                 Tensor& yt) {
   check_conv_dtypes("conv2d_forward", xt, wt, yt);
+  if (use_reference()) return cpu::conv2d_reference_forward(g, xt, wt, bt, yt);  // --conv-impl reference
+  if (kernel_log_enabled()) log_conv("fwd", g, false, false, g.k, g.p * g.q, g.c * g.r * g.s);
   cpu::dispatch_float("conv2d_forward", xt, [&](auto tag) {
     using T = decltype(tag);
     const long crs = g.c * g.r * g.s, pq = g.p * g.q, threads = omp_get_max_threads();
@@ -162,6 +182,8 @@ void CpuBackend::conv2d_forward(const Conv2dGeometry& g, const Tensor& xt, const
 // Per image: dcols = Wᵀ · dy[i];  dx[i] = col2im(dcols)
 void CpuBackend::conv2d_backward_data(const Conv2dGeometry& g, const Tensor& dyt, const Tensor& wt, Tensor& dxt) {
   check_conv_dtypes("conv2d_backward_data", dyt, wt, dxt);
+  if (use_reference()) return cpu::conv2d_reference_backward_data(g, dyt, wt, dxt);  // --conv-impl reference
+  if (kernel_log_enabled()) log_conv("bwd data", g, true, false, g.c * g.r * g.s, g.p * g.q, g.k);
   cpu::dispatch_float("conv2d_backward_data", dyt, [&](auto tag) {
     using T = decltype(tag);
     const long crs = g.c * g.r * g.s, pq = g.p * g.q, threads = omp_get_max_threads();
@@ -183,6 +205,8 @@ void CpuBackend::conv2d_backward_data(const Conv2dGeometry& g, const Tensor& dyt
 // kernels); the partials are then added in thread order, so the sum's order is fixed.
 void CpuBackend::conv2d_backward_filter(const Conv2dGeometry& g, const Tensor& dyt, const Tensor& xt, Tensor& dwt) {
   check_conv_dtypes("conv2d_backward_filter", dyt, xt, dwt);
+  if (use_reference()) return cpu::conv2d_reference_backward_filter(g, dyt, xt, dwt);  // --conv-impl reference
+  if (kernel_log_enabled()) log_conv("bwd filter", g, false, true, g.k, g.c * g.r * g.s, g.p * g.q);
   cpu::dispatch_float("conv2d_backward_filter", dyt, [&](auto tag) {
     using T = decltype(tag);
     const long crs = g.c * g.r * g.s, pq = g.p * g.q, kcrs = g.k * crs, threads = omp_get_max_threads();

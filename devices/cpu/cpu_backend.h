@@ -84,4 +84,12 @@ class CpuBackend final : public Backend {
   CachingAllocator allocator_;
 };
 
+// conv2d_reference_cpu.cpp: the teaching convolution (direct loops), run by the conv2d
+// kernels above when --conv-impl reference is selected (devices/conv_impl.h).
+namespace cpu {
+void conv2d_reference_forward(const Conv2dGeometry& g, const Tensor& x, const Tensor& w, const Tensor* b, Tensor& y);
+void conv2d_reference_backward_data(const Conv2dGeometry& g, const Tensor& dy, const Tensor& w, Tensor& dx);
+void conv2d_reference_backward_filter(const Conv2dGeometry& g, const Tensor& dy, const Tensor& x, Tensor& dw);
+}  // namespace cpu
+
 }  // namespace nnlab

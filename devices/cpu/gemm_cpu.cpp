@@ -3,6 +3,7 @@
 #include <cblas.h>
 
 #include "devices/cpu/cpu_backend.h"
+#include "devices/kernel_log.h"
 
 namespace nnlab {
 
@@ -15,6 +16,9 @@ void CpuBackend::gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t 
   // Leading dimension = the stored row length.
   const auto lda = static_cast<int>(trans_a ? m : k), ldb = static_cast<int>(trans_b ? k : n);
   const auto ldc = static_cast<int>(n);
+  if (kernel_log_enabled())  // nnlab explain: which BLAS call this dispatch made
+    record_kernel(a.dtype() == DType::Float64 ? "cblas_dgemm" : "cblas_sgemm",
+                  std::string(trans_a ? "T" : "N") + (trans_b ? "T" : "N") + " " + dims_text({m, n, k}));
   const CBLAS_TRANSPOSE ta = trans_a ? CblasTrans : CblasNoTrans, tb = trans_b ? CblasTrans : CblasNoTrans;
   if (a.dtype() == DType::Float32) {
     cblas_sgemm(CblasRowMajor, ta, tb, static_cast<int>(m), static_cast<int>(n), static_cast<int>(k),

@@ -1,0 +1,308 @@
+// nnlab explain: one training step, node by node. Every autograd node in order — the forward
+// ops as the forward pass records them (engine forward hook), then the backward nodes as the
+// engine runs them (backward hook), then the optimizer — with its shapes, FLOPs and bytes
+// moved (worked out per op family from the shapes), the kernel or library calls it made
+// (devices/kernel_log.h, recorded at dispatch), and its measured time. To time a node the
+// device is synchronised after each one: explain alone does that, never training.
+//
+// Time of a node = from the end of the previous record to the hook after this node, so the
+// small host work between ops (a layer's bookkeeping, the engine summing gradients into a
+// leaf) is counted with the node that follows it.
+#include <chrono>
+#include <cstdio>
+#include <map>
+
+#include "apps/commands.h"
+#include "apps/run_variant.h"
+#include "autograd/engine.h"
+#include "autograd/grad_mode.h"
+#include "autograd/ops.h"
+#include "core/random.h"
+#include "devices/kernel_log.h"
+#include "devices/registry.h"
+#include "layers/zoo.h"
+#include "optim/make_optimizer.h"
+
+namespace nnlab {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+double seconds_between(Clock::time_point a, Clock::time_point b) { return std::chrono::duration<double>(b - a).count(); }
+
+struct OpRecord {
+  std::string phase, layer, op, shapes;
+  double flops = 0, bytes = 0, seconds = 0;
+  std::vector<KernelCall> calls;
+};
+
+struct DeviceExplain {
+  std::string label;
+  std::vector<OpRecord> ops;
+  double sgemm_gflops = 0, copy_gbytes = 0;  // the device's measured peaks
+};
+
+std::string op_family(const Node& node) {
+  std::string name = node.name();
+  const std::string suffix = "Backward";
+  if (name.size() > suffix.size() && name.compare(name.size() - suffix.size(), suffix.size(), suffix) == 0)
+    name.resize(name.size() - suffix.size());
+  return name;
+}
+
+std::string dims(const Tensor& t) {
+  if (!t.defined()) return "-";
+  std::string out;
+  for (int64_t d : t.shape()) out += (out.empty() ? "" : "×") + std::to_string(d);
+  return out.empty() ? "scalar" : out;
+}
+
+// FLOPs of one direction of an op, from its shapes. A GEMM-like op costs 2·m·n·k per product;
+// backward runs one product per input that needs a gradient. Elementwise work is counted as
+// a few operations per element (an estimate; the bytes dominate for those ops anyway).
+double op_flops(const std::string& op, const std::vector<Tensor>& in, const Tensor& out, int products,
+                bool backward) {
+  const double out_n = static_cast<double>(out.numel());
+  if (op == "Linear" || op == "Matmul") {
+    const double k = static_cast<double>(in[0].dim(in[0].ndim() - 1));
+    return 2.0 * out_n * k * products + out_n;
+  }
+  if (op == "Conv2d") {
+    const double crs = static_cast<double>(in[1].dim(1) * in[1].dim(2) * in[1].dim(3));
+    return 2.0 * out_n * crs * products + out_n;
+  }
+  if (op == "Reshape") return 0;
+  const double in_n = in.empty() || !in[0].defined() ? out_n : static_cast<double>(in[0].numel());
+  const double per = op == "BatchNorm" ? 8 : op == "CrossEntropy" || op == "LogSoftmax" ? 5 : 1;
+  return std::max(in_n, out_n) * per * (backward ? 2 : 1);
+}
+
+// Bytes the op must at least read and write: its inputs and output forward; backward reads
+// the saved inputs and dy and writes one gradient per input that needs it.
+double op_bytes(const std::string& op, const std::vector<Tensor>& in, const Tensor& out,
+                const std::vector<Tensor>* grads) {
+  if (op == "Reshape") return 0;  // a view: no data moves
+  double n = static_cast<double>(out.numel());
+  for (const Tensor& t : in) n += t.defined() ? static_cast<double>(t.numel()) : 0.0;
+  if (grads)
+    for (const Tensor& g : *grads) n += g.defined() ? static_cast<double>(g.numel()) : 0.0;
+  return n * static_cast<double>(dtype_size(out.dtype()));
+}
+
+// Measured peaks: the best of a few sgemm runs, and of a few large copies (read + write).
+void measure_peaks(Device device, DeviceExplain& out) {
+  NoGradGuard no_grad;
+  Backend& be = backend_for(device);
+  const int64_t size = device.kind == DeviceKind::CUDA ? 4096 : 512;
+  Tensor a = Tensor::empty({size, size}), b = Tensor::empty({size, size});
+  uniform_fill(a, -1, 1, RandomStream{1, RandomPurpose::Init, 0});
+  uniform_fill(b, -1, 1, RandomStream{1, RandomPurpose::Init, 1});
+  a = a.to(device);
+  b = b.to(device);
+  Tensor c = Tensor::empty({size, size}, DType::Float32, device);
+  Tensor big = Tensor::zeros({int64_t(1) << 24}, DType::Float32, device), copy = Tensor::empty(big.shape(),
+                                                                                                DType::Float32, device);
+  for (int rep = 0; rep < 6; ++rep) {
+    auto t0 = Clock::now();
+    be.gemm(false, false, size, size, size, 1.0, a, b, 0.0, c);
+    be.synchronize();
+    auto t1 = Clock::now();
+    be.copy(big, copy);
+    be.synchronize();
+    auto t2 = Clock::now();
+    if (rep == 0) continue;  // warm-up
+    out.sgemm_gflops = std::max(out.sgemm_gflops, 2.0 * double(size) * double(size) * double(size) /
+                                                       seconds_between(t0, t1) / 1e9);
+    out.copy_gbytes = std::max(out.copy_gbytes, 2.0 * double(big.nbytes()) / seconds_between(t1, t2) / 1e9);
+  }
+  take_kernel_calls();
+}
+
+InputSpec input_for(const ModelInfo& info) {
+  return info.recipe.data == "cifar10" ? InputSpec{3, 32, 32, 10} : InputSpec{1, 28, 28, 10};
+}
+
+// The recorded step: forward layer by layer (so each op knows its layer), loss, backward,
+// optimizer; the hooks close one record per node.
+void record_step(Sequential& model, Optimizer& opt, const Tensor& images, const Tensor& labels, Backend& be,
+                 std::vector<OpRecord>& ops) {
+  std::string layer;
+  std::map<const Node*, std::pair<std::string, Tensor>> forward_of;  // node -> (layer, output)
+  auto last = Clock::now();
+  auto close = [&](OpRecord r) {
+    be.synchronize();
+    r.seconds = seconds_between(last, Clock::now());
+    r.calls = take_kernel_calls();
+    ops.push_back(std::move(r));
+    last = Clock::now();
+  };
+  set_forward_hook([&](const Node& node, const Tensor& out) {
+    const std::string op = op_family(node);
+    std::string shapes;
+    for (const Tensor& t : node.inputs()) shapes += (shapes.empty() ? "" : ", ") + dims(t);
+    close({"fwd", layer, op, shapes + " → " + dims(out), op_flops(op, node.inputs(), out, 1, false),
+           op_bytes(op, node.inputs(), out, nullptr)});
+    forward_of[&node] = {layer, out};
+  });
+  set_backward_hook([&](const Node& node, const std::vector<Tensor>& grads) {
+    const std::string op = op_family(node);
+    const auto& [node_layer, out] = forward_of[&node];
+    std::string shapes;
+    int products = 0;
+    for (const Tensor& g : grads) {
+      shapes += (shapes.empty() ? "" : ", ") + dims(g);
+      products += g.defined() && g.ndim() >= 2;  // dx and dW are products; db is a sum
+    }
+    close({"bwd", node_layer, op, "dy " + dims(out) + " → " + shapes, op_flops(op, node.inputs(), out, products, true),
+           op_bytes(op, node.inputs(), out, &grads)});
+  });
+  KernelLogScope log;
+  try {
+    opt.zero_grad();
+    last = Clock::now();
+    Tensor x = images;
+    for (const auto& [name, child] : model.children()) {
+      layer = name;
+      x = child->forward(x);
+    }
+    layer = "loss";
+    Tensor loss = cross_entropy(x, labels);
+    loss.backward();
+    be.synchronize();
+    last = Clock::now();
+    take_kernel_calls();
+    opt.step();
+    close({"opt", "optimizer", "step", std::to_string(opt.params().size()) + " tensors", 0, 0});
+  } catch (...) {
+    set_forward_hook(nullptr);
+    set_backward_hook(nullptr);
+    throw;
+  }
+  set_forward_hook(nullptr);
+  set_backward_hook(nullptr);
+}
+
+DeviceExplain explain_on(const RunVariant& v, const std::string& model_name, int64_t batch, uint64_t seed) {
+  DeviceExplain out;
+  out.label = v.label;
+  const Device device = apply_variant(v);
+  const ModelInfo& info = model_info(model_name);
+  const InputSpec input = input_for(info);
+  auto model = make_model(model_name, input, seed);
+  model->to(device);
+  OptimizerConfig oc;
+  oc.name = info.recipe.optimizer;
+  oc.lr = info.recipe.lr;
+  oc.momentum = oc.name == "sgd" ? info.recipe.momentum : 0.0;
+  auto opt = make_optimizer(oc, model->parameters());
+  // A synthetic batch: the kernels a step runs depend on the shapes, not on the pixels.
+  Tensor images = Tensor::empty({batch, input.channels, input.height, input.width});
+  uniform_fill(images, 0, 1, RandomStream{seed, RandomPurpose::Augment, 7});
+  std::vector<int32_t> labels(static_cast<size_t>(batch));
+  for (int64_t i = 0; i < batch; ++i) labels[size_t(i)] = int32_t(i % input.classes);
+  images = images.to(device);
+  Tensor label_t = Tensor::from_vector(labels, {batch}).to(device);
+  Backend& be = backend_for(device);
+  for (int warm = 0; warm < 2; ++warm) {  // the step twice first: caches, algorithm choices, allocator
+    std::vector<OpRecord> ignored;
+    record_step(*model, *opt, images, label_t, be, ignored);
+  }
+  record_step(*model, *opt, images, label_t, be, out.ops);
+  measure_peaks(device, out);
+  return out;
+}
+
+void print_explain(const std::vector<DeviceExplain>& runs) {
+  std::printf("%-3s %-4s %-9s %-13s %-44s %9s %9s", "#", "dir", "layer", "op", "shapes", "MFLOP", "MB");
+  for (const DeviceExplain& d : runs) std::printf(" %14s", (d.label + " ms").c_str());
+  std::printf("\n");
+  const std::vector<OpRecord>& ref = runs[0].ops;
+  for (size_t i = 0; i < ref.size(); ++i) {
+    const OpRecord& r = ref[i];
+    std::printf("%-3zu %-4s %-9s %-13s %-44s %9.2f %9.2f", i + 1, r.phase.c_str(), r.layer.c_str(), r.op.c_str(),
+                r.shapes.c_str(), r.flops / 1e6, r.bytes / 1e6);
+    for (const DeviceExplain& d : runs)
+      if (i < d.ops.size()) std::printf(" %14.3f", d.ops[i].seconds * 1e3);
+    std::printf("\n");
+    for (const DeviceExplain& d : runs)
+      if (i < d.ops.size())
+        for (const KernelCall& k : d.ops[i].calls)
+          std::printf("      %s%s %s\n", runs.size() > 1 ? ("[" + d.label + "] ").c_str() : "", k.family.c_str(),
+                      k.detail.c_str());
+  }
+}
+
+void print_totals(const DeviceExplain& d) {
+  std::printf("\n%s: totals per layer\n  %-10s %10s %10s %10s %9s\n", d.label.c_str(), "layer", "MFLOP", "MB", "ms",
+              "GFLOP/s");
+  std::vector<std::string> order;
+  std::map<std::string, OpRecord> layers, families;
+  double total_s = 0, total_flops = 0, total_bytes = 0;
+  for (const OpRecord& r : d.ops) {
+    if (!layers.count(r.layer)) order.push_back(r.layer);
+    for (auto* m : {&layers[r.layer], &families[r.op]}) {
+      m->flops += r.flops;
+      m->bytes += r.bytes;
+      m->seconds += r.seconds;
+    }
+    total_s += r.seconds, total_flops += r.flops, total_bytes += r.bytes;
+  }
+  for (const std::string& name : order) {
+    const OpRecord& l = layers[name];
+    std::printf("  %-10s %10.2f %10.2f %10.3f %9.2f\n", name.c_str(), l.flops / 1e6, l.bytes / 1e6, l.seconds * 1e3,
+                l.seconds > 0 ? l.flops / l.seconds / 1e9 : 0.0);
+  }
+  std::printf("%s: share of time per op family\n", d.label.c_str());
+  for (const auto& [name, f] : families)
+    std::printf("  %-13s %6.1f%%  %9.3f ms\n", name.c_str(), 100.0 * f.seconds / total_s, f.seconds * 1e3);
+  std::printf("%s: step %.3f ms, %.2f GFLOP, %.1f MB; achieved %.2f GFLOP/s of %.2f measured sgemm peak (%.1f%%), "
+              "%.2f GB/s of %.2f measured copy bandwidth (%.1f%%)\n",
+              d.label.c_str(), total_s * 1e3, total_flops / 1e9, total_bytes / 1e6, total_flops / total_s / 1e9,
+              d.sgemm_gflops, 100.0 * total_flops / total_s / 1e9 / d.sgemm_gflops, total_bytes / total_s / 1e9,
+              d.copy_gbytes, 100.0 * total_bytes / total_s / 1e9 / d.copy_gbytes);
+}
+
+}  // namespace
+
+void register_explain_command(CLI::App& app) {
+  struct Options {
+    std::string model = "cnn", devices = "cpu", conv = "fast";
+    int64_t batch = 64;
+    int threads = 0;
+    uint64_t seed = 0;
+  };
+  auto o = std::make_shared<Options>();
+  CLI::App* sub = app.add_subcommand("explain", "One training step node by node: shapes, FLOPs, bytes, kernels, time");
+  sub->add_option("--model", o->model, "Model from the zoo: " + model_names())->capture_default_str();
+  sub->add_option("--device", o->devices,
+                  "Device(s), comma-separated: cpu, cuda, cuda:N, with optional :threads=N :conv=... :math=...")
+      ->capture_default_str();
+  sub->add_option("--batch", o->batch, "Batch size")->capture_default_str();
+  sub->add_option("--threads", o->threads, "CPU threads (default: all cores)");
+  sub->add_option("--conv-impl", o->conv, "Convolution: reference, im2col (CPU), cudnn (CUDA) or fast")
+      ->capture_default_str();
+  sub->add_option("--seed", o->seed, "Seed of the weights and the synthetic batch")->capture_default_str();
+  add_command(sub, [o] {
+    NNLAB_CHECK(o->batch >= 1 && o->batch <= 65536, "--batch must lie in 1..65536, got ", o->batch);
+    model_info(o->model);
+    std::vector<RunVariant> variants = parse_variants(o->devices, o->threads, parse_conv_impl(o->conv));
+    std::vector<RunVariant> usable;
+    for (const RunVariant& v : variants) {
+      if (v.device_text.rfind("cuda", 0) == 0 && variants.size() > 1 && !cuda_status().usable) {
+        std::printf("%s: not usable: %s\n", v.label.c_str(), cuda_status().reason.c_str());
+        continue;  // the side-by-side view shows what it can; a lone cuda request fails below
+      }
+      usable.push_back(v);
+    }
+    check_variants(usable);
+    std::vector<DeviceExplain> runs;
+    for (const RunVariant& v : usable) runs.push_back(explain_on(v, o->model, o->batch, o->seed));
+    std::printf("nnlab explain: %s, batch %lld, one training step after two warm-up steps\n", o->model.c_str(),
+                static_cast<long long>(o->batch));
+    print_explain(runs);
+    for (const DeviceExplain& d : runs) print_totals(d);
+    return 0;
+  });
+}
+
+}  // namespace nnlab

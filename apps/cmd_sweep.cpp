@@ -1,0 +1,266 @@
+// nnlab sweep: the speed-up as a curve, not a number. Steady-state training images/s (a few
+// timed steps after warm-up steps, on a synthetic batch: the kernels depend on the shapes,
+// not the pixels) on each run variant over batch sizes, model width multipliers and math
+// modes, with the crossover batch marked: below it the first variant (the CPU) is faster.
+// On a machine without a GPU the second "device" is another CPU thread count.
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+
+#include <nlohmann/json.hpp>
+
+#include "apps/commands.h"
+#include "apps/report_html.h"
+#include "apps/run_variant.h"
+#include "autograd/ops.h"
+#include "core/random.h"
+#include "devices/cpu/threads.h"
+#include "devices/registry.h"
+#include "layers/activation.h"
+#include "layers/conv2d.h"
+#include "layers/linear.h"
+#include "layers/pool.h"
+#include "layers/zoo.h"
+#include "optim/make_optimizer.h"
+
+namespace nnlab {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+struct SweepOptions {
+  std::string models = "mlp", devices, batches = "1,4,16,64,256,1024,4096", widths = "1", maths = "fp32",
+              conv = "fast", report, metrics;
+  int64_t steps = 5, warmup = 2;
+  int threads = 0;
+  uint64_t seed = 0;
+};
+
+struct SweepPoint {
+  std::string model, variant, math;
+  double width = 1;
+  int64_t batch = 0;
+  double images_per_second = 0;
+};
+
+std::vector<std::string> split_list(const std::string& text) {
+  std::vector<std::string> out;
+  size_t start = 0;
+  while (start <= text.size()) {
+    const size_t comma = text.find(',', start);
+    out.push_back(text.substr(start, comma == std::string::npos ? std::string::npos : comma - start));
+    if (comma == std::string::npos) break;
+    start = comma + 1;
+  }
+  return out;
+}
+
+template <typename T>
+std::vector<T> parse_numbers(const std::string& text, const char* option, T lo, T hi) {
+  std::vector<T> out;
+  for (const std::string& item : split_list(text)) {
+    size_t used = 0;
+    double v = 0;
+    try {
+      v = std::stod(item, &used);
+    } catch (const std::exception&) {
+      used = 0;
+    }
+    NNLAB_CHECK(used == item.size() && !item.empty() && v >= double(lo) && v <= double(hi), option, ": '", item,
+                "' is not a number in ", lo, "..", hi, " (give a comma-separated list)");
+    out.push_back(static_cast<T>(v));
+  }
+  return out;
+}
+
+int64_t scaled(int64_t channels, double width) { return std::max<int64_t>(1, std::llround(channels * width)); }
+
+// The zoo's mlp and cnn with every hidden width multiplied (width 1 is the zoo model itself).
+std::shared_ptr<Sequential> build_model(const std::string& name, double width, const InputSpec& in, uint64_t seed) {
+  if (width == 1.0) return make_model(name, in, seed);
+  NNLAB_CHECK(name == "mlp" || name == "cnn", "--widths: width multipliers are built for mlp and cnn; ", name,
+              " runs at width 1 only");
+  auto m = std::make_shared<Sequential>();
+  if (name == "mlp") {
+    const int64_t h1 = scaled(256, width), h2 = scaled(128, width);
+    m->add("flatten", std::make_shared<Flatten>())
+        .add("fc1", std::make_shared<Linear>(in.channels * in.height * in.width, h1))
+        .add("relu1", std::make_shared<ReLU>())
+        .add("fc2", std::make_shared<Linear>(h1, h2))
+        .add("relu2", std::make_shared<ReLU>())
+        .add("fc3", std::make_shared<Linear>(h2, in.classes));
+  } else {
+    const int64_t c1 = scaled(32, width), c2 = scaled(64, width), f = scaled(128, width);
+    m->add("c1", std::make_shared<Conv2d>(in.channels, c1, 3, 1, 1))
+        .add("relu1", std::make_shared<ReLU>())
+        .add("pool1", std::make_shared<MaxPool2d>(2))
+        .add("c2", std::make_shared<Conv2d>(c1, c2, 3, 1, 1))
+        .add("relu2", std::make_shared<ReLU>())
+        .add("pool2", std::make_shared<MaxPool2d>(2))
+        .add("flatten", std::make_shared<Flatten>())
+        .add("f1", std::make_shared<Linear>(c2 * (in.height / 4) * (in.width / 4), f))
+        .add("relu3", std::make_shared<ReLU>())
+        .add("f2", std::make_shared<Linear>(f, in.classes));
+  }
+  m->initialize(seed);
+  return m;
+}
+
+// Images/s of `steps` training steps after `warmup` untimed ones, on one synthetic batch.
+double measure(const SweepOptions& o, const std::string& model_name, double width, Device device, int64_t batch) {
+  const ModelInfo& info = model_info(model_name);
+  const InputSpec in = info.recipe.data == "cifar10" ? InputSpec{3, 32, 32, 10} : InputSpec{1, 28, 28, 10};
+  auto model = build_model(model_name, width, in, o.seed);
+  model->to(device);
+  OptimizerConfig oc;
+  oc.name = info.recipe.optimizer;
+  oc.lr = info.recipe.lr;
+  oc.momentum = oc.name == "sgd" ? info.recipe.momentum : 0.0;
+  auto opt = make_optimizer(oc, model->parameters());
+  Tensor images = Tensor::empty({batch, in.channels, in.height, in.width});
+  uniform_fill(images, 0, 1, RandomStream{o.seed, RandomPurpose::Augment, 11});
+  std::vector<int32_t> labels(static_cast<size_t>(batch));
+  for (int64_t i = 0; i < batch; ++i) labels[size_t(i)] = int32_t(i % in.classes);
+  images = images.to(device);
+  const Tensor label_t = Tensor::from_vector(labels, {batch}).to(device);
+  Clock::time_point t0;
+  for (int64_t s = 0; s < o.warmup + o.steps; ++s) {
+    if (s == o.warmup) {
+      backend_for(device).synchronize();
+      t0 = Clock::now();
+    }
+    opt->zero_grad();
+    Tensor loss = cross_entropy(model->forward(images), label_t);
+    loss.backward();
+    opt->step();
+  }
+  backend_for(device).synchronize();
+  const double seconds = std::chrono::duration<double>(Clock::now() - t0).count();
+  return static_cast<double>(batch * o.steps) / seconds;
+}
+
+// The smallest batch from which the second variant stays faster than the first (0: never).
+int64_t crossover(const std::vector<int64_t>& batches, const std::vector<double>& a, const std::vector<double>& b) {
+  int64_t found = 0;
+  for (size_t i = batches.size(); i-- > 0;) {
+    if (b[i] > a[i]) found = batches[i];
+    else break;
+  }
+  return found;
+}
+
+std::string fmt(const char* f, double v) {
+  char buf[48];
+  std::snprintf(buf, sizeof buf, f, v);
+  return buf;
+}
+
+int run_sweep(const SweepOptions& o) {
+  NNLAB_CHECK(o.steps >= 1 && o.steps <= 1000, "--steps must lie in 1..1000, got ", o.steps);
+  NNLAB_CHECK(o.warmup >= 0 && o.warmup <= 100, "--warmup must lie in 0..100, got ", o.warmup);
+  const std::vector<std::string> models = split_list(o.models);
+  for (const std::string& m : models) model_info(m);
+  const auto batches = parse_numbers<int64_t>(o.batches, "--batches", 1, 65536);
+  const auto widths = parse_numbers<double>(o.widths, "--widths", 0.0625, 16);
+  for (const std::string& m : models)
+    for (double w : widths) build_model(m, w, InputSpec{}, 0);  // a width the model lacks fails now
+  const std::vector<std::string> maths = split_list(o.maths);
+  for (const std::string& m : maths) NNLAB_CHECK(m == "fp32" || m == "tf32", "--math: '", m, "' is not fp32 or tf32");
+  const std::string device_list = !o.devices.empty() ? o.devices : cuda_status().usable ? "cpu,cuda" : "cpu:threads=1,cpu";
+  std::vector<RunVariant> variants = parse_variants(device_list, o.threads, parse_conv_impl(o.conv));
+  NNLAB_CHECK(variants.size() == 2, "--devices takes two run variants (the first is the CPU side), got '",
+              device_list, "'");
+  check_variants(variants);
+  if (!o.report.empty()) check_writable(o.report, "--report");
+  if (!o.metrics.empty()) check_writable(o.metrics, "--metrics");
+  std::printf("nnlab sweep: %s vs %s, %lld timed steps after %lld warm-up steps, synthetic batches\n",
+              variants[0].label.c_str(), variants[1].label.c_str(), (long long)o.steps, (long long)o.warmup);
+  std::printf("%-10s %6s %5s %7s %16s %16s %8s\n", "model", "width", "math", "batch", variants[0].label.c_str(),
+              variants[1].label.c_str(), "B/A");
+  std::vector<SweepPoint> points;
+  std::string charts, summary;
+  nlohmann::json records = nlohmann::json::array();
+  for (const std::string& model : models)
+    for (double width : widths)
+      for (const std::string& math : maths) {
+        std::vector<double> rate[2];
+        bool skipped = false;
+        for (int vi = 0; vi < 2 && !skipped; ++vi) {
+          RunVariant v = variants[vi];
+          const bool cuda = v.device_text.rfind("cuda", 0) == 0;
+          if (math == "tf32" && !cuda) v.tf32 = false;  // the CPU has no tf32: its fp32 rate is the comparison
+          else v.tf32 = math == "tf32";
+          const Device device = apply_variant(v);
+          for (int64_t b : batches) rate[vi].push_back(measure(o, model, width, device, b));
+        }
+        const int64_t cross = crossover(batches, rate[0], rate[1]);
+        for (size_t i = 0; i < batches.size(); ++i) {
+          std::printf("%-10s %6g %5s %7lld %16.0f %16.0f %8.2f\n", model.c_str(), width, math.c_str(),
+                      (long long)batches[i], rate[0][i], rate[1][i], rate[1][i] / rate[0][i]);
+          records.push_back({{"model", model}, {"width", width}, {"math", math}, {"batch", batches[i]},
+                             {variants[0].label, rate[0][i]}, {variants[1].label, rate[1][i]},
+                             {"ratio", rate[1][i] / rate[0][i]}});
+        }
+        const std::string what = model + " width " + fmt("%g", width) + " " + math;
+        const std::string verdict =
+            cross == 0 ? variants[0].label + " is faster at the largest batch: no crossover"
+            : cross == batches.front() ? variants[1].label + " is faster at every batch size"
+                                       : variants[0].label + " wins below batch " + std::to_string(cross) + "; " +
+                                             variants[1].label + " from batch " + std::to_string(cross) + " on";
+        std::printf("  crossover (%s): %s\n", what.c_str(), verdict.c_str());
+        summary += "<li>" + html_escape(what + ": " + verdict) + "</li>";
+        std::vector<double> xs(batches.begin(), batches.end());
+        ChartAxes axes{"images/s: " + what, "batch size", "training images/s", true, true};
+        if (cross > batches.front()) axes.marks_x.push_back(double(cross));
+        charts += svg_line_chart(axes, {{variants[0].label, xs, rate[0]}, {variants[1].label, xs, rate[1]}}) + "\n";
+      }
+  if (!o.metrics.empty()) {
+    std::ofstream out(o.metrics, std::ios::trunc);
+    for (const auto& r : records) out << r.dump() << "\n";
+    NNLAB_CHECK(out.good(), "--metrics: writing '", o.metrics, "' failed");
+  }
+  if (!o.report.empty()) {
+    std::vector<std::vector<std::string>> rows;
+    for (const auto& r : records)
+      rows.push_back({r["model"].get<std::string>(), fmt("%g", r["width"].get<double>()), r["math"].get<std::string>(),
+                      std::to_string(r["batch"].get<int64_t>()), fmt("%.0f", r[variants[0].label].get<double>()),
+                      fmt("%.0f", r[variants[1].label].get<double>()), fmt("%.2f", r["ratio"].get<double>())});
+    const std::string body =
+        "<p>Steady-state training images/s (" + std::to_string(o.steps) + " timed steps after " +
+        std::to_string(o.warmup) + " warm-up steps) of <b>" + html_escape(variants[0].label) + "</b> (A) and <b>" +
+        html_escape(variants[1].label) + "</b> (B), CPU: " + html_escape(cpu_model_name()) + ".</p><ul>" + summary +
+        "</ul>\n" + charts +
+        html_table({"model", "width", "math", "batch", "A img/s", "B img/s", "B/A"}, rows);
+    write_text_file(o.report, html_page("nnlab sweep", body));
+  }
+  return 0;
+}
+
+}  // namespace
+
+void register_sweep_command(CLI::App& app) {
+  auto o = std::make_shared<SweepOptions>();
+  CLI::App* sub = app.add_subcommand("sweep", "Steady-state images/s over batch sizes, widths and math modes, with the "
+                                              "crossover batch where the CPU stops winning");
+  sub->add_option("--model", o->models, "Model(s) from the zoo, comma-separated: " + model_names())
+      ->capture_default_str();
+  sub->add_option("--devices", o->devices,
+                  "Two run variants A,B (A is the CPU side): DEVICE[:threads=N][:conv=...][:math=...]; default cpu,cuda "
+                  "when CUDA is usable, else cpu:threads=1,cpu");
+  sub->add_option("--batches", o->batches, "Batch sizes, comma-separated")->capture_default_str();
+  sub->add_option("--widths", o->widths, "Width multipliers (mlp, cnn), comma-separated")->capture_default_str();
+  sub->add_option("--math", o->maths, "Math modes, comma-separated: fp32, tf32 (CUDA only)")->capture_default_str();
+  sub->add_option("--steps", o->steps, "Timed steps per point")->capture_default_str();
+  sub->add_option("--warmup", o->warmup, "Untimed steps before them")->capture_default_str();
+  sub->add_option("--threads", o->threads, "CPU threads for variants that name none (default: all cores)");
+  sub->add_option("--conv-impl", o->conv, "Convolution: reference, im2col (CPU), cudnn (CUDA) or fast")
+      ->capture_default_str();
+  sub->add_option("--seed", o->seed, "Seed of the weights and the synthetic batch")->capture_default_str();
+  sub->add_option("--report", o->report, "Write a self-contained HTML report to this file");
+  sub->add_option("--metrics", o->metrics, "Write one JSON record per point to this file");
+  add_command(sub, [o] { return run_sweep(*o); });
+}
+
+}  // namespace nnlab

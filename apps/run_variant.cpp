@@ -1,0 +1,94 @@
+#include "apps/run_variant.h"
+
+#include <sstream>
+
+#include "core/error.h"
+#include "devices/cpu/threads.h"
+#include "devices/registry.h"
+#ifdef NNLAB_WITH_CUDA
+#include "devices/cuda/cuda_backend.h"
+#endif
+
+namespace nnlab {
+
+namespace {
+
+constexpr const char* kSyntax =
+    "write DEVICE[:threads=N][:conv=reference|im2col|cudnn][:math=fp32|tf32] with DEVICE cpu, cuda or cuda:N, "
+    "e.g. cpu:threads=1,cpu:threads=2";
+
+std::vector<std::string> split(const std::string& text, char sep) {
+  std::vector<std::string> out;
+  std::stringstream in(text);
+  std::string item;
+  while (std::getline(in, item, sep)) out.push_back(item);
+  if (!text.empty() && text.back() == sep) out.emplace_back();
+  return out;
+}
+
+bool all_digits(const std::string& s) {
+  return !s.empty() && s.find_first_not_of("0123456789") == std::string::npos;
+}
+
+RunVariant parse_one(const std::string& item, int default_threads, ConvImpl default_conv) {
+  RunVariant v;
+  v.label = item;
+  v.threads = default_threads;
+  v.conv = default_conv;
+  std::vector<std::string> parts = split(item, ':');
+  NNLAB_CHECK(!parts.empty() && (parts[0] == "cpu" || parts[0] == "cuda"), "unknown device '", item, "'; ", kSyntax);
+  v.device_text = parts[0];
+  size_t i = 1;
+  if (parts[0] == "cuda" && parts.size() > 1 && all_digits(parts[1])) v.device_text += ":" + parts[i++];
+  for (; i < parts.size(); ++i) {
+    const size_t eq = parts[i].find('=');
+    NNLAB_CHECK(eq != std::string::npos, "device '", item, "': setting '", parts[i], "' is not KEY=VALUE; ", kSyntax);
+    const std::string key = parts[i].substr(0, eq), value = parts[i].substr(eq + 1);
+    if (key == "threads") {
+      NNLAB_CHECK(all_digits(value) && value.size() < 6, "device '", item, "': threads must be a count, got '", value,
+                  "'");
+      v.threads = std::stoi(value);
+    } else if (key == "conv") {
+      NNLAB_CHECK(value != "fast", "device '", item, "': conv must be reference, im2col or cudnn");
+      v.conv = parse_conv_impl(value);
+    } else if (key == "math") {
+      NNLAB_CHECK(value == "fp32" || value == "tf32", "device '", item, "': math must be fp32 or tf32, got '", value,
+                  "'");
+      v.tf32 = value == "tf32";
+    } else {
+      fail("device '", item, "': unknown setting '", key, "'; ", kSyntax);
+    }
+  }
+  return v;
+}
+
+}  // namespace
+
+std::vector<RunVariant> parse_variants(const std::string& list, int default_threads, ConvImpl default_conv) {
+  std::vector<RunVariant> out;
+  for (const std::string& item : split(list, ',')) out.push_back(parse_one(item, default_threads, default_conv));
+  NNLAB_CHECK(!out.empty(), "no device given; ", kSyntax);
+  return out;
+}
+
+void check_variants(const std::vector<RunVariant>& variants) {
+  for (const RunVariant& v : variants) {
+    const Device device = resolve_device(v.device_text, nullptr);  // throws when CUDA is not usable
+    check_conv_impl(v.conv, device);
+    NNLAB_CHECK(!v.tf32 || device.kind == DeviceKind::CUDA, "device '", v.label,
+                "': math=tf32 is a CUDA math mode (tensor cores); the CPU computes in fp32");
+  }
+}
+
+Device apply_variant(const RunVariant& v) {
+  check_variants({v});
+  const Device device = resolve_device(v.device_text, nullptr);
+  set_cpu_threads(v.threads);
+  set_conv_impl(v.conv);
+#ifdef NNLAB_WITH_CUDA
+  set_cuda_math_mode(v.tf32);
+#endif
+  return device;
+}
+
+}  // namespace nnlab

@@ -1,0 +1,43 @@
+#include "devices/kernel_log.h"
+
+#include <mutex>
+
+namespace nnlab {
+
+namespace detail {
+std::atomic<bool> g_kernel_log_on{false};
+}
+
+namespace {
+std::mutex g_mutex;
+std::vector<KernelCall> g_calls;
+}  // namespace
+
+void set_kernel_log_enabled(bool on) { detail::g_kernel_log_on.store(on, std::memory_order_relaxed); }
+
+void record_kernel(std::string family, std::string detail) {
+  std::lock_guard<std::mutex> lock(g_mutex);
+  g_calls.push_back({std::move(family), std::move(detail)});
+}
+
+std::vector<KernelCall> take_kernel_calls() {
+  std::lock_guard<std::mutex> lock(g_mutex);
+  std::vector<KernelCall> out;
+  out.swap(g_calls);
+  return out;
+}
+
+std::string dims_text(std::initializer_list<long long> dims) {
+  std::string out;
+  for (long long d : dims) out += (out.empty() ? "" : "×") + std::to_string(d);
+  return out;
+}
+
+KernelLogScope::KernelLogScope() : was_on_(kernel_log_enabled()) {
+  take_kernel_calls();
+  set_kernel_log_enabled(true);
+}
+
+KernelLogScope::~KernelLogScope() { set_kernel_log_enabled(was_on_); }
+
+}  // namespace nnlab
