@@ -40,6 +40,10 @@ void add_train_options(CLI::App& app, TrainConfig& c) {
   app.add_option("--seed", c.seed, "Seed of every random draw (weights, shuffles, dropout)")->capture_default_str();
   app.add_option("--threads", c.threads, "CPU threads for nnlab and OpenBLAS (default: all cores)");
   app.add_option("--device", c.device, "cpu, cuda, cuda:N or auto")->capture_default_str();
+  app.add_option("--math", c.math, "fp32 (strict float32) or tf32 (CUDA only; an explicit, recorded choice)")
+      ->capture_default_str();
+  app.add_flag("--deterministic", c.deterministic,
+               "CUDA: deterministic cuDNN algorithms only (a run repeats bit for bit)");
   app.add_option("--log-interval", c.log_interval, "Steps between progress updates")->capture_default_str();
   app.add_option("--max-steps", c.max_steps, "Stop after this many training steps in all (0 = no limit)");
   app.add_option("--metrics", c.metrics, "Write run records to this file, one JSON object per line");
@@ -93,6 +97,7 @@ void finalize_train_config(const CLI::App& app, TrainConfig& c) {
   NNLAB_CHECK(c.schedule == "none" || c.schedule == "step" || c.schedule == "cosine" ||
                   c.schedule == "warmup-cosine" || c.schedule == "onecycle",
               "--schedule '", c.schedule, "' is not known; choose none, step, cosine, warmup-cosine or onecycle");
+  NNLAB_CHECK(c.math == "fp32" || c.math == "tf32", "--math '", c.math, "' is not known; choose fp32 or tf32");
   NNLAB_CHECK(c.threads >= 0, "--threads must be >= 0 (0 = all cores), got ", c.threads);
   check_finite_non_negative("--lr", c.optimizer.lr);
   check_finite_non_negative("--momentum", c.optimizer.momentum);

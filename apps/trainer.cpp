@@ -20,6 +20,9 @@
 #include "autograd/ops.h"
 #include "devices/cpu/threads.h"
 #include "devices/registry.h"
+#ifdef NNLAB_WITH_CUDA
+#include "devices/cuda/cuda_backend.h"
+#endif
 #include "optim/clip.h"
 
 namespace nnlab {
@@ -79,6 +82,14 @@ Trainer::Trainer(TrainConfig config) : config_(std::move(config)) {
   std::string why;
   device_ = resolve_device(config_.device, &why);
   if (config_.device == "auto") spdlog::info("{}", why);
+  NNLAB_CHECK(config_.math == "fp32" || device_.is_cuda(), "--math ", config_.math,
+              " applies to CUDA devices only; the CPU always computes in strict float32");
+#ifdef NNLAB_WITH_CUDA
+  if (device_.is_cuda()) {
+    set_cuda_math_mode(config_.math == "tf32");
+    set_cuda_deterministic(config_.deterministic);
+  }
+#endif
   train_ = load_dataset(config_.data, config_.data_dir, "train");
   test_ = load_dataset(config_.data, config_.data_dir, "test");
   // The validation set comes out of the training set; the test set is never selected on.
