@@ -42,6 +42,13 @@ struct DeviceExplain {
   double sgemm_gflops = 0, copy_gbytes = 0;  // the device's measured peaks
 };
 
+// Left-aligns text in `width` columns, counting characters, not bytes ("×" is two bytes).
+std::string pad(const std::string& text, size_t width) {
+  size_t chars = 0;
+  for (unsigned char ch : text) chars += (ch & 0xC0) != 0x80;
+  return text + std::string(chars < width ? width - chars : 1, ' ');
+}
+
 std::string op_family(const Node& node) {
   std::string name = node.name();
   const std::string suffix = "Backward";
@@ -213,14 +220,14 @@ DeviceExplain explain_on(const RunVariant& v, const std::string& model_name, int
 }
 
 void print_explain(const std::vector<DeviceExplain>& runs) {
-  std::printf("%-3s %-4s %-9s %-13s %-44s %9s %9s", "#", "dir", "layer", "op", "shapes", "MFLOP", "MB");
+  std::printf("%-3s %-4s %-9s %-13s %s%9s %9s", "#", "dir", "layer", "op", pad("shapes", 48).c_str(), "MFLOP", "MB");
   for (const DeviceExplain& d : runs) std::printf(" %14s", (d.label + " ms").c_str());
   std::printf("\n");
   const std::vector<OpRecord>& ref = runs[0].ops;
   for (size_t i = 0; i < ref.size(); ++i) {
     const OpRecord& r = ref[i];
-    std::printf("%-3zu %-4s %-9s %-13s %-44s %9.2f %9.2f", i + 1, r.phase.c_str(), r.layer.c_str(), r.op.c_str(),
-                r.shapes.c_str(), r.flops / 1e6, r.bytes / 1e6);
+    std::printf("%-3zu %-4s %-9s %-13s %s%9.2f %9.2f", i + 1, r.phase.c_str(), r.layer.c_str(), r.op.c_str(),
+                pad(r.shapes, 48).c_str(), r.flops / 1e6, r.bytes / 1e6);
     for (const DeviceExplain& d : runs)
       if (i < d.ops.size()) std::printf(" %14.3f", d.ops[i].seconds * 1e3);
     std::printf("\n");

@@ -173,6 +173,10 @@ int run_sweep(const SweepOptions& o) {
   NNLAB_CHECK(variants.size() == 2, "--devices takes two run variants (the first is the CPU side), got '",
               device_list, "'");
   check_variants(variants);
+  const bool any_cuda = variants[0].device_text.rfind("cuda", 0) == 0 || variants[1].device_text.rfind("cuda", 0) == 0;
+  for (const std::string& m : maths)
+    NNLAB_CHECK(m == "fp32" || any_cuda, "--math tf32 is a CUDA math mode, but neither ", variants[0].label, " nor ",
+                variants[1].label, " is a CUDA device; sweep fp32 on the CPU");
   if (!o.report.empty()) check_writable(o.report, "--report");
   if (!o.metrics.empty()) check_writable(o.metrics, "--metrics");
   std::printf("nnlab sweep: %s vs %s, %lld timed steps after %lld warm-up steps, synthetic batches\n",

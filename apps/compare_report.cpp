@@ -22,6 +22,16 @@ std::string sci(double v) {
   return buf;
 }
 
+// Characters, not bytes: "×" and "Δ" take two bytes but one column.
+size_t columns(const std::string& text) {
+  size_t n = 0;
+  for (unsigned char ch : text) n += (ch & 0xC0) != 0x80;
+  return n;
+}
+std::string pad(const std::string& text, size_t width) {
+  return text + std::string(width > columns(text) ? width - columns(text) : 0, ' ') + "  ";
+}
+
 double max_weight_drift(const Drift& d) {
   double m = 0;
   for (const auto& [name, v] : d.weight_rel_l2) m = std::max(m, v);
@@ -54,22 +64,23 @@ void print_compare(const CompareResult& r) {
   const auto rows = summary_rows(r);
   std::vector<size_t> width(kHeader.size());
   for (size_t j = 0; j < kHeader.size(); ++j) {
-    width[j] = kHeader[j].size();
-    for (const auto& row : rows) width[j] = std::max(width[j], row[j].size());
+    width[j] = columns(kHeader[j]);
+    for (const auto& row : rows) width[j] = std::max(width[j], columns(row[j]));
   }
   std::printf("\nnnlab compare: %s on %s, batch %lld, seed %llu\n", r.config.model.c_str(), r.config.data.c_str(),
               static_cast<long long>(r.config.batch), static_cast<unsigned long long>(r.config.seed));
-  for (size_t j = 0; j < kHeader.size(); ++j) std::printf("%-*s  ", int(width[j]), kHeader[j].c_str());
+  for (size_t j = 0; j < kHeader.size(); ++j) std::printf("%s", pad(kHeader[j], width[j]).c_str());
   std::printf("\n");
   for (const auto& row : rows) {
-    for (size_t j = 0; j < row.size(); ++j) std::printf("%-*s  ", int(width[j]), row[j].c_str());
+    for (size_t j = 0; j < row.size(); ++j) std::printf("%s", pad(row[j], width[j]).c_str());
     std::printf("\n");
   }
   for (size_t i = 0; i < r.drift.size(); ++i) {
     const Drift& d = r.drift[i];
-    std::printf("\ndrift of %s from %s: largest |Δloss| %.3e at step %lld; final weights (relative L2):\n",
-                r.runs[i + 1].label.c_str(), r.runs[0].label.c_str(), d.max_loss_diff,
-                static_cast<long long>(d.max_loss_step));
+    const std::string where =
+        d.max_loss_step > 0 ? "at step " + std::to_string(d.max_loss_step) : "(identical losses at every step)";
+    std::printf("\ndrift of %s from %s: largest |Δloss| %.3e %s; final weights (relative L2):\n",
+                r.runs[i + 1].label.c_str(), r.runs[0].label.c_str(), d.max_loss_diff, where.c_str());
     for (const auto& [name, v] : d.weight_rel_l2) std::printf("  %-24s %.3e\n", name.c_str(), v);
   }
 }

@@ -12,8 +12,10 @@
 // - set_cuda_deterministic(true): only deterministic algorithms, never Winograd or FFT.
 #include <algorithm>
 
+#include "devices/conv_impl.h"
 #include "devices/cuda/cuda_backend.h"
 #include "devices/cuda/cuda_context.h"
+#include "devices/kernel_log.h"
 
 namespace nnlab {
 
@@ -175,6 +177,19 @@ void choose_backward_filter(cuda::Context& c, cuda::ConvPlan& pl, const Conv2dGe
   pl.have_bwd_filter = true;
 }
 
+// Throws when the selected implementation is not one CUDA runs (im2col is the CPU's path).
+bool use_reference() {
+  check_conv_impl(conv_impl(), Device::cuda(0));
+  return conv_impl() == ConvImpl::Reference;
+}
+
+// nnlab explain: "cudnnConvolutionForward algo=1 x 64×32×14×14 w 64×32×3×3"
+void log_cudnn(const char* call, int algo, const Conv2dGeometry& g) {
+  record_kernel(call, "algo=" + std::to_string(algo) + " x " + dims_text({g.n, g.c, g.h, g.w}) + " w " +
+                          dims_text({g.k, g.c, g.r, g.s}) + " s" + std::to_string(g.stride_h) + " p" +
+                          std::to_string(g.pad_h));
+}
+
 }  // namespace
 
 // y = conv(x, w) (+ b broadcast over (n, ·, p, q))
@@ -182,8 +197,10 @@ void CudaBackend::conv2d_forward(const Conv2dGeometry& g, const Tensor& x, const
                                  Tensor& y) {
   cuda::require_f32("conv2d_forward", x);
   cuda::Context& c = *ctx_;
+  if (use_reference()) return cuda::conv2d_reference_forward(c, g, x, w, b, y);  // --conv-impl reference
   cuda::ConvPlan& pl = plan_for(c, g);
   if (!pl.have_fwd) choose_forward(c, pl, g, x, w, y);
+  if (kernel_log_enabled()) log_cudnn("cudnnConvolutionForward", int(pl.fwd_algo), g);
   cuda::Scratch workspace(*c.allocator, pl.fwd_workspace);
   const float one = 1.0f, zero = 0.0f;
   NNLAB_CUDNN_CHECK(cudnnConvolutionForward(c.cudnn, &one, pl.x_desc, x.raw_data(), pl.w_desc, w.raw_data(),
@@ -197,8 +214,10 @@ void CudaBackend::conv2d_forward(const Conv2dGeometry& g, const Tensor& x, const
 void CudaBackend::conv2d_backward_data(const Conv2dGeometry& g, const Tensor& dy, const Tensor& w, Tensor& dx) {
   cuda::require_f32("conv2d_backward_data", dy);
   cuda::Context& c = *ctx_;
+  if (use_reference()) return cuda::conv2d_reference_backward_data(c, g, dy, w, dx);  // --conv-impl reference
   cuda::ConvPlan& pl = plan_for(c, g);
   if (!pl.have_bwd_data) choose_backward_data(c, pl, g, dy, w, dx);
+  if (kernel_log_enabled()) log_cudnn("cudnnConvolutionBackwardData", int(pl.bwd_data_algo), g);
   cuda::Scratch workspace(*c.allocator, pl.bwd_data_workspace);
   const float one = 1.0f, zero = 0.0f;
   NNLAB_CUDNN_CHECK(cudnnConvolutionBackwardData(c.cudnn, &one, pl.w_desc, w.raw_data(), pl.y_desc, dy.raw_data(),
@@ -210,8 +229,10 @@ void CudaBackend::conv2d_backward_data(const Conv2dGeometry& g, const Tensor& dy
 void CudaBackend::conv2d_backward_filter(const Conv2dGeometry& g, const Tensor& dy, const Tensor& x, Tensor& dw) {
   cuda::require_f32("conv2d_backward_filter", dy);
   cuda::Context& c = *ctx_;
+  if (use_reference()) return cuda::conv2d_reference_backward_filter(c, g, dy, x, dw);  // --conv-impl reference
   cuda::ConvPlan& pl = plan_for(c, g);
   if (!pl.have_bwd_filter) choose_backward_filter(c, pl, g, dy, x, dw);
+  if (kernel_log_enabled()) log_cudnn("cudnnConvolutionBackwardFilter", int(pl.bwd_filter_algo), g);
   cuda::Scratch workspace(*c.allocator, pl.bwd_filter_workspace);
   const float one = 1.0f, zero = 0.0f;
   NNLAB_CUDNN_CHECK(cudnnConvolutionBackwardFilter(c.cudnn, &one, pl.x_desc, x.raw_data(), pl.y_desc, dy.raw_data(),

@@ -9,6 +9,7 @@
 
 #include "core/allocator.h"
 #include "core/tensor.h"
+#include "devices/backend.h"
 #include "devices/cuda/cuda_check.h"
 
 namespace nnlab::cuda {
@@ -93,5 +94,14 @@ template <typename T>
 T* ptr(const Tensor& t) {
   return static_cast<T*>(t.raw_data());
 }
+
+// conv2d_reference_cuda.cu: the teaching convolution, one thread per output element, run
+// by the conv2d kernels of conv2d_cuda.cu when --conv-impl reference is selected.
+void conv2d_reference_forward(Context& c, const Conv2dGeometry& g, const Tensor& x, const Tensor& w, const Tensor* b,
+                              Tensor& y);
+void conv2d_reference_backward_data(Context& c, const Conv2dGeometry& g, const Tensor& dy, const Tensor& w,
+                                    Tensor& dx);
+void conv2d_reference_backward_filter(Context& c, const Conv2dGeometry& g, const Tensor& dy, const Tensor& x,
+                                      Tensor& dw);
 
 }  // namespace nnlab::cuda

@@ -7,6 +7,7 @@
 // (which cuBLAS sees as Bᵀ, so the same transpose flag applies), then A. No data moves.
 #include "devices/cuda/cuda_backend.h"
 #include "devices/cuda/cuda_context.h"
+#include "devices/kernel_log.h"
 
 namespace nnlab {
 
@@ -29,6 +30,9 @@ void CudaBackend::gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t
   const int lda = static_cast<int>(trans_a ? m : k), ldb = static_cast<int>(trans_b ? k : n);
   const int ldc = static_cast<int>(n);
   const float alpha_f = static_cast<float>(alpha), beta_f = static_cast<float>(beta);
+  if (kernel_log_enabled())  // nnlab explain: the call as the row-major product it computes
+    record_kernel(tf32 ? "cublasSgemm (tf32)" : "cublasSgemm",
+                  std::string(trans_a ? "T" : "N") + (trans_b ? "T" : "N") + " " + dims_text({m, n, k}));
   NNLAB_CUBLAS_CHECK(cublasSgemm(ctx.cublas, trans_b ? CUBLAS_OP_T : CUBLAS_OP_N, trans_a ? CUBLAS_OP_T : CUBLAS_OP_N,
                                  static_cast<int>(n), static_cast<int>(m), static_cast<int>(k), &alpha_f,
                                  cuda::ptr<float>(b), ldb, cuda::ptr<float>(a), lda, &beta_f, cuda::ptr<float>(c),

@@ -1,0 +1,158 @@
+// `nnlab compare` end to end on CPU run variants (thread counts, convolution
+// implementations): the side-by-side table, the JSON records, the self-contained HTML
+// report, and the refusals (unknown device, unusable CUDA, unwritable report) that happen
+// before any training and write nothing.
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <array>
+#include <catch2/catch.hpp>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "devices/registry.h"
+
+namespace fs = std::filesystem;
+
+namespace {
+
+struct CliResult {
+  int exit_code;
+  std::string output;
+};
+
+CliResult run_cli(const std::string& args) {
+  FILE* pipe = popen((std::string(NNLAB_CLI_PATH) + " " + args + " 2>&1").c_str(), "r");
+  REQUIRE(pipe);
+  std::string out;
+  std::array<char, 4096> buf{};
+  while (fgets(buf.data(), buf.size(), pipe)) out += buf.data();
+  const int status = pclose(pipe);
+  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, out};
+}
+
+struct TempDir {
+  fs::path path;
+  TempDir() {
+    static int counter = 0;
+    path = fs::temp_directory_path() / ("nnlab_compare_" + std::to_string(getpid()) + "_" + std::to_string(counter++));
+    fs::remove_all(path);
+    fs::create_directories(path);
+  }
+  ~TempDir() { fs::remove_all(path); }
+  std::string operator/(const std::string& name) const { return (path / name).string(); }
+};
+
+std::string read_text(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(in), {});
+}
+
+std::vector<nlohmann::json> read_records(const std::string& path) {
+  std::vector<nlohmann::json> out;
+  std::ifstream in(path);
+  for (std::string line; std::getline(in, line);) out.push_back(nlohmann::json::parse(line));
+  return out;
+}
+
+size_t count_of(const std::string& text, const std::string& what) {
+  size_t n = 0;
+  for (size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) ++n;
+  return n;
+}
+
+}  // namespace
+
+TEST_CASE("compare runs the identical training on two CPU thread counts", "[compare]") {
+  TempDir dir;
+  const CliResult r = run_cli("compare --model mlp --devices cpu:threads=1,cpu:threads=2 --max-steps 3 --batch 8 "
+                              "--test-images 100 --report " + (dir / "r.html") + " --metrics " + (dir / "m.jsonl"));
+  INFO(r.output);
+  REQUIRE(r.exit_code == 0);
+  CHECK(r.output.find("speed-up") != std::string::npos);
+  CHECK(r.output.find("drift of cpu:threads=2 from cpu:threads=1") != std::string::npos);
+  CHECK(r.output.find("fc1.weight") != std::string::npos);
+
+  const std::vector<nlohmann::json> records = read_records(dir / "m.jsonl");
+  REQUIRE(records.size() == 3);
+  CHECK(records[0]["type"] == "compare");
+  CHECK(records[1]["variant"] == "cpu:threads=1");
+  CHECK(records[1]["threads"] == 1);
+  CHECK(records[2]["threads"] == 2);
+  REQUIRE(records[1]["step_loss"].size() == 3);
+  REQUIRE(records[2]["step_loss"].size() == 3);
+  // The same first batch through the same initial weights: the first losses agree to rounding.
+  CHECK(std::abs(records[1]["step_loss"][0].get<double>() - records[2]["step_loss"][0].get<double>()) < 1e-5);
+  CHECK(records[2]["drift"]["weight_relative_l2"]["fc1.weight"].get<double>() < 1e-5);
+
+  const std::string html = read_text(dir / "r.html");
+  CHECK(html.rfind("<!DOCTYPE html>", 0) == 0);
+  CHECK(count_of(html, "<svg") >= 3);  // loss curves, phase bars, drift
+  CHECK(html.find("http://") == std::string::npos);
+  CHECK(html.find("https://") == std::string::npos);
+  CHECK(html.find("<script") == std::string::npos);
+  CHECK(html.find("cpu:threads=2") != std::string::npos);
+}
+
+TEST_CASE("compare of the reference and im2col convolutions tracks to float rounding", "[compare]") {
+  TempDir dir;
+  const CliResult r = run_cli("compare --model cnn --devices cpu:conv=reference,cpu:conv=im2col --threads 2 "
+                              "--max-steps 2 --batch 4 --test-images 20 --metrics " + (dir / "m.jsonl"));
+  INFO(r.output);
+  REQUIRE(r.exit_code == 0);
+  const std::vector<nlohmann::json> records = read_records(dir / "m.jsonl");
+  REQUIRE(records.size() == 3);
+  CHECK(records[1]["conv_impl"] == "reference");
+  CHECK(records[2]["conv_impl"] == "im2col");
+  CHECK(records[2]["drift"]["max_loss_diff"].get<double>() < 1e-4);
+  for (const auto& [name, v] : records[2]["drift"]["weight_relative_l2"].items()) {
+    INFO(name);
+    CHECK(v.get<double>() < 1e-4);
+  }
+}
+
+TEST_CASE("compare refuses bad devices and report paths before training, writing nothing", "[compare]") {
+  TempDir dir;
+  const std::string report = dir / "r.html", metrics = dir / "m.jsonl";
+  const std::string outputs = " --max-steps 1 --report " + report + " --metrics " + metrics;
+
+  const CliResult unknown = run_cli("compare --model mlp --devices cpu,tpu" + outputs);
+  CHECK(unknown.exit_code != 0);
+  CHECK(unknown.output.find("unknown device 'tpu'") != std::string::npos);
+
+  const CliResult setting = run_cli("compare --model mlp --devices cpu:threads=1,cpu:speed=9" + outputs);
+  CHECK(setting.exit_code != 0);
+  CHECK(setting.output.find("unknown setting 'speed'") != std::string::npos);
+
+  const CliResult one = run_cli("compare --model mlp --devices cpu" + outputs);
+  CHECK(one.exit_code != 0);
+  CHECK(one.output.find("at least two run variants") != std::string::npos);
+
+  const CliResult cudnn = run_cli("compare --model cnn --devices cpu,cpu:conv=cudnn" + outputs);
+  CHECK(cudnn.exit_code != 0);
+  CHECK(cudnn.output.find("cudnn runs on CUDA only") != std::string::npos);
+
+  if (!nnlab::cuda_status().usable) {
+    const CliResult cuda = run_cli("compare --model mlp --devices cpu,cuda" + outputs);
+    CHECK(cuda.exit_code != 0);
+    CHECK(cuda.output.find("cuda") != std::string::npos);
+    CHECK(cuda.output.find("steps in") == std::string::npos);  // nothing trained
+  }
+
+  const CliResult unwritable =
+      run_cli("compare --model mlp --devices cpu:threads=1,cpu:threads=2 --max-steps 1 --report " +
+              (dir / "missing/r.html"));
+  CHECK(unwritable.exit_code != 0);
+  CHECK(unwritable.output.find("--report") != std::string::npos);
+  CHECK(unwritable.output.find("does not exist") != std::string::npos);
+  CHECK(unwritable.output.find("steps in") == std::string::npos);
+
+  CHECK_FALSE(fs::exists(report));
+  CHECK_FALSE(fs::exists(metrics));
+  CHECK_FALSE(fs::exists(dir / "missing"));
+}

@@ -1,0 +1,167 @@
+// The teaching convolution against the fast path, the kernel log, and `nnlab explain` end to
+// end: it lists forward and backward nodes with the kernel calls of the implementation that
+// was actually selected, and refuses devices and implementations it cannot run.
+#include <sys/wait.h>
+
+#include <array>
+#include <catch2/catch.hpp>
+#include <cmath>
+#include <cstdio>
+#include <string>
+
+#include "autograd/ops.h"
+#include "core/random.h"
+#include "devices/conv_impl.h"
+#include "devices/kernel_log.h"
+#include "devices/registry.h"
+
+using namespace nnlab;
+
+namespace {
+
+struct CliResult {
+  int exit_code;
+  std::string output;
+};
+
+CliResult run_cli(const std::string& args) {
+  FILE* pipe = popen((std::string(NNLAB_CLI_PATH) + " " + args + " 2>&1").c_str(), "r");
+  REQUIRE(pipe);
+  std::string out;
+  std::array<char, 4096> buf{};
+  while (fgets(buf.data(), buf.size(), pipe)) out += buf.data();
+  const int status = pclose(pipe);
+  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, out};
+}
+
+// Restores the process-wide convolution choice however a test section ends.
+struct ConvImplGuard {
+  ~ConvImplGuard() { set_conv_impl(ConvImpl::Fast); }
+};
+
+Tensor random_tensor(const Shape& shape, DType dtype, uint32_t stream) {
+  Tensor t = Tensor::empty(shape, DType::Float64);
+  uniform_fill(t, -1, 1, RandomStream{42, RandomPurpose::Init, stream});
+  t = t.to(dtype);
+  t.set_requires_grad(true);
+  return t;
+}
+
+// max |a − b| / max |b|, in double, over two tensors of one shape.
+double relative_max_error(const Tensor& a, const Tensor& b) {
+  const Tensor x = a.to(DType::Float64), y = b.to(DType::Float64);
+  double diff = 0, scale = 0;
+  for (int64_t i = 0; i < x.numel(); ++i) {
+    diff = std::max(diff, std::fabs(x.data<double>()[i] - y.data<double>()[i]));
+    scale = std::max(scale, std::fabs(y.data<double>()[i]));
+  }
+  return diff / std::max(scale, 1e-30);
+}
+
+struct ConvGrads {
+  Tensor y, dx, dw, db;
+};
+
+// Forward and backward of one convolution with the selected implementation; the output
+// gradient is a fixed random tensor so that every element of dy differs.
+ConvGrads run_conv(ConvImpl impl, const Tensor& x, const Tensor& w, const Tensor& b, int64_t stride, int64_t pad) {
+  set_conv_impl(impl);
+  for (const Tensor* t : {&x, &w, &b}) const_cast<Tensor*>(t)->set_grad(Tensor());
+  Tensor y = conv2d(x, w, b, stride, stride, pad, pad);
+  Tensor dy = random_tensor(y.shape(), y.dtype(), 99);
+  dy.set_requires_grad(false);
+  sum(mul(y, dy)).backward();
+  return {y, x.grad(), w.grad(), b.grad()};
+}
+
+}  // namespace
+
+TEST_CASE("reference convolution equals im2col on random shapes, float64 and float32", "[explain]") {
+  ConvImplGuard guard;
+  struct Case {
+    int64_t n, c, h, w, k, r, s, stride, pad;
+  };
+  const Case cases[] = {{2, 3, 7, 6, 4, 3, 3, 1, 1}, {1, 2, 9, 9, 3, 5, 5, 2, 2}, {3, 1, 5, 8, 2, 1, 3, 1, 0},
+                        {2, 4, 6, 6, 5, 3, 2, 2, 0}, {1, 3, 4, 4, 2, 4, 4, 1, 1}};
+  for (const DType dtype : {DType::Float64, DType::Float32}) {
+    const double tolerance = dtype == DType::Float64 ? 1e-10 : 1e-4;
+    uint32_t stream = 0;
+    for (const Case& c : cases) {
+      CAPTURE(dtype_name(dtype), c.n, c.c, c.h, c.w, c.k, c.r, c.s, c.stride, c.pad);
+      const Tensor x = random_tensor({c.n, c.c, c.h, c.w}, dtype, stream++);
+      const Tensor w = random_tensor({c.k, c.c, c.r, c.s}, dtype, stream++);
+      const Tensor b = random_tensor({c.k}, dtype, stream++);
+      const ConvGrads ref = run_conv(ConvImpl::Reference, x, w, b, c.stride, c.pad);
+      const ConvGrads fast = run_conv(ConvImpl::Im2col, x, w, b, c.stride, c.pad);
+      REQUIRE(ref.y.shape() == fast.y.shape());
+      CHECK(relative_max_error(ref.y, fast.y) < tolerance);
+      CHECK(relative_max_error(ref.dx, fast.dx) < tolerance);
+      CHECK(relative_max_error(ref.dw, fast.dw) < tolerance);
+      CHECK(relative_max_error(ref.db, fast.db) < tolerance);
+    }
+  }
+}
+
+TEST_CASE("cudnn cannot be selected on the CPU", "[explain]") {
+  ConvImplGuard guard;
+  const Tensor x = random_tensor({1, 1, 4, 4}, DType::Float32, 1), w = random_tensor({1, 1, 3, 3}, DType::Float32, 2);
+  set_conv_impl(ConvImpl::Cudnn);
+  REQUIRE_THROWS_WITH(conv2d(x, w, Tensor(), 1, 1, 0, 0), Catch::Contains("cudnn runs on CUDA only"));
+  REQUIRE_THROWS_WITH(parse_conv_impl("winograd"), Catch::Contains("unknown convolution implementation 'winograd'"));
+}
+
+TEST_CASE("the kernel log records BLAS calls only while it is on", "[explain]") {
+  const Tensor a = random_tensor({3, 5}, DType::Float32, 3), b = random_tensor({5, 2}, DType::Float32, 4);
+  take_kernel_calls();
+  matmul(a, b);
+  CHECK(take_kernel_calls().empty());
+  {
+    KernelLogScope log;
+    matmul(a, b);
+    const std::vector<KernelCall> calls = take_kernel_calls();
+    REQUIRE(calls.size() == 1);
+    CHECK(calls[0].family == "cblas_sgemm");
+    CHECK(calls[0].detail == "NN 3×2×5");
+  }
+  CHECK_FALSE(kernel_log_enabled());
+}
+
+TEST_CASE("nnlab explain lists forward and backward nodes with the selected convolution's kernels", "[explain]") {
+  const CliResult ref = run_cli("explain --model cnn --batch 2 --threads 1 --conv-impl reference");
+  INFO(ref.output);
+  REQUIRE(ref.exit_code == 0);
+  CHECK(ref.output.find("fwd  c1        Conv2d") != std::string::npos);
+  CHECK(ref.output.find("bwd  c2        Conv2d") != std::string::npos);
+  CHECK(ref.output.find("conv2d_reference_forward direct loops x 2×1×28×28 w 32×1×3×3 s1 p1") != std::string::npos);
+  CHECK(ref.output.find("conv2d_reference_backward_filter") != std::string::npos);
+  CHECK(ref.output.find("im2col+sgemm") == std::string::npos);
+  CHECK(ref.output.find("cblas_sgemm NT 2×128×3136") != std::string::npos);  // f1's forward
+  CHECK(ref.output.find("share of time per op family") != std::string::npos);
+  CHECK(ref.output.find("measured sgemm peak") != std::string::npos);
+
+  const CliResult fast = run_cli("explain --model cnn --batch 2 --threads 1 --conv-impl im2col");
+  INFO(fast.output);
+  REQUIRE(fast.exit_code == 0);
+  CHECK(fast.output.find("im2col+sgemm conv2d fwd x 2×1×28×28") != std::string::npos);
+  CHECK(fast.output.find("cblas_sgemm NN 64×196×288 ×2 images") != std::string::npos);  // c2 forward, per image
+  CHECK(fast.output.find("conv2d_reference") == std::string::npos);
+}
+
+TEST_CASE("nnlab explain refuses what it cannot run", "[explain]") {
+  const CliResult unknown = run_cli("explain --model mlp --device tpu");
+  CHECK(unknown.exit_code != 0);
+  CHECK(unknown.output.find("unknown device 'tpu'") != std::string::npos);
+  const CliResult cudnn = run_cli("explain --model cnn --conv-impl cudnn --batch 1");
+  CHECK(cudnn.exit_code != 0);
+  CHECK(cudnn.output.find("cudnn runs on CUDA only") != std::string::npos);
+  if (!cuda_status().usable) {
+    const CliResult cuda = run_cli("explain --model mlp --device cuda");
+    CHECK(cuda.exit_code != 0);
+    CHECK(cuda.output.find("cuda") != std::string::npos);
+    // Side by side, the CPU half still runs and the missing GPU is explained.
+    const CliResult both = run_cli("explain --model mlp --batch 2 --threads 1 --device cpu,cuda");
+    CHECK(both.exit_code == 0);
+    CHECK(both.output.find("cuda: not usable: ") != std::string::npos);
+    CHECK(both.output.find("bwd  fc1       Linear") != std::string::npos);
+  }
+}
