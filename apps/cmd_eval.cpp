@@ -10,6 +10,7 @@
 #include "apps/checkpoint.h"
 #include "apps/commands.h"
 #include "autograd/grad_mode.h"
+#include "autograd/ops.h"
 #include "datasets/dataloader.h"
 #include "devices/cpu/threads.h"
 #include "devices/registry.h"
@@ -39,7 +40,11 @@ std::vector<std::vector<int64_t>> confusion_matrix(Sequential& model, const Data
   std::vector<std::vector<int64_t>> confusion(classes, std::vector<int64_t>(classes, 0));
   Batch batch;
   while (loader.next(batch)) {
-    const std::vector<float> logits = model.forward(batch.images).to_vector<float>();
+    const Tensor out = model.forward(batch.images);
+    // A checkpoint from a run that diverged would give an arbitrary accuracy: refuse it.
+    NNLAB_CHECK(all_finite(out), "the model's output is NaN or infinite: checkpoint ", o.checkpoint,
+                " holds weights from a run that diverged; use an earlier checkpoint or retrain with a smaller --lr");
+    const std::vector<float> logits = out.to_vector<float>();
     const std::vector<int32_t> labels = batch.labels.to_vector<int32_t>();
     for (size_t i = 0; i < labels.size(); ++i) {
       NNLAB_CHECK(labels[i] >= 0 && labels[i] < classes, "eval: label ", labels[i], " out of range for ", classes,

@@ -89,6 +89,9 @@ int run_predict(const PredictOptions& o) {
     Tensor chunk = Tensor::empty({count, inputs.dim(1), inputs.dim(2), inputs.dim(3)});
     std::memcpy(chunk.data<float>(), inputs.data<float>() + first * row, sizeof(float) * count * row);
     const Tensor logits = model->forward(chunk.to(device)).to(Device::cpu());
+    // A checkpoint from a run that diverged gives NaN probabilities: refuse, never print them.
+    NNLAB_CHECK(all_finite(logits), "the model's output is NaN or infinite: checkpoint ", o.checkpoint,
+                " holds weights from a run that diverged; use an earlier checkpoint or retrain with a smaller --lr");
     for (auto& p : softmax_rows(logits)) probs.push_back(std::move(p));
   }
 

@@ -8,7 +8,8 @@
 # Environment: MINUTES (default 10), BUILD_DIR (default build-fuzz), PARALLEL=1 runs the
 # targets at the same time, JOBS (build jobs, default: all cores).
 # New inputs go to BUILD_DIR/corpus/<target> (the committed seeds are never changed); a crash
-# leaves its input in BUILD_DIR/artifacts/<target>/ and the script exits non-zero. Each
+# leaves its input in BUILD_DIR/artifacts/<target>/ and the script exits non-zero: copy it
+# to tests/fuzz/regressions/<target>/ (test_fuzz_corpus.cpp replays those) and fix. Each
 # target's last libFuzzer line (executions, coverage) is printed at the end.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -31,6 +32,8 @@ run_one() {
     -rss_limit_mb=2048 -max_len=65536 -timeout=10 -print_final_stats=1 \
     -artifact_prefix="$artifacts" >"$build_dir/fuzz_$t.log" 2>&1
 }
+# Undefined behaviour is a finding too: stop at the first report so the input is kept.
+export UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1
 status=0
 if [ "${PARALLEL:-0}" = 1 ]; then
   pids=()

@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <array>
+#include <cstring>
 #include <catch2/catch.hpp>
 #include <cstdio>
 #include <filesystem>
@@ -177,4 +178,74 @@ TEST_CASE("bad inputs: an unwritable --metrics path fails before any training", 
     CHECK(r.output.find("epoch 1/") == std::string::npos);
   }
   CHECK(fs::is_empty(out.path));
+}
+
+TEST_CASE("bad inputs: a loss that turns NaN stops the run and no update follows it", "[bad_inputs][numerics]") {
+  TempDir data, one, stopped;
+  write_mnist(data, 64, 28);
+  // lr 1e30: step 1 is finite and throws the weights out of range, step 2's loss is not
+  // finite. The run that stops at the log interval (step 5) has saved a checkpoint after
+  // every step; its weights and momentum must be those of the one-step run.
+  const std::string common = "train --data mnist --data-dir " + data.path.string() + " --batch 4 --lr 1e30";
+  REQUIRE(run_cli(common + " --max-steps 1 --checkpoint-dir " + one.path.string()).exit_code == 0);
+  const RunResult r = run_cli(common + " --max-steps 10 --log-interval 5 --checkpoint-every 1 --checkpoint-dir " +
+                              stopped.path.string());
+  INFO(r.output);
+  CHECK(r.exit_code == 1);
+  CHECK(r.output.find("nnlab: error: the loss became NaN or infinite at or before step 5 (epoch 1); no update "
+                      "was applied after it. Try a smaller --lr.") != std::string::npos);
+  CHECK(r.output.find("epoch 1/") == std::string::npos);  // no epoch line with a NaN loss
+  const nnlab::SafetensorsFile a = nnlab::load_safetensors(one / "last.safetensors");
+  const nnlab::SafetensorsFile b = nnlab::load_safetensors(stopped / "last.safetensors");
+  REQUIRE(a.tensors.size() == b.tensors.size());
+  for (const auto& [name, t] : a.tensors) {
+    INFO(name);
+    const nnlab::Tensor& u = b.at(name);
+    REQUIRE(u.nbytes() == t.nbytes());
+    CHECK(std::memcmp(u.raw_data(), t.raw_data(), t.nbytes()) == 0);  // bit for bit (inf and NaN included)
+  }
+  // The one-step checkpoint's weights are finite but give infinite logits: eval and predict
+  // refuse it rather than print an arbitrary accuracy or NaN probabilities.
+  const std::string image = std::string(NNLAB_TEST_DIR) + "/fuzz/corpus/image/gray-5x4.png";
+  for (const std::string& cmd : {"eval --checkpoint " + one / "last.safetensors",
+                                 "predict --checkpoint " + one / "last.safetensors" + " " + image}) {
+    const RunResult e = run_cli(cmd);
+    INFO(cmd << "\n" << e.output);
+    CHECK(e.exit_code == 1);
+    CHECK(e.output.find("nnlab: error: the model's output is NaN or infinite: checkpoint " + one / "last.safetensors" +
+                        " holds weights from a run that diverged") != std::string::npos);
+    CHECK(e.output.find("nan") == std::string::npos);
+  }
+}
+
+TEST_CASE("bad inputs: checkpoints with tensors missing or of the wrong shape for the model", "[bad_inputs]") {
+  TempDir data, run;
+  write_mnist(data, 8, 28);
+  REQUIRE(run_cli("train --data mnist --data-dir " + data.path.string() + " --batch 4 --max-steps 1 --checkpoint-dir " +
+                  run.path.string())
+              .exit_code == 0);
+  const nnlab::SafetensorsFile good = nnlab::load_safetensors(run / "last.safetensors");
+  // The same file with one tensor left out, and with one tensor of another shape.
+  std::vector<std::pair<std::string, nnlab::Tensor>> missing, reshaped;
+  for (const auto& [name, t] : good.tensors) {
+    if (name != "fc2.weight") missing.emplace_back(name, t);
+    reshaped.emplace_back(name, name == "fc1.bias" ? nnlab::Tensor::zeros({t.numel() / 2, 2}) : t);
+  }
+  nnlab::save_safetensors(run / "missing.safetensors", missing, good.metadata);
+  nnlab::save_safetensors(run / "reshaped.safetensors", reshaped, good.metadata);
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"missing", "was saved from model mlp; it has no tensor fc2.weight, which model mlp needs"},
+      {"reshaped", "was saved from model mlp; tensor fc1.bias has shape [128, 2] but model mlp expects [256]"},
+  };
+  for (const auto& [file, message] : cases) {
+    const std::string path = run / (file + ".safetensors"), before = read_text(path);
+    for (const std::string& cmd : {"eval --checkpoint " + path, "train --data mnist --data-dir " + data.path.string() +
+                                                                    " --batch 4 --max-steps 2 --resume " + path}) {
+      const RunResult r = run_cli(cmd);
+      INFO(cmd << "\n" << r.output);
+      CHECK(r.exit_code == 1);
+      CHECK(r.output.find("nnlab: error: checkpoint " + path + " " + message) != std::string::npos);
+      CHECK(read_text(path) == before);
+    }
+  }
 }

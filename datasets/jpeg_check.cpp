@@ -1,0 +1,86 @@
+#include "datasets/jpeg_check.h"
+
+namespace nnlab {
+
+namespace {
+
+struct Walk {
+  const uint8_t* p;
+  size_t n;
+  bool defined[2][4] = {};  // [class: 0 DC, 1 AC][table id]
+  bool progressive = false;
+};
+
+// DHT: one or more tables, each  <class|id> <16 counts> <sum(counts) symbols>.
+std::string check_dht(Walk& w, size_t begin, size_t end) {
+  for (size_t j = begin; j < end;) {
+    const int tc = w.p[j] >> 4, th = w.p[j] & 15;
+    if (tc > 1 || th > 3) return "a Huffman table has class " + std::to_string(tc) + " and id " + std::to_string(th);
+    if (j + 17 > end) return "a Huffman table is cut short";
+    int codes = 0;
+    for (size_t k = 1; k <= 16; ++k) codes += w.p[j + k];
+    if (codes > 256) return "a Huffman table declares " + std::to_string(codes) + " codes (at most 256)";
+    w.defined[tc][th] = true;
+    j += 17 + static_cast<size_t>(codes);
+  }
+  return "";
+}
+
+// SOS: <ns> ns × <component, DC id|AC id> <Ss> <Se> <Ah|Al>. A baseline scan decodes with
+// both tables, a progressive DC scan (Ss = 0) with the DC one, an AC scan with the AC one.
+std::string check_sos(const Walk& w, size_t begin, size_t end) {
+  const size_t ns = w.p[begin];
+  if (begin + 1 + 2 * ns + 3 > end) return "a scan header is cut short";
+  const int ss = w.p[begin + 1 + 2 * ns];
+  for (size_t c = 0; c < ns; ++c) {
+    const int td = w.p[begin + 2 + 2 * c] >> 4, ta = w.p[begin + 2 + 2 * c] & 15;
+    const bool need_dc = !w.progressive || ss == 0, need_ac = !w.progressive || ss > 0;
+    if (need_dc && (td > 3 || !w.defined[0][td]))
+      return "a scan uses DC Huffman table " + std::to_string(td) + ", which the file does not define before it";
+    if (need_ac && (ta > 3 || !w.defined[1][ta]))
+      return "a scan uses AC Huffman table " + std::to_string(ta) + ", which the file does not define before it";
+  }
+  return "";
+}
+
+// Index of the next marker after entropy-coded data starting at i (0xFF 0x00 is a stuffed
+// byte, 0xFF 0xD0..0xD7 a restart marker inside the scan).
+size_t skip_entropy_data(const Walk& w, size_t i) {
+  for (; i + 1 < w.n; ++i)
+    if (w.p[i] == 0xFF && w.p[i + 1] != 0x00 && !(w.p[i + 1] >= 0xD0 && w.p[i + 1] <= 0xD7)) return i;
+  return w.n;
+}
+
+}  // namespace
+
+std::string jpeg_huffman_problem(const uint8_t* data, size_t size) {
+  if (size < 2 || data[0] != 0xFF || data[1] != 0xD8) return "";
+  Walk w{data, size};
+  size_t i = 2;
+  while (i + 4 <= size) {
+    if (data[i] != 0xFF) return "bytes where a marker should be, at offset " + std::to_string(i);
+    if (data[i + 1] == 0xFF) {  // fill byte before a marker
+      ++i;
+      continue;
+    }
+    const int marker = data[i + 1];
+    if (marker == 0xD9) return "";                                    // EOI
+    if (marker == 0x01 || (marker >= 0xD0 && marker <= 0xD7)) {  // markers without a length
+      i += 2;
+      continue;
+    }
+    const size_t length = (static_cast<size_t>(data[i + 2]) << 8) | data[i + 3];
+    if (length < 2) return "a segment with length " + std::to_string(length);
+    const size_t begin = i + 4, end = i + 2 + length;
+    if (end > size) return "";  // cut short: nothing after it can be decoded, stb refuses it
+    std::string problem;
+    if (marker == 0xC2 || marker == 0xC6 || marker == 0xCA || marker == 0xCE) w.progressive = true;
+    if (marker == 0xC4) problem = check_dht(w, begin, end);
+    if (marker == 0xDA) problem = begin < end ? check_sos(w, begin, end) : "an empty scan header";
+    if (!problem.empty()) return problem;
+    i = marker == 0xDA ? skip_entropy_data(w, end) : end;
+  }
+  return "";
+}
+
+}  // namespace nnlab

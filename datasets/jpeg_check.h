@@ -1,0 +1,20 @@
+// A structural check of JPEG files run before stb_image decodes them.
+//
+// Debian 12's stb_image (2.27) trusts a JPEG's Huffman tables: a scan that names a table the
+// file never defined reads uninitialised memory and indexes far outside the table (a crash
+// found by tests/fuzz/fuzz_image.cpp), and a table declaring more than 256 codes overruns its
+// arrays (upstream stb issues 1289 and 1291, fixed after 2.27). This walk over the file's
+// marker segments refuses both before any decoding, so nnlab never relies on the decoder for
+// its memory safety on those paths.
+#pragma once
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+namespace nnlab {
+
+// For a file starting with the JPEG SOI marker: "" when every Huffman table holds at most 256
+// codes and every scan uses only tables defined before it, else what is wrong. Other files: "".
+std::string jpeg_huffman_problem(const uint8_t* data, size_t size);
+
+}  // namespace nnlab
