@@ -18,8 +18,12 @@ TRAIN_FLOP = {"mlp": 1.01e6, "lenet5": 2.26e6, "cnn": 25.0e6, "cnn-bn": 25.0e6, 
 TRAIN_IMAGES = {"cifar-cnn": 50000}
 
 
+PREFIX = []  # e.g. ["chrt", "-f", "10"]: real-time priority for both frameworks alike
+
+
 def run(cmd, env=None):
     """Runs cmd, returns (stdout, peak RSS in MiB of that process)."""
+    cmd = PREFIX + cmd
     with tempfile.TemporaryFile() as out:
         proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, env=env)
         _, status, usage = os.wait4(proc.pid, 0)
@@ -64,7 +68,12 @@ def main():
     ap.add_argument("--python", default="/usr/bin/python3", help="a Python with PyTorch")
     ap.add_argument("--torch-script", default=os.path.join(ROOT, "scripts", "torch_reference.py"))
     ap.add_argument("--out", default="", help="append the results as JSON lines to this file")
+    ap.add_argument("--realtime", action="store_true",
+                    help="run both frameworks under SCHED_FIFO (chrt -f 10, needs root) so background load on a "
+                         "shared machine cannot take their cores; recorded in the output")
     a = ap.parse_args()
+    if a.realtime:
+        PREFIX.extend(["chrt", "-f", "10"])
     if a.epochs < 4:
         sys.exit("--epochs must be at least 4 (one warm-up and three timed epochs)")
     commit = subprocess.run(["git", "-C", ROOT, "rev-parse", "--short=12", "HEAD"], capture_output=True,
@@ -72,7 +81,8 @@ def main():
     cpu = next((l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo") if l.startswith("model name")), "?")
     rate_before = sgemm_rate(a)
     print(f"# {time.strftime('%Y-%m-%d %H:%M')}  {cpu}, {os.cpu_count()} cores, threads {a.threads}, "
-          f"commit {commit}, sgemm 1024³ {rate_before:.0f} GFLOP/s")
+          f"commit {commit}, sgemm 1024³ {rate_before:.0f} GFLOP/s"
+          + (", both under SCHED_FIFO (chrt -f 10)" if a.realtime else ""))
     print("| model | batch | round | nnlab s (median) | PyTorch s (median) | ratio | nnlab img/s | GFLOP/s | "
           "share of sgemm | nnlab RSS MiB | PyTorch RSS MiB |")
     print("|---|---|---|---|---|---|---|---|---|---|---|")
@@ -94,7 +104,7 @@ def main():
                        "torch_median": ts, "ratio": ns / ts, "nnlab_images_per_s": n_img / ns,
                        "gflops": gflops, "sgemm_gflops": rate_before, "nnlab_rss_mib": res["nnlab"][1],
                        "torch_rss_mib": res["torch"][1], "nnlab_acc": res["nnlab"][2], "torch_acc": res["torch"][2],
-                       "python": platform.python_version()}
+                       "python": platform.python_version(), "realtime": a.realtime}
                 print(f"| {model} | {batch} | {r + 1} | {ns:.2f} | {ts:.2f} | {ns / ts:.2f} | {n_img / ns:.0f} | "
                       f"{gflops:.1f} | {100 * gflops / rate_before:.0f}% | {res['nnlab'][1]:.0f} | "
                       f"{res['torch'][1]:.0f} |", flush=True)

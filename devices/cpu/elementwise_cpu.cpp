@@ -3,6 +3,7 @@
 
 #include "devices/cpu/cpu_backend.h"
 #include "devices/cpu/dispatch.h"
+#include "devices/kernel_log.h"
 
 namespace nnlab {
 
@@ -131,36 +132,48 @@ void unary_backward_typed(UnaryOp op, const Tensor& xt, const Tensor& yt, const 
   const T* dy = static_cast<const T*>(dyt.raw_data());
   T* dx = static_cast<T*>(dxt.raw_data());
   const long n = static_cast<long>(xt.numel());
+  // One loop per op (no switch inside), so each vectorises.
+  switch (op) {
+    case UnaryOp::Relu:
 #pragma omp parallel for schedule(static) if (n > cpu::kParallelGrain)
-  for (long i = 0; i < n; ++i) {
-    switch (op) {
-      case UnaryOp::Relu: dx[i] = x[i] > T(0) ? dy[i] : T(0); break;
-      case UnaryOp::Sigmoid: dx[i] = dy[i] * y[i] * (T(1) - y[i]); break;
-      case UnaryOp::Tanh: dx[i] = dy[i] * (T(1) - y[i] * y[i]); break;
-    }
+      for (long i = 0; i < n; ++i) dx[i] = x[i] > T(0) ? dy[i] : T(0);
+      return;
+    case UnaryOp::Sigmoid:
+#pragma omp parallel for schedule(static) if (n > cpu::kParallelGrain)
+      for (long i = 0; i < n; ++i) dx[i] = dy[i] * y[i] * (T(1) - y[i]);
+      return;
+    case UnaryOp::Tanh:
+#pragma omp parallel for schedule(static) if (n > cpu::kParallelGrain)
+      for (long i = 0; i < n; ++i) dx[i] = dy[i] * (T(1) - y[i] * y[i]);
+      return;
   }
 }
 
 }  // namespace
 
 void CpuBackend::binary_forward(BinaryOp op, const Tensor& a, const Tensor& b, Tensor& y) {
+  NNLAB_LOG_KERNEL(std::string("binary_forward ") + binary_op_name(op), a);  // nnlab explain: record the call
   cpu::dispatch_float("binary_forward", y, [&](auto t) { binary_forward_typed<decltype(t)>(op, a, b, y); });
 }
 
 void CpuBackend::binary_backward(BinaryOp op, const Tensor& a, const Tensor& b, const Tensor& dy, Tensor* da,
                                  Tensor* db) {
+  NNLAB_LOG_KERNEL(std::string("binary_backward ") + binary_op_name(op), a);  // nnlab explain: record the call
   cpu::dispatch_float("binary_backward", dy, [&](auto t) { binary_backward_typed<decltype(t)>(op, a, b, dy, da, db); });
 }
 
 void CpuBackend::unary_forward(UnaryOp op, const Tensor& x, Tensor& y) {
+  NNLAB_LOG_KERNEL(std::string("unary_forward ") + unary_op_name(op), x);  // nnlab explain: record the call
   cpu::dispatch_float("unary_forward", x, [&](auto t) { unary_forward_typed<decltype(t)>(op, x, y); });
 }
 
 void CpuBackend::unary_backward(UnaryOp op, const Tensor& x, const Tensor& y, const Tensor& dy, Tensor& dx) {
+  NNLAB_LOG_KERNEL(std::string("unary_backward ") + unary_op_name(op), x);  // nnlab explain: record the call
   cpu::dispatch_float("unary_backward", dy, [&](auto t) { unary_backward_typed<decltype(t)>(op, x, y, dy, dx); });
 }
 
 void CpuBackend::axpby(double alpha, const Tensor& xt, double beta, Tensor& yt) {
+  NNLAB_LOG_KERNEL("axpby", xt);  // nnlab explain: record the call
   NNLAB_CHECK(xt.numel() == yt.numel(), "axpby: ", xt.describe(), " and ", yt.describe());
   cpu::dispatch_float("axpby", yt, [&](auto t) {
     using T = decltype(t);

@@ -4,6 +4,7 @@
 
 #include "devices/cpu/cpu_backend.h"
 #include "devices/cpu/dispatch.h"
+#include "devices/kernel_log.h"
 
 namespace nnlab {
 
@@ -32,6 +33,7 @@ double chunked_sum(const T* x, long n, F f) {
 
 // y: (outer, c, inner)  b: (c)   y[o, j, i] += b[j]
 void CpuBackend::bias_forward(Tensor& yt, const Tensor& bt, int64_t inner) {
+  NNLAB_LOG_KERNEL("bias_forward", yt);  // nnlab explain: record the call
   cpu::dispatch_float("bias_forward", yt, [&](auto t) {
     using T = decltype(t);
     T* y = static_cast<T*>(yt.raw_data());
@@ -57,12 +59,23 @@ void CpuBackend::bias_forward(Tensor& yt, const Tensor& bt, int64_t inner) {
 
 // dy: (outer, c, inner)  db: (c)   db[j] = Σ_o Σ_i dy[o, j, i]
 void CpuBackend::bias_backward(const Tensor& dyt, Tensor& dbt, int64_t inner) {
+  NNLAB_LOG_KERNEL("bias_backward", dyt);  // nnlab explain: record the call
   cpu::dispatch_float("bias_backward", dyt, [&](auto t) {
     using T = decltype(t);
     const T* dy = static_cast<const T*>(dyt.raw_data());
     T* db = static_cast<T*>(dbt.raw_data());
     const long c = static_cast<long>(dbt.numel()), in = static_cast<long>(inner);
     const long outer = static_cast<long>(dyt.numel()) / (c * in);
+    if (in == 1) {
+      // Linear: sum the rows of dy (outer × c) into db, row by row so the inner loop runs
+      // along contiguous memory; each db[j] still adds its terms in row order.
+      for (long j = 0; j < c; ++j) db[j] = 0;
+      for (long o = 0; o < outer; ++o) {
+        const T* row = dy + o * c;
+        for (long j = 0; j < c; ++j) db[j] += row[j];
+      }
+      return;
+    }
 #pragma omp parallel for schedule(static) if (dyt.numel() > cpu::kParallelGrain)
     for (long j = 0; j < c; ++j) {
       T s = 0;
@@ -76,6 +89,7 @@ void CpuBackend::bias_backward(const Tensor& dyt, Tensor& dbt, int64_t inner) {
 }
 
 void CpuBackend::sum_all(const Tensor& xt, double scale, Tensor& out) {
+  NNLAB_LOG_KERNEL("sum_all", xt);  // nnlab explain: record the call
   cpu::dispatch_float("sum_all", xt, [&](auto t) {
     using T = decltype(t);
     const double s = chunked_sum(static_cast<const T*>(xt.raw_data()), static_cast<long>(xt.numel()),
@@ -85,6 +99,7 @@ void CpuBackend::sum_all(const Tensor& xt, double scale, Tensor& out) {
 }
 
 void CpuBackend::sum_squares(const Tensor& xt, Tensor& out) {
+  NNLAB_LOG_KERNEL("sum_squares", xt);  // nnlab explain: record the call
   cpu::dispatch_float("sum_squares", xt, [&](auto t) {
     using T = decltype(t);
     const double s = chunked_sum(static_cast<const T*>(xt.raw_data()), static_cast<long>(xt.numel()),
