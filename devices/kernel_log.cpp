@@ -2,6 +2,8 @@
 
 #include <mutex>
 
+#include "core/tensor.h"
+
 namespace nnlab {
 
 namespace detail {
@@ -31,6 +33,12 @@ std::string dims_text(std::initializer_list<long long> dims) {
   std::string out;
   for (long long d : dims) out += (out.empty() ? "" : "×") + std::to_string(d);
   return out;
+}
+
+std::string tensor_dims(const Tensor& t) {
+  std::string out;
+  for (int64_t d : t.shape()) out += (out.empty() ? "" : "×") + std::to_string(d);
+  return out.empty() ? "scalar" : out;
 }
 
 KernelLogScope::KernelLogScope() : was_on_(kernel_log_enabled()) {

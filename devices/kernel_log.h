@@ -15,6 +15,8 @@
 
 namespace nnlab {
 
+class Tensor;
+
 struct KernelCall {
   std::string family;  // the library call or our own kernel: "cblas_sgemm", "conv2d_reference_forward"
   std::string detail;  // shapes and choices: "NT 64×128×3136", "algo=1"
@@ -32,6 +34,15 @@ std::vector<KernelCall> take_kernel_calls();
 
 // "64×128×3136": the dimensions joined with the multiplication sign.
 std::string dims_text(std::initializer_list<long long> dims);
+
+// "64×32×28×28": a tensor's shape as the log writes it.
+std::string tensor_dims(const Tensor& t);
+
+// One line at a kernel's dispatch: records `family` with `tensor`'s shape when the log is on.
+#define NNLAB_LOG_KERNEL(family, tensor)                                                    \
+  do {                                                                                      \
+    if (::nnlab::kernel_log_enabled()) ::nnlab::record_kernel(family, ::nnlab::tensor_dims(tensor)); \
+  } while (0)
 
 // Turns the log on for a scope (and empties it); restores the previous state after.
 class KernelLogScope {

@@ -9,6 +9,7 @@
 
 #include "devices/cpu/cpu_backend.h"
 #include "devices/cpu/dispatch.h"
+#include "devices/kernel_log.h"
 
 namespace nnlab {
 
@@ -147,6 +148,7 @@ void backward_typed(const Tensor& xt, const Tensor& dyt, const Tensor& gt, const
 void CpuBackend::batchnorm_forward_train(const Tensor& x, const Tensor& gamma, const Tensor& beta,
                                          Tensor& running_mean, Tensor& running_var, double momentum, double eps,
                                          Tensor& y, Tensor& save_mean, Tensor& save_invstd) {
+  NNLAB_LOG_KERNEL("batchnorm_forward_train", x);  // nnlab explain: record the call
   cpu::dispatch_float("batchnorm_forward_train", x, [&](auto t) {
     forward_train_typed<decltype(t)>(x, gamma, beta, running_mean, running_var, momentum, eps, y, save_mean,
                                      save_invstd);
@@ -156,6 +158,7 @@ void CpuBackend::batchnorm_forward_train(const Tensor& x, const Tensor& gamma, c
 void CpuBackend::batchnorm_forward_eval(const Tensor& x, const Tensor& gamma, const Tensor& beta,
                                         const Tensor& running_mean, const Tensor& running_var, double eps,
                                         Tensor& y) {
+  NNLAB_LOG_KERNEL("batchnorm_forward_eval", x);  // nnlab explain: record the call
   cpu::dispatch_float("batchnorm_forward_eval", x, [&](auto t) {
     forward_eval_typed<decltype(t)>(x, gamma, beta, running_mean, running_var, eps, y);
   });
@@ -163,6 +166,7 @@ void CpuBackend::batchnorm_forward_eval(const Tensor& x, const Tensor& gamma, co
 
 void CpuBackend::batchnorm_backward(const Tensor& x, const Tensor& dy, const Tensor& gamma, const Tensor& save_mean,
                                     const Tensor& save_invstd, Tensor& dx, Tensor& dgamma, Tensor& dbeta) {
+  NNLAB_LOG_KERNEL("batchnorm_backward", x);  // nnlab explain: record the call
   cpu::dispatch_float("batchnorm_backward", x, [&](auto t) {
     backward_typed<decltype(t)>(x, dy, gamma, save_mean, save_invstd, dx, dgamma, dbeta);
   });

@@ -6,6 +6,7 @@
 #include "core/philox.h"
 #include "devices/cpu/cpu_backend.h"
 #include "devices/cpu/dispatch.h"
+#include "devices/kernel_log.h"
 
 namespace nnlab {
 
@@ -60,12 +61,14 @@ void dropout_backward_typed(const Tensor& dyt, const Tensor& mt, double p, const
 
 void CpuBackend::dropout_forward(const Tensor& x, double p, uint64_t seed, uint32_t stream, Tensor& y,
                                  Tensor& mask) {
+  NNLAB_LOG_KERNEL("dropout_forward", x);  // nnlab explain: record the call
   cpu::dispatch_float("dropout_forward", x, [&](auto t) {
     dropout_forward_typed<decltype(t)>(x, p, seed, stream, y, mask);
   });
 }
 
 void CpuBackend::dropout_backward(const Tensor& dy, const Tensor& mask, double p, Tensor& dx) {
+  NNLAB_LOG_KERNEL("dropout_backward", dy);  // nnlab explain: record the call
   cpu::dispatch_float("dropout_backward", dy, [&](auto t) { dropout_backward_typed<decltype(t)>(dy, mask, p, dx); });
 }
 

@@ -4,6 +4,7 @@
 
 #include "devices/cpu/cpu_backend.h"
 #include "devices/cpu/dispatch.h"
+#include "devices/kernel_log.h"
 
 namespace nnlab {
 
@@ -16,6 +17,7 @@ bool skipped(const Tensor* skip_flag) {
 // g = grad + wd·p;  buf = first ? g : m·buf + (1 − dampening)·g;  g = nesterov ? g + m·buf : buf;  p −= lr·g
 void CpuBackend::sgd_step(Tensor& param, const Tensor& grad, Tensor& momentum_buf, const SgdParams& hp,
                           bool first_step, const Tensor* skip_flag) {
+  NNLAB_LOG_KERNEL("sgd_step", param);  // nnlab explain: record the call
   if (skipped(skip_flag)) return;
   cpu::dispatch_float("sgd_step", param, [&](auto t) {
     using T = decltype(t);
@@ -57,6 +59,7 @@ void CpuBackend::sgd_step(Tensor& param, const Tensor& grad, Tensor& momentum_bu
 // m = β1·m + (1 − β1)·g;  v = β2·v + (1 − β2)·g²;  p −= lr/(1 − β1ᵗ) · m / (√v / √(1 − β2ᵗ) + eps)
 void CpuBackend::adam_step(Tensor& param, const Tensor& grad, Tensor& exp_avg, Tensor& exp_avg_sq,
                            const AdamParams& hp, int64_t step, const Tensor* skip_flag) {
+  NNLAB_LOG_KERNEL("adam_step", param);  // nnlab explain: record the call
   if (skipped(skip_flag)) return;
   cpu::dispatch_float("adam_step", param, [&](auto t) {
     using T = decltype(t);

@@ -11,6 +11,7 @@
 
 #include "devices/cpu/cpu_backend.h"
 #include "devices/cpu/dispatch.h"
+#include "devices/kernel_log.h"
 
 namespace nnlab {
 
@@ -165,18 +166,22 @@ void avgpool_backward_typed(const Pool2dGeometry& g, const Tensor& dyt, const Te
 }  // namespace
 
 void CpuBackend::maxpool2d_forward(const Pool2dGeometry& g, const Tensor& x, Tensor& y, Tensor& argmax) {
+  NNLAB_LOG_KERNEL("maxpool2d_forward", x);  // nnlab explain: record the call
   cpu::dispatch_float("maxpool2d_forward", x, [&](auto t) { maxpool_forward_typed<decltype(t)>(g, x, y, argmax); });
 }
 
 void CpuBackend::maxpool2d_backward(const Pool2dGeometry& g, const Tensor& dy, const Tensor& argmax, Tensor& dx) {
+  NNLAB_LOG_KERNEL("maxpool2d_backward", dy);  // nnlab explain: record the call
   cpu::dispatch_float("maxpool2d_backward", dy, [&](auto t) { maxpool_backward_typed<decltype(t)>(g, dy, argmax, dx); });
 }
 
 void CpuBackend::avgpool2d_forward(const Pool2dGeometry& g, const Tensor& x, Tensor& y) {
+  NNLAB_LOG_KERNEL("avgpool2d_forward", x);  // nnlab explain: record the call
   cpu::dispatch_float("avgpool2d_forward", x, [&](auto t) { avgpool_forward_typed<decltype(t)>(g, x, y); });
 }
 
 void CpuBackend::avgpool2d_backward(const Pool2dGeometry& g, const Tensor& dy, Tensor& dx) {
+  NNLAB_LOG_KERNEL("avgpool2d_backward", dy);  // nnlab explain: record the call
   cpu::dispatch_float("avgpool2d_backward", dy, [&](auto t) { avgpool_backward_typed<decltype(t)>(g, dy, dx); });
 }
 

@@ -5,6 +5,7 @@
 
 #include "devices/cpu/cpu_backend.h"
 #include "devices/cpu/dispatch.h"
+#include "devices/kernel_log.h"
 
 namespace nnlab {
 
@@ -32,6 +33,7 @@ void check_labels(const int32_t* labels, long n, long c) {
 
 // x, y: (n, c)
 void CpuBackend::log_softmax_forward(const Tensor& xt, Tensor& yt) {
+  NNLAB_LOG_KERNEL("log_softmax_forward", xt);  // nnlab explain: record the call
   cpu::dispatch_float("log_softmax_forward", xt, [&](auto t) {
     using T = decltype(t);
     const long n = static_cast<long>(xt.dim(0)), c = static_cast<long>(xt.numel() / std::max<int64_t>(1, xt.dim(0)));
@@ -44,6 +46,7 @@ void CpuBackend::log_softmax_forward(const Tensor& xt, Tensor& yt) {
 
 // dx = dy − exp(y) · Σ_j dy_j   (per row)
 void CpuBackend::log_softmax_backward(const Tensor& yt, const Tensor& dyt, Tensor& dxt) {
+  NNLAB_LOG_KERNEL("log_softmax_backward", yt);  // nnlab explain: record the call
   cpu::dispatch_float("log_softmax_backward", yt, [&](auto t) {
     using T = decltype(t);
     const long n = static_cast<long>(yt.dim(0)), c = static_cast<long>(yt.numel() / std::max<int64_t>(1, yt.dim(0)));
@@ -62,6 +65,7 @@ void CpuBackend::log_softmax_backward(const Tensor& yt, const Tensor& dyt, Tenso
 // logits, probs: (n, c)  labels: (n)  loss: scalar
 void CpuBackend::softmax_xent_forward(const Tensor& lt, const Tensor& labels_t, Tensor& pt, Tensor& loss_t,
                                       Tensor* nonfinite_flag) {
+  NNLAB_LOG_KERNEL("softmax_xent_forward", lt);  // nnlab explain: record the call
   const long n = static_cast<long>(lt.dim(0)), c = static_cast<long>(lt.dim(1));
   const int32_t* labels = labels_t.data<int32_t>();
   check_labels(labels, n, c);
@@ -88,6 +92,7 @@ void CpuBackend::softmax_xent_forward(const Tensor& lt, const Tensor& labels_t, 
 // dlogits = dloss · (probs − onehot(labels)) / n
 void CpuBackend::softmax_xent_backward(const Tensor& pt, const Tensor& labels_t, const Tensor& dloss_t,
                                        Tensor& dxt) {
+  NNLAB_LOG_KERNEL("softmax_xent_backward", pt);  // nnlab explain: record the call
   const long n = static_cast<long>(pt.dim(0)), c = static_cast<long>(pt.dim(1));
   const int32_t* labels = labels_t.data<int32_t>();
   cpu::dispatch_float("softmax_xent_backward", pt, [&](auto t) {
@@ -102,6 +107,7 @@ void CpuBackend::softmax_xent_backward(const Tensor& pt, const Tensor& labels_t,
 }
 
 void CpuBackend::count_correct(const Tensor& lt, const Tensor& labels_t, Tensor& correct) {
+  NNLAB_LOG_KERNEL("count_correct", lt);  // nnlab explain: record the call
   const long n = static_cast<long>(lt.dim(0)), c = static_cast<long>(lt.dim(1));
   const int32_t* labels = labels_t.data<int32_t>();
   cpu::dispatch_float("count_correct", lt, [&](auto t) {
@@ -119,6 +125,7 @@ void CpuBackend::count_correct(const Tensor& lt, const Tensor& labels_t, Tensor&
 }
 
 void CpuBackend::check_finite(const Tensor& xt, Tensor& flag) {
+  NNLAB_LOG_KERNEL("check_finite", xt);  // nnlab explain: record the call
   cpu::dispatch_float("check_finite", xt, [&](auto t) {
     using T = decltype(t);
     const T* x = static_cast<const T*>(xt.raw_data());

@@ -8,6 +8,7 @@
 #include "devices/cuda/block_reduce.cuh"
 #include "devices/cuda/cuda_backend.h"
 #include "devices/cuda/cuda_context.h"
+#include "devices/kernel_log.h"
 
 namespace nnlab {
 
@@ -105,6 +106,7 @@ ChannelLayout layout_of(const Tensor& x) {
 void CudaBackend::batchnorm_forward_train(const Tensor& x, const Tensor& gamma, const Tensor& beta,
                                           Tensor& running_mean, Tensor& running_var, double momentum, double eps,
                                           Tensor& y, Tensor& save_mean, Tensor& save_invstd) {
+  NNLAB_LOG_KERNEL("batchnorm_forward_train", x);  // nnlab explain: record the call
   cuda::require_f32("batchnorm_forward_train", x);
   const ChannelLayout L = layout_of(x);
   NNLAB_CHECK(L.n * L.inner > 1, "batchnorm: training needs more than one value per channel, got ", x.describe());
@@ -118,6 +120,7 @@ void CudaBackend::batchnorm_forward_train(const Tensor& x, const Tensor& gamma, 
 void CudaBackend::batchnorm_forward_eval(const Tensor& x, const Tensor& gamma, const Tensor& beta,
                                          const Tensor& running_mean, const Tensor& running_var, double eps,
                                          Tensor& y) {
+  NNLAB_LOG_KERNEL("batchnorm_forward_eval", x);  // nnlab explain: record the call
   cuda::require_f32("batchnorm_forward_eval", x);
   const ChannelLayout L = layout_of(x);
   if (!x.numel()) return;
@@ -129,6 +132,7 @@ void CudaBackend::batchnorm_forward_eval(const Tensor& x, const Tensor& gamma, c
 
 void CudaBackend::batchnorm_backward(const Tensor& x, const Tensor& dy, const Tensor& gamma, const Tensor& save_mean,
                                      const Tensor& save_invstd, Tensor& dx, Tensor& dgamma, Tensor& dbeta) {
+  NNLAB_LOG_KERNEL("batchnorm_backward", x);  // nnlab explain: record the call
   cuda::require_f32("batchnorm_backward", x);
   const ChannelLayout L = layout_of(x);
   batchnorm_backward_kernel<<<static_cast<unsigned>(L.c), cuda::kThreads, 0, ctx_->stream>>>(

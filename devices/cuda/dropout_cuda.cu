@@ -7,6 +7,7 @@
 #include "core/philox.h"
 #include "devices/cuda/cuda_backend.h"
 #include "devices/cuda/cuda_context.h"
+#include "devices/kernel_log.h"
 
 namespace nnlab {
 
@@ -47,6 +48,7 @@ __global__ void dropout_backward_kernel(const float* dy, const uint8_t* mask, fl
 
 void CudaBackend::dropout_forward(const Tensor& x, double p, uint64_t seed, uint32_t stream, Tensor& y,
                                   Tensor& mask) {
+  NNLAB_LOG_KERNEL("dropout_forward", x);  // nnlab explain: record the call
   cuda::require_f32("dropout_forward", x);
   check_dtype("dropout_forward", mask, DType::UInt8);
   const int64_t n = x.numel();
@@ -58,6 +60,7 @@ void CudaBackend::dropout_forward(const Tensor& x, double p, uint64_t seed, uint
 }
 
 void CudaBackend::dropout_backward(const Tensor& dy, const Tensor& mask, double p, Tensor& dx) {
+  NNLAB_LOG_KERNEL("dropout_backward", dy);  // nnlab explain: record the call
   cuda::require_f32("dropout_backward", dy);
   const int64_t n = dy.numel();
   if (!n) return;

@@ -2,6 +2,7 @@
 // One thread per element; the twin of devices/cpu/elementwise_cpu.cpp.
 #include "devices/cuda/cuda_backend.h"
 #include "devices/cuda/cuda_context.h"
+#include "devices/kernel_log.h"
 
 namespace nnlab {
 
@@ -111,6 +112,7 @@ Broadcast broadcast_of(const Tensor& a, const Tensor& b, const Tensor& y) {
 // ---- launchers --------------------------------------------------------------------------
 
 void CudaBackend::binary_forward(BinaryOp op, const Tensor& a, const Tensor& b, Tensor& y) {
+  NNLAB_LOG_KERNEL(std::string("binary_forward ") + binary_op_name(op), a);  // nnlab explain: record the call
   cuda::require_f32("binary_forward", y);
   const Broadcast B = broadcast_of(a, b, y);
   if (!B.n) return;
@@ -121,6 +123,7 @@ void CudaBackend::binary_forward(BinaryOp op, const Tensor& a, const Tensor& b, 
 
 void CudaBackend::binary_backward(BinaryOp op, const Tensor& a, const Tensor& b, const Tensor& dy, Tensor* da,
                                   Tensor* db) {
+  NNLAB_LOG_KERNEL(std::string("binary_backward ") + binary_op_name(op), a);  // nnlab explain: record the call
   cuda::require_f32("binary_backward", dy);
   const Broadcast B = broadcast_of(a, b, dy);
   if (!B.n) return;
@@ -144,6 +147,7 @@ void CudaBackend::binary_backward(BinaryOp op, const Tensor& a, const Tensor& b,
 }
 
 void CudaBackend::unary_forward(UnaryOp op, const Tensor& x, Tensor& y) {
+  NNLAB_LOG_KERNEL(std::string("unary_forward ") + unary_op_name(op), x);  // nnlab explain: record the call
   cuda::require_f32("unary_forward", x);
   if (!x.numel()) return;
   unary_forward_kernel<<<cuda::grid_for(x.numel()), cuda::kThreads, 0, ctx_->stream>>>(
@@ -152,6 +156,7 @@ void CudaBackend::unary_forward(UnaryOp op, const Tensor& x, Tensor& y) {
 }
 
 void CudaBackend::unary_backward(UnaryOp op, const Tensor& x, const Tensor& y, const Tensor& dy, Tensor& dx) {
+  NNLAB_LOG_KERNEL(std::string("unary_backward ") + unary_op_name(op), x);  // nnlab explain: record the call
   cuda::require_f32("unary_backward", dy);
   if (!dy.numel()) return;
   // relu reads x only, sigmoid/tanh read y only; the other may be undefined.
@@ -165,6 +170,7 @@ void CudaBackend::unary_backward(UnaryOp op, const Tensor& x, const Tensor& y, c
 }
 
 void CudaBackend::axpby(double alpha, const Tensor& x, double beta, Tensor& y) {
+  NNLAB_LOG_KERNEL("axpby", x);  // nnlab explain: record the call
   cuda::require_f32("axpby", y);
   NNLAB_CHECK(x.numel() == y.numel(), "axpby: ", x.describe(), " and ", y.describe());
   if (!y.numel()) return;

@@ -5,6 +5,7 @@
 
 #include "devices/cuda/cuda_backend.h"
 #include "devices/cuda/cuda_context.h"
+#include "devices/kernel_log.h"
 
 namespace nnlab {
 
@@ -68,6 +69,7 @@ const int32_t* skip_ptr(const Tensor* skip_flag) {
 
 void CudaBackend::sgd_step(Tensor& param, const Tensor& grad, Tensor& momentum_buf, const SgdParams& hp,
                            bool first_step, const Tensor* skip_flag) {
+  NNLAB_LOG_KERNEL("sgd_step", param);  // nnlab explain: record the call
   cuda::require_f32("sgd_step", param);
   if (!param.numel()) return;
   const SgdArgs a{static_cast<float>(hp.lr),          static_cast<float>(hp.momentum),
@@ -81,6 +83,7 @@ void CudaBackend::sgd_step(Tensor& param, const Tensor& grad, Tensor& momentum_b
 
 void CudaBackend::adam_step(Tensor& param, const Tensor& grad, Tensor& exp_avg, Tensor& exp_avg_sq,
                             const AdamParams& hp, int64_t step, const Tensor* skip_flag) {
+  NNLAB_LOG_KERNEL("adam_step", param);  // nnlab explain: record the call
   cuda::require_f32("adam_step", param);
   if (!param.numel()) return;
   // The bias corrections are scalars, computed in double on the host as on the CPU.

@@ -8,6 +8,7 @@
 // so there are no atomics and dx repeats bit for bit.
 #include "devices/cuda/cuda_backend.h"
 #include "devices/cuda/cuda_context.h"
+#include "devices/kernel_log.h"
 
 namespace nnlab {
 
@@ -112,6 +113,7 @@ __global__ void avgpool2d_backward_kernel(Pool2dGeometry g, const float* dy, flo
 // ---- launchers --------------------------------------------------------------------------
 
 void CudaBackend::maxpool2d_forward(const Pool2dGeometry& g, const Tensor& x, Tensor& y, Tensor& argmax) {
+  NNLAB_LOG_KERNEL("maxpool2d_forward", x);  // nnlab explain: record the call
   cuda::require_f32("maxpool2d_forward", x);
   check_dtype("maxpool2d_forward", argmax, DType::Int32);
   const int64_t total = g.n * g.c * g.p * g.q;
@@ -122,6 +124,7 @@ void CudaBackend::maxpool2d_forward(const Pool2dGeometry& g, const Tensor& x, Te
 }
 
 void CudaBackend::maxpool2d_backward(const Pool2dGeometry& g, const Tensor& dy, const Tensor& argmax, Tensor& dx) {
+  NNLAB_LOG_KERNEL("maxpool2d_backward", dy);  // nnlab explain: record the call
   cuda::require_f32("maxpool2d_backward", dy);
   const int64_t total = g.n * g.c * g.h * g.w;
   if (!total) return;
@@ -131,6 +134,7 @@ void CudaBackend::maxpool2d_backward(const Pool2dGeometry& g, const Tensor& dy, 
 }
 
 void CudaBackend::avgpool2d_forward(const Pool2dGeometry& g, const Tensor& x, Tensor& y) {
+  NNLAB_LOG_KERNEL("avgpool2d_forward", x);  // nnlab explain: record the call
   cuda::require_f32("avgpool2d_forward", x);
   const int64_t total = g.n * g.c * g.p * g.q;
   if (!total) return;
@@ -140,6 +144,7 @@ void CudaBackend::avgpool2d_forward(const Pool2dGeometry& g, const Tensor& x, Te
 }
 
 void CudaBackend::avgpool2d_backward(const Pool2dGeometry& g, const Tensor& dy, Tensor& dx) {
+  NNLAB_LOG_KERNEL("avgpool2d_backward", dy);  // nnlab explain: record the call
   cuda::require_f32("avgpool2d_backward", dy);
   const int64_t total = g.n * g.c * g.h * g.w;
   if (!total) return;

@@ -4,6 +4,7 @@
 #include "devices/cuda/block_reduce.cuh"
 #include "devices/cuda/cuda_backend.h"
 #include "devices/cuda/cuda_context.h"
+#include "devices/kernel_log.h"
 
 namespace nnlab {
 
@@ -76,6 +77,7 @@ void launch_sum(cuda::Context& c, const Tensor& x, double scale, Tensor& out) {
 }  // namespace
 
 void CudaBackend::bias_forward(Tensor& y, const Tensor& b, int64_t inner) {
+  NNLAB_LOG_KERNEL("bias_forward", y);  // nnlab explain: record the call
   cuda::require_f32("bias_forward", y);
   const int64_t c = b.numel();
   NNLAB_CHECK(c > 0 && inner > 0 && y.numel() % (c * inner) == 0, "bias_forward: ", y.describe(), " is not (outer, ",
@@ -87,6 +89,7 @@ void CudaBackend::bias_forward(Tensor& y, const Tensor& b, int64_t inner) {
 }
 
 void CudaBackend::bias_backward(const Tensor& dy, Tensor& db, int64_t inner) {
+  NNLAB_LOG_KERNEL("bias_backward", dy);  // nnlab explain: record the call
   cuda::require_f32("bias_backward", dy);
   const int64_t c = db.numel();
   NNLAB_CHECK(c > 0 && inner > 0 && dy.numel() % (c * inner) == 0, "bias_backward: ", dy.describe(),
@@ -97,11 +100,13 @@ void CudaBackend::bias_backward(const Tensor& dy, Tensor& db, int64_t inner) {
 }
 
 void CudaBackend::sum_all(const Tensor& x, double scale, Tensor& out) {
+  NNLAB_LOG_KERNEL("sum_all", x);  // nnlab explain: record the call
   cuda::require_f32("sum_all", x);
   launch_sum<false>(*ctx_, x, scale, out);
 }
 
 void CudaBackend::sum_squares(const Tensor& x, Tensor& out) {
+  NNLAB_LOG_KERNEL("sum_squares", x);  // nnlab explain: record the call
   cuda::require_f32("sum_squares", x);
   launch_sum<true>(*ctx_, x, 1.0, out);
 }

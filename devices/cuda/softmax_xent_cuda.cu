@@ -6,6 +6,7 @@
 #include "devices/cuda/block_reduce.cuh"
 #include "devices/cuda/cuda_backend.h"
 #include "devices/cuda/cuda_context.h"
+#include "devices/kernel_log.h"
 
 namespace nnlab {
 
@@ -112,6 +113,7 @@ int64_t cols_of(const Tensor& t) { return t.numel() / (rows_of(t) ? rows_of(t) :
 // ---- launchers --------------------------------------------------------------------------
 
 void CudaBackend::log_softmax_forward(const Tensor& x, Tensor& y) {
+  NNLAB_LOG_KERNEL("log_softmax_forward", x);  // nnlab explain: record the call
   cuda::require_f32("log_softmax_forward", x);
   const int64_t n = rows_of(x), c = cols_of(x);
   if (!n || !c) return;
@@ -121,6 +123,7 @@ void CudaBackend::log_softmax_forward(const Tensor& x, Tensor& y) {
 }
 
 void CudaBackend::log_softmax_backward(const Tensor& y, const Tensor& dy, Tensor& dx) {
+  NNLAB_LOG_KERNEL("log_softmax_backward", y);  // nnlab explain: record the call
   cuda::require_f32("log_softmax_backward", y);
   const int64_t n = rows_of(y), c = cols_of(y);
   if (!n || !c) return;
@@ -131,6 +134,7 @@ void CudaBackend::log_softmax_backward(const Tensor& y, const Tensor& dy, Tensor
 
 void CudaBackend::softmax_xent_forward(const Tensor& logits, const Tensor& labels, Tensor& probs, Tensor& loss,
                                        Tensor* nonfinite_flag) {
+  NNLAB_LOG_KERNEL("softmax_xent_forward", logits);  // nnlab explain: record the call
   cuda::require_f32("softmax_xent_forward", logits);
   check_dtype("softmax_xent_forward", labels, DType::Int32);
   const int64_t n = logits.dim(0), c = logits.dim(1);
@@ -148,6 +152,7 @@ void CudaBackend::softmax_xent_forward(const Tensor& logits, const Tensor& label
 
 void CudaBackend::softmax_xent_backward(const Tensor& probs, const Tensor& labels, const Tensor& dloss,
                                         Tensor& dlogits) {
+  NNLAB_LOG_KERNEL("softmax_xent_backward", probs);  // nnlab explain: record the call
   cuda::require_f32("softmax_xent_backward", probs);
   const int64_t n = probs.dim(0), c = probs.dim(1);
   if (!n || !c) return;
@@ -157,6 +162,7 @@ void CudaBackend::softmax_xent_backward(const Tensor& probs, const Tensor& label
 }
 
 void CudaBackend::count_correct(const Tensor& logits, const Tensor& labels, Tensor& correct) {
+  NNLAB_LOG_KERNEL("count_correct", logits);  // nnlab explain: record the call
   cuda::require_f32("count_correct", logits);
   check_dtype("count_correct", correct, DType::Int32);
   const int64_t n = logits.dim(0), c = logits.dim(1);
@@ -167,6 +173,7 @@ void CudaBackend::count_correct(const Tensor& logits, const Tensor& labels, Tens
 }
 
 void CudaBackend::check_finite(const Tensor& x, Tensor& flag) {
+  NNLAB_LOG_KERNEL("check_finite", x);  // nnlab explain: record the call
   cuda::require_f32("check_finite", x);
   check_dtype("check_finite", flag, DType::Int32);
   if (!x.numel()) return;

@@ -1,0 +1,82 @@
+// The teaching convolution on CUDA (one thread per output element) against its CPU twin,
+// and explain / compare / sweep end to end on the GPU: the kernel log names the cuDNN and
+// cuBLAS calls (or the reference kernels when selected), and compare runs CPU and CUDA.
+#include <sys/wait.h>
+
+#include <array>
+#include <cstdio>
+
+#include "devices/conv_impl.h"
+#include "tests/gpu/gpu_support.h"
+
+using namespace nnlab;
+using namespace nnlab::gputest;
+
+namespace {
+
+struct ConvImplGuard {
+  ~ConvImplGuard() { set_conv_impl(ConvImpl::Fast); }
+};
+
+std::string run_cli(const std::string& args, int& exit_code) {
+  FILE* pipe = popen((std::string(NNLAB_CLI_PATH) + " " + args + " 2>&1").c_str(), "r");
+  REQUIRE(pipe);
+  std::string out;
+  std::array<char, 4096> buf{};
+  while (fgets(buf.data(), buf.size(), pipe)) out += buf.data();
+  const int status = pclose(pipe);
+  exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("gpu: the reference convolution kernels match the CPU reference", "[gpu][explain]") {
+  ConvImplGuard guard;
+  set_conv_impl(ConvImpl::Reference);
+  const Conv2dGeometry shapes[] = {{2, 3, 8, 8, 4, 3, 3, 1, 1, 1, 1, 8, 8}, {3, 5, 9, 7, 6, 5, 3, 2, 1, 2, 1, 5, 7},
+                                   {2, 4, 11, 13, 3, 2, 4, 3, 2, 0, 1, 4, 6}};
+  for (const Conv2dGeometry& g : shapes) {
+    Tensor x = random_tensor({g.n, g.c, g.h, g.w}), w = random_tensor({g.k, g.c, g.r, g.s}), b = random_tensor({g.k});
+    Tensor dy = random_tensor({g.n, g.k, g.p, g.q});
+    Tensor y = Tensor::empty(dy.shape()), gy = Tensor::empty(dy.shape(), DType::Float32, Device::cuda(0));
+    const Tensor gb = on_gpu(b);
+    cpu().conv2d_forward(g, x, w, &b, y);
+    gpu().conv2d_forward(g, on_gpu(x), on_gpu(w), &gb, gy);
+    require_close(gy, y, 1e-5, 1e-5, "reference forward");
+    Tensor dx = Tensor::empty(x.shape()), gdx = Tensor::empty(x.shape(), DType::Float32, Device::cuda(0));
+    cpu().conv2d_backward_data(g, dy, w, dx);
+    gpu().conv2d_backward_data(g, on_gpu(dy), on_gpu(w), gdx);
+    require_close(gdx, dx, 1e-5, 1e-5, "reference backward data");
+    Tensor dw = Tensor::empty(w.shape()), gdw = Tensor::empty(w.shape(), DType::Float32, Device::cuda(0));
+    cpu().conv2d_backward_filter(g, dy, x, dw);
+    gpu().conv2d_backward_filter(g, on_gpu(dy), on_gpu(x), gdw);
+    require_close(gdw, dw, 1e-5, 1e-4, "reference backward filter");
+  }
+  set_conv_impl(ConvImpl::Im2col);
+  Tensor y = Tensor::empty({1, 1, 3, 3}, DType::Float32, Device::cuda(0));
+  const Conv2dGeometry g{1, 1, 3, 3, 1, 1, 1, 1, 1, 0, 0, 3, 3};
+  REQUIRE_THROWS_WITH(gpu().conv2d_forward(g, on_gpu(random_tensor({1, 1, 3, 3})), on_gpu(random_tensor({1, 1, 1, 1})),
+                                           nullptr, y),
+                      Catch::Contains("im2col is the CPU's path"));
+}
+
+TEST_CASE("gpu: explain names the cuDNN, cuBLAS and reference calls; compare runs cpu against cuda",
+          "[gpu][explain][compare]") {
+  int code = 0;
+  const std::string both = run_cli("explain --model cnn --batch 8 --device cpu,cuda", code);
+  INFO(both);
+  REQUIRE(code == 0);
+  CHECK(both.find("[cuda] cudnnConvolutionForward algo=") != std::string::npos);
+  CHECK(both.find("[cuda] cudnnConvolutionBackwardFilter algo=") != std::string::npos);
+  CHECK(both.find("[cuda] cublasSgemm NT 8×128×3136") != std::string::npos);
+  CHECK(both.find("[cpu] im2col+sgemm") != std::string::npos);
+  const std::string ref = run_cli("explain --model cnn --batch 4 --device cuda --conv-impl reference", code);
+  REQUIRE(code == 0);
+  CHECK(ref.find("conv2d_reference_forward_kernel") != std::string::npos);
+  CHECK(ref.find("cudnnConvolution") == std::string::npos);
+  const std::string cmp = run_cli("compare --model cnn --devices cpu,cuda --max-steps 3 --batch 8 --test-images 100", code);
+  INFO(cmp);
+  REQUIRE(code == 0);
+  CHECK(cmp.find("drift of cuda from cpu") != std::string::npos);
+}
