@@ -72,7 +72,8 @@ std::string jpeg_huffman_problem(const uint8_t* data, size_t size) {
     const size_t length = (static_cast<size_t>(data[i + 2]) << 8) | data[i + 3];
     if (length < 2) return "a segment with length " + std::to_string(length);
     const size_t begin = i + 4, end = i + 2 + length;
-    if (end > size) return "";  // cut short: nothing after it can be decoded, stb refuses it
+    // Cut short: stb reads zeros past the end, which can still build a table of > 256 codes.
+    if (end > size) return marker == 0xC4 || marker == 0xDA ? "the file ends inside a Huffman table or scan header" : "";
     std::string problem;
     if (marker == 0xC2 || marker == 0xC6 || marker == 0xCA || marker == 0xCE) w.progressive = true;
     if (marker == 0xC4) problem = check_dht(w, begin, end);

@@ -82,6 +82,10 @@ TEST_CASE("fuzz regressions: JPEGs that crashed stb_image 2.27 are refused befor
   // A table declaring 262 codes (stb overran its 256-entry arrays).
   const std::string over = (dir / "jpeg-huffman-table-over-256-codes.jpg").string();
   CHECK_THROWS_WITH(read_image(over), Catch::Contains("a Huffman table declares 262 codes (at most 256)"));
+  // Found by fuzz_image (UBSan): a file that ends inside its Huffman table segment; stb
+  // read zeros past the end and overran the table while reading the header.
+  const std::string cut = (dir / "jpeg-cut-inside-huffman-table.jpg").string();
+  CHECK_THROWS_WITH(read_image_info(cut), Catch::Contains("the file ends inside a Huffman table or scan header"));
   // The valid JPEG seeds still decode.
   for (const char* seed : {"rgb-8x6.jpg", "gray-5x4.jpg"}) {
     const Image im = read_image((fs::path(NNLAB_TEST_DIR) / "fuzz" / "corpus" / "image" / seed).string());
