@@ -3,7 +3,8 @@
 # configures and builds nnlab, then runs the main job or the tests.
 #
 #   scripts/setup.sh run    train the default model on Fashion-MNIST (the README's main job)
-#   scripts/setup.sh test   build everything and run the whole test suite through CTest
+#   scripts/setup.sh test   build everything and run the whole test suite through CTest, then
+#                           the CPU suite under ASan + UBSan (scripts/sanitize.sh, <build>-asan)
 #   scripts/setup.sh build  only install and build
 #
 # Environment: BUILD_DIR (default build), JOBS (default: all cores),
@@ -14,7 +15,8 @@ mode=${1:-run}
 case "$mode" in run|test|build) ;; *) echo "usage: scripts/setup.sh run|test|build" >&2; exit 2 ;; esac
 
 packages=(build-essential cmake pkg-config git libopenblas-openmp-dev catch2 libspdlog-dev libstb-dev
-          libcli11-dev nlohmann-json3-dev zlib1g-dev dataset-fashion-mnist python3 python3-numpy)
+          libcli11-dev nlohmann-json3-dev zlib1g-dev dataset-fashion-mnist python3 python3-numpy
+          clang libomp-dev libclang-rt-14-dev)  # the last three: the sanitizer build (scripts/sanitize.sh)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
@@ -55,5 +57,7 @@ case "$mode" in
   test)
     echo "== running the tests"
     ctest --test-dir "$build_dir" --output-on-failure -j "$jobs"
+    # The CPU suite again under AddressSanitizer + UndefinedBehaviorSanitizer (zero reports).
+    BUILD_DIR="$build_dir-asan" JOBS="$jobs" scripts/sanitize.sh
     ;;
 esac
