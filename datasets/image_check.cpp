@@ -1,4 +1,6 @@
-#include "datasets/jpeg_check.h"
+#include "datasets/image_check.h"
+
+#include <algorithm>
 
 namespace nnlab {
 
@@ -80,6 +82,24 @@ std::string jpeg_huffman_problem(const uint8_t* data, size_t size) {
     if (marker == 0xDA) problem = begin < end ? check_sos(w, begin, end) : "an empty scan header";
     if (!problem.empty()) return problem;
     i = marker == 0xDA ? skip_entropy_data(w, end) : end;
+  }
+  return "";
+}
+
+// PNG: an 8-byte signature, then chunks  <length: 4 bytes big-endian> <type: 4> <data> <CRC: 4>.
+std::string png_chunk_problem(const uint8_t* data, size_t size) {
+  static const uint8_t kSignature[8] = {0x89, 'P', 'N', 'G', '\r', '\n', 0x1A, '\n'};
+  if (size < 8 || !std::equal(kSignature, kSignature + 8, data)) return "";
+  for (size_t i = 8; i < size;) {
+    if (size - i < 12) return "the file ends inside a chunk header";
+    const uint64_t length = (uint64_t{data[i]} << 24) | (uint64_t{data[i + 1]} << 16) | (uint64_t{data[i + 2]} << 8) |
+                            data[i + 3];
+    const std::string type(reinterpret_cast<const char*>(data + i + 4), 4);
+    if (length > size - i - 12)
+      return "chunk '" + type + "' claims " + std::to_string(length) + " bytes but the file has " +
+             std::to_string(size - i - 12) + " left (truncated or corrupt)";
+    if (type == "IEND") return "";
+    i += 12 + static_cast<size_t>(length);
   }
   return "";
 }

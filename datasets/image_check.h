@@ -1,4 +1,4 @@
-// A structural check of JPEG files run before stb_image decodes them.
+// Structural checks of PNG and JPEG files run before stb_image sees them.
 //
 // Debian 12's stb_image (2.27) trusts a JPEG's Huffman tables: a scan that names a table the
 // file never defined reads uninitialised memory and indexes far outside the table (a crash
@@ -6,6 +6,10 @@
 // arrays (upstream stb issues 1289 and 1291, fixed after 2.27). This walk over the file's
 // marker segments refuses both before any decoding, so nnlab never relies on the decoder for
 // its memory safety on those paths.
+//
+// PNG: stb grows its buffer for the compressed data to whatever an IDAT chunk's length
+// claims before checking that the bytes exist, so a 200-byte file could make it allocate
+// 2 GiB (found by the same fuzzer). Every chunk must fit in the file.
 #pragma once
 #include <cstddef>
 #include <cstdint>
@@ -16,5 +20,9 @@ namespace nnlab {
 // For a file starting with the JPEG SOI marker: "" when every Huffman table holds at most 256
 // codes and every scan uses only tables defined before it, else what is wrong. Other files: "".
 std::string jpeg_huffman_problem(const uint8_t* data, size_t size);
+
+// For a file starting with the PNG signature: "" when every chunk up to IEND lies within the
+// file, else what is wrong. Other files: "".
+std::string png_chunk_problem(const uint8_t* data, size_t size);
 
 }  // namespace nnlab

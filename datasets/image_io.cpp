@@ -9,7 +9,7 @@
 #include <memory>
 
 #include "core/error.h"
-#include "datasets/jpeg_check.h"
+#include "datasets/image_check.h"
 
 // stb_image's implementation lives in this file only. STB_IMAGE_STATIC keeps its symbols
 // private to nnlab (a program linking the static library may carry its own copy), and the
@@ -51,10 +51,12 @@ std::vector<unsigned char> read_file_bytes(const std::string& path) {
 }
 
 ImageInfo info_from_memory(const std::string& path, const std::vector<unsigned char>& bytes) {
-  // stb_image 2.27 is not memory-safe on some corrupt JPEGs (its header parse included):
-  // refuse those before it sees them (jpeg_check.h).
+  // stb_image 2.27 is not memory-safe on some corrupt JPEGs (its header parse included) and
+  // believes PNG chunk lengths: refuse those files before it sees them (image_check.h).
   const std::string jpeg_problem = jpeg_huffman_problem(bytes.data(), bytes.size());
   NNLAB_CHECK(jpeg_problem.empty(), "cannot read image '", path, "': corrupt JPEG: ", jpeg_problem);
+  const std::string png_problem = png_chunk_problem(bytes.data(), bytes.size());
+  NNLAB_CHECK(png_problem.empty(), "cannot read image '", path, "': corrupt PNG: ", png_problem);
   int w = 0, h = 0, comp = 0;
   const int ok = stbi_info_from_memory(bytes.data(), static_cast<int>(bytes.size()), &w, &h, &comp);
   NNLAB_CHECK(ok, "cannot read image '", path, "': ", stbi_failure_reason(),
