@@ -301,6 +301,7 @@ void register_explain_command(CLI::App& app) {
       }
       usable.push_back(v);
     }
+    NNLAB_CHECK(!usable.empty(), "explain: no device of '", o->devices, "' is usable here: ", cuda_status().reason);
     check_variants(usable);
     std::vector<DeviceExplain> runs;
     for (const RunVariant& v : usable) runs.push_back(explain_on(v, o->model, o->batch, o->seed));

@@ -157,88 +157,113 @@ std::string fmt(const char* f, double v) {
   return buf;
 }
 
-int run_sweep(const SweepOptions& o) {
+// Everything a sweep needs, checked before the first measurement.
+struct SweepPlan {
+  std::vector<std::string> models, maths;
+  std::vector<int64_t> batches;
+  std::vector<double> widths;
+  std::vector<RunVariant> variants;
+};
+
+// What a sweep has produced so far: JSON records, charts and crossover verdicts.
+struct SweepOutput {
+  nlohmann::json records = nlohmann::json::array();
+  std::string charts, summary;
+};
+
+SweepPlan plan_sweep(const SweepOptions& o) {
   NNLAB_CHECK(o.steps >= 1 && o.steps <= 1000, "--steps must lie in 1..1000, got ", o.steps);
   NNLAB_CHECK(o.warmup >= 0 && o.warmup <= 100, "--warmup must lie in 0..100, got ", o.warmup);
-  const std::vector<std::string> models = split_list(o.models);
-  for (const std::string& m : models) model_info(m);
-  const auto batches = parse_numbers<int64_t>(o.batches, "--batches", 1, 65536);
-  const auto widths = parse_numbers<double>(o.widths, "--widths", 0.0625, 16);
-  for (const std::string& m : models)
-    for (double w : widths) build_model(m, w, InputSpec{}, 0);  // a width the model lacks fails now
-  const std::vector<std::string> maths = split_list(o.maths);
-  for (const std::string& m : maths) NNLAB_CHECK(m == "fp32" || m == "tf32", "--math: '", m, "' is not fp32 or tf32");
-  const std::string device_list = !o.devices.empty() ? o.devices : cuda_status().usable ? "cpu,cuda" : "cpu:threads=1,cpu";
-  std::vector<RunVariant> variants = parse_variants(device_list, o.threads, parse_conv_impl(o.conv));
-  NNLAB_CHECK(variants.size() == 2, "--devices takes two run variants (the first is the CPU side), got '",
-              device_list, "'");
-  check_variants(variants);
-  const bool any_cuda = variants[0].device_text.rfind("cuda", 0) == 0 || variants[1].device_text.rfind("cuda", 0) == 0;
-  for (const std::string& m : maths)
-    NNLAB_CHECK(m == "fp32" || any_cuda, "--math tf32 is a CUDA math mode, but neither ", variants[0].label, " nor ",
-                variants[1].label, " is a CUDA device; sweep fp32 on the CPU");
+  SweepPlan plan;
+  plan.models = split_list(o.models);
+  for (const std::string& m : plan.models) model_info(m);
+  plan.batches = parse_numbers<int64_t>(o.batches, "--batches", 1, 65536);
+  plan.widths = parse_numbers<double>(o.widths, "--widths", 0.0625, 16);
+  for (const std::string& m : plan.models)
+    for (double w : plan.widths) build_model(m, w, InputSpec{}, 0);  // a width the model lacks fails now
+  plan.maths = split_list(o.maths);
+  for (const std::string& m : plan.maths)
+    NNLAB_CHECK(m == "fp32" || m == "tf32", "--math: '", m, "' is not fp32 or tf32");
+  const std::string list = !o.devices.empty() ? o.devices : cuda_status().usable ? "cpu,cuda" : "cpu:threads=1,cpu";
+  plan.variants = parse_variants(list, o.threads, parse_conv_impl(o.conv));
+  NNLAB_CHECK(plan.variants.size() == 2, "--devices takes two run variants (the first is the CPU side), got '", list,
+              "'");
+  check_variants(plan.variants);
+  const RunVariant &a = plan.variants[0], &b = plan.variants[1];
+  const bool any_cuda = a.device_text.rfind("cuda", 0) == 0 || b.device_text.rfind("cuda", 0) == 0;
+  for (const std::string& m : plan.maths)
+    NNLAB_CHECK(m == "fp32" || any_cuda, "--math tf32 is a CUDA math mode, but neither ", a.label, " nor ", b.label,
+                " is a CUDA device; sweep fp32 on the CPU");
   if (!o.report.empty()) check_writable(o.report, "--report");
   if (!o.metrics.empty()) check_writable(o.metrics, "--metrics");
-  std::printf("nnlab sweep: %s vs %s, %lld timed steps after %lld warm-up steps, synthetic batches\n",
-              variants[0].label.c_str(), variants[1].label.c_str(), (long long)o.steps, (long long)o.warmup);
-  std::printf("%-10s %6s %5s %7s %16s %16s %8s\n", "model", "width", "math", "batch", variants[0].label.c_str(),
-              variants[1].label.c_str(), "B/A");
-  std::vector<SweepPoint> points;
-  std::string charts, summary;
-  nlohmann::json records = nlohmann::json::array();
-  for (const std::string& model : models)
-    for (double width : widths)
-      for (const std::string& math : maths) {
-        std::vector<double> rate[2];
-        bool skipped = false;
-        for (int vi = 0; vi < 2 && !skipped; ++vi) {
-          RunVariant v = variants[vi];
-          const bool cuda = v.device_text.rfind("cuda", 0) == 0;
-          if (math == "tf32" && !cuda) v.tf32 = false;  // the CPU has no tf32: its fp32 rate is the comparison
-          else v.tf32 = math == "tf32";
-          const Device device = apply_variant(v);
-          for (int64_t b : batches) rate[vi].push_back(measure(o, model, width, device, b));
-        }
-        const int64_t cross = crossover(batches, rate[0], rate[1]);
-        for (size_t i = 0; i < batches.size(); ++i) {
-          std::printf("%-10s %6g %5s %7lld %16.0f %16.0f %8.2f\n", model.c_str(), width, math.c_str(),
-                      (long long)batches[i], rate[0][i], rate[1][i], rate[1][i] / rate[0][i]);
-          records.push_back({{"model", model}, {"width", width}, {"math", math}, {"batch", batches[i]},
-                             {variants[0].label, rate[0][i]}, {variants[1].label, rate[1][i]},
-                             {"ratio", rate[1][i] / rate[0][i]}});
-        }
-        const std::string what = model + " width " + fmt("%g", width) + " " + math;
-        const std::string verdict =
-            cross == 0 ? variants[0].label + " is faster at the largest batch: no crossover"
-            : cross == batches.front() ? variants[1].label + " is faster at every batch size"
-                                       : variants[0].label + " wins below batch " + std::to_string(cross) + "; " +
-                                             variants[1].label + " from batch " + std::to_string(cross) + " on";
-        std::printf("  crossover (%s): %s\n", what.c_str(), verdict.c_str());
-        summary += "<li>" + html_escape(what + ": " + verdict) + "</li>";
-        std::vector<double> xs(batches.begin(), batches.end());
-        ChartAxes axes{"images/s: " + what, "batch size", "training images/s", true, true};
-        if (cross > batches.front()) axes.marks_x.push_back(double(cross));
-        charts += svg_line_chart(axes, {{variants[0].label, xs, rate[0]}, {variants[1].label, xs, rate[1]}}) + "\n";
-      }
+  return plan;
+}
+
+// One curve pair: both variants over all batch sizes for one model, width and math mode.
+void sweep_group(const SweepOptions& o, const SweepPlan& plan, const std::string& model, double width,
+                 const std::string& math, SweepOutput& out) {
+  std::vector<double> rate[2];
+  for (int vi = 0; vi < 2; ++vi) {
+    RunVariant v = plan.variants[vi];
+    // The CPU has no tf32: in a tf32 row its fp32 rate is the comparison.
+    v.tf32 = math == "tf32" && v.device_text.rfind("cuda", 0) == 0;
+    const Device device = apply_variant(v);
+    for (int64_t b : plan.batches) rate[vi].push_back(measure(o, model, width, device, b));
+  }
+  const std::string &a = plan.variants[0].label, &b = plan.variants[1].label;
+  for (size_t i = 0; i < plan.batches.size(); ++i) {
+    std::printf("%-10s %6g %5s %7lld %16.0f %16.0f %8.2f\n", model.c_str(), width, math.c_str(),
+                (long long)plan.batches[i], rate[0][i], rate[1][i], rate[1][i] / rate[0][i]);
+    out.records.push_back({{"model", model}, {"width", width}, {"math", math}, {"batch", plan.batches[i]},
+                           {a, rate[0][i]}, {b, rate[1][i]}, {"ratio", rate[1][i] / rate[0][i]}});
+  }
+  const int64_t cross = crossover(plan.batches, rate[0], rate[1]);
+  const std::string what = model + " width " + fmt("%g", width) + " " + math;
+  const std::string verdict = cross == 0 ? a + " is faster at the largest batch: no crossover"
+                              : cross == plan.batches.front()
+                                  ? b + " is faster at every batch size"
+                                  : a + " wins below batch " + std::to_string(cross) + "; " + b + " from batch " +
+                                        std::to_string(cross) + " on";
+  std::printf("  crossover (%s): %s\n", what.c_str(), verdict.c_str());
+  out.summary += "<li>" + html_escape(what + ": " + verdict) + "</li>";
+  const std::vector<double> xs(plan.batches.begin(), plan.batches.end());
+  ChartAxes axes{"images/s: " + what, "batch size", "training images/s", true, true};
+  if (cross > plan.batches.front()) axes.marks_x.push_back(double(cross));
+  out.charts += svg_line_chart(axes, {{a, xs, rate[0]}, {b, xs, rate[1]}}) + "\n";
+}
+
+void write_sweep_outputs(const SweepOptions& o, const SweepPlan& plan, const SweepOutput& out) {
+  const std::string &a = plan.variants[0].label, &b = plan.variants[1].label;
   if (!o.metrics.empty()) {
-    std::ofstream out(o.metrics, std::ios::trunc);
-    for (const auto& r : records) out << r.dump() << "\n";
-    NNLAB_CHECK(out.good(), "--metrics: writing '", o.metrics, "' failed");
+    std::ofstream file(o.metrics, std::ios::trunc);
+    for (const auto& r : out.records) file << r.dump() << "\n";
+    NNLAB_CHECK(file.good(), "--metrics: writing '", o.metrics, "' failed");
   }
-  if (!o.report.empty()) {
-    std::vector<std::vector<std::string>> rows;
-    for (const auto& r : records)
-      rows.push_back({r["model"].get<std::string>(), fmt("%g", r["width"].get<double>()), r["math"].get<std::string>(),
-                      std::to_string(r["batch"].get<int64_t>()), fmt("%.0f", r[variants[0].label].get<double>()),
-                      fmt("%.0f", r[variants[1].label].get<double>()), fmt("%.2f", r["ratio"].get<double>())});
-    const std::string body =
-        "<p>Steady-state training images/s (" + std::to_string(o.steps) + " timed steps after " +
-        std::to_string(o.warmup) + " warm-up steps) of <b>" + html_escape(variants[0].label) + "</b> (A) and <b>" +
-        html_escape(variants[1].label) + "</b> (B), CPU: " + html_escape(cpu_model_name()) + ".</p><ul>" + summary +
-        "</ul>\n" + charts +
-        html_table({"model", "width", "math", "batch", "A img/s", "B img/s", "B/A"}, rows);
-    write_text_file(o.report, html_page("nnlab sweep", body));
-  }
+  if (o.report.empty()) return;
+  std::vector<std::vector<std::string>> rows;
+  for (const auto& r : out.records)
+    rows.push_back({r["model"].get<std::string>(), fmt("%g", r["width"].get<double>()), r["math"].get<std::string>(),
+                    std::to_string(r["batch"].get<int64_t>()), fmt("%.0f", r[a].get<double>()),
+                    fmt("%.0f", r[b].get<double>()), fmt("%.2f", r["ratio"].get<double>())});
+  const std::string body = "<p>Steady-state training images/s (" + std::to_string(o.steps) + " timed steps after " +
+                           std::to_string(o.warmup) + " warm-up steps) of <b>" + html_escape(a) + "</b> (A) and <b>" +
+                           html_escape(b) + "</b> (B), CPU: " + html_escape(cpu_model_name()) + ".</p><ul>" +
+                           out.summary + "</ul>\n" + out.charts +
+                           html_table({"model", "width", "math", "batch", "A img/s", "B img/s", "B/A"}, rows);
+  write_text_file(o.report, html_page("nnlab sweep", body));
+}
+
+int run_sweep(const SweepOptions& o) {
+  const SweepPlan plan = plan_sweep(o);
+  const std::string &a = plan.variants[0].label, &b = plan.variants[1].label;
+  std::printf("nnlab sweep: %s vs %s, %lld timed steps after %lld warm-up steps, synthetic batches\n", a.c_str(),
+              b.c_str(), (long long)o.steps, (long long)o.warmup);
+  std::printf("%-10s %6s %5s %7s %16s %16s %8s\n", "model", "width", "math", "batch", a.c_str(), b.c_str(), "B/A");
+  SweepOutput out;
+  for (const std::string& model : plan.models)
+    for (double width : plan.widths)
+      for (const std::string& math : plan.maths) sweep_group(o, plan, model, width, math, out);
+  write_sweep_outputs(o, plan, out);
   return 0;
 }
 
