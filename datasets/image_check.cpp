@@ -56,9 +56,12 @@ size_t skip_entropy_data(const Walk& w, size_t i) {
 }  // namespace
 
 std::string jpeg_huffman_problem(const uint8_t* data, size_t size) {
-  if (size < 2 || data[0] != 0xFF || data[1] != 0xD8) return "";
+  // SOI: 0xFF 0xD8, possibly after more 0xFF fill bytes (stb accepts those too).
+  size_t i = 0;
+  while (i < size && data[i] == 0xFF) ++i;
+  if (i == 0 || i >= size || data[i] != 0xD8) return "";
   Walk w{data, size};
-  size_t i = 2;
+  ++i;
   while (i + 4 <= size) {
     if (data[i] != 0xFF) return "bytes where a marker should be, at offset " + std::to_string(i);
     if (data[i + 1] == 0xFF) {  // fill byte before a marker

@@ -17,7 +17,7 @@
 
 namespace nnlab {
 
-// For a file starting with the JPEG SOI marker: "" when every Huffman table holds at most 256
+// For a file starting with the JPEG SOI marker (after any 0xFF fill bytes): "" when every Huffman table holds at most 256
 // codes and every scan uses only tables defined before it, else what is wrong. Other files: "".
 std::string jpeg_huffman_problem(const uint8_t* data, size_t size);
 

@@ -86,6 +86,10 @@ TEST_CASE("fuzz regressions: JPEGs and PNGs that crashed or exhausted stb_image 
   // read zeros past the end and overran the table while reading the header.
   const std::string cut = (dir / "jpeg-cut-inside-huffman-table.jpg").string();
   CHECK_THROWS_WITH(read_image_info(cut), Catch::Contains("the file ends inside a Huffman table or scan header"));
+  // Found by fuzz_image (UBSan): the same table overrun in a file starting 0xFF 0xFF 0xD8,
+  // which stb takes for a JPEG (fill bytes before the start marker).
+  const std::string fill = (dir / "jpeg-fill-bytes-before-soi-and-over-256-codes.jpg").string();
+  CHECK_THROWS_WITH(read_image_info(fill), Catch::Contains("corrupt JPEG"));
   // Found by fuzz_image (out of memory): an IDAT chunk claiming ~2 GiB in a 200-byte file;
   // stb allocated the claim before looking for the bytes.
   const std::string png = (fs::path(NNLAB_TEST_DIR) / "fuzz" / "regressions" / "image" / "png-idat-claims-2gib.png").string();
