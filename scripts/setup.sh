@@ -52,7 +52,7 @@ cmake --build "$build_dir" -j "$jobs"
 case "$mode" in
   run)
     echo "== training the default model on Fashion-MNIST"
-    "$build_dir/nnlab" train --model mlp --epochs 5 --data fashion-mnist
+    "$build_dir/nnlab" train --model cnn --epochs 2 --data fashion-mnist
     ;;
   test)
     echo "== running the tests"
