@@ -73,7 +73,10 @@ std::vector<RunVariant> parse_variants(const std::string& list, int default_thre
 
 void check_variants(const std::vector<RunVariant>& variants) {
   for (const RunVariant& v : variants) {
-    const Device device = resolve_device(v.device_text, nullptr);  // throws when CUDA is not usable
+    if (v.device_text.rfind("cuda", 0) == 0 && !cuda_status().usable)
+      fail("device '", v.label, "': CUDA is not usable here: ", cuda_status().reason,
+           ". Run on a machine with an NVIDIA GPU, or compare CPU variants (e.g. cpu:threads=1,cpu:threads=2)");
+    const Device device = resolve_device(v.device_text, nullptr);  // a missing cuda:N index fails here
     check_conv_impl(v.conv, device);
     NNLAB_CHECK(!v.tf32 || device.kind == DeviceKind::CUDA, "device '", v.label,
                 "': math=tf32 is a CUDA math mode (tensor cores); the CPU computes in fp32");

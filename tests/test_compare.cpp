@@ -140,7 +140,7 @@ TEST_CASE("compare refuses bad devices and report paths before training, writing
   if (!nnlab::cuda_status().usable) {
     const CliResult cuda = run_cli("compare --model mlp --devices cpu,cuda" + outputs);
     CHECK(cuda.exit_code != 0);
-    CHECK(cuda.output.find("cuda") != std::string::npos);
+    CHECK(cuda.output.find("device 'cuda': CUDA is not usable here") != std::string::npos);
     CHECK(cuda.output.find("steps in") == std::string::npos);  // nothing trained
   }
 

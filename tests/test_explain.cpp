@@ -157,7 +157,7 @@ TEST_CASE("nnlab explain refuses what it cannot run", "[explain]") {
   if (!cuda_status().usable) {
     const CliResult cuda = run_cli("explain --model mlp --device cuda");
     CHECK(cuda.exit_code != 0);
-    CHECK(cuda.output.find("cuda") != std::string::npos);
+    CHECK(cuda.output.find("device 'cuda': CUDA is not usable here") != std::string::npos);
     // Side by side, the CPU half still runs and the missing GPU is explained.
     const CliResult both = run_cli("explain --model mlp --batch 2 --threads 1 --device cpu,cuda");
     CHECK(both.exit_code == 0);

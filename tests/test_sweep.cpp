@@ -93,7 +93,7 @@ TEST_CASE("sweep refuses what it cannot measure", "[sweep]") {
   if (!nnlab::cuda_status().usable) {
     const CliResult cuda = run_cli("sweep --model mlp --devices cpu,cuda --report " + report);
     CHECK(cuda.exit_code != 0);
-    CHECK(cuda.output.find("cuda") != std::string::npos);
+    CHECK(cuda.output.find("device 'cuda': CUDA is not usable here") != std::string::npos);
   }
   const CliResult unwritable = run_cli("sweep --model mlp --devices cpu:threads=1,cpu --batches 1 --steps 1 --report " +
                                        (dir / "no/such/s.html"));
