@@ -107,4 +107,31 @@ std::string png_chunk_problem(const uint8_t* data, size_t size) {
   return "";
 }
 
+// BMP: stb reads zeros for pixel rows missing at the end of the file, so a 129-byte file
+// "decodes" to a 2048×1629 black image. Uncompressed (and bit-field) pixel data must all be
+// present: offset + row bytes (rounded up to 4) × rows ≤ file size.
+std::string bmp_size_problem(const uint8_t* data, size_t size) {
+  if (size < 30 || data[0] != 'B' || data[1] != 'M') return "";
+  auto u16 = [&](size_t at) { return static_cast<uint32_t>(data[at] | (data[at + 1] << 8)); };
+  auto u32 = [&](size_t at) { return u16(at) | (u16(at + 2) << 16); };
+  const uint64_t offset = u32(10), header = u32(14);
+  int64_t width = 0, height = 0;
+  uint64_t bits = 0, compression = 0;
+  if (header == 12) {  // BITMAPCOREHEADER
+    width = u16(18), height = u16(20), bits = u16(24);
+  } else {
+    if (size < 34) return "";
+    width = static_cast<int32_t>(u32(18)), height = static_cast<int32_t>(u32(22)), bits = u16(28);
+    compression = u32(30);
+  }
+  if (compression != 0 && compression != 3 && compression != 6) return "";  // RLE and others: stb checks
+  const uint64_t rows = static_cast<uint64_t>(height < 0 ? -height : height);
+  const uint64_t row_bytes = (bits * static_cast<uint64_t>(width < 0 ? -width : width) + 31) / 32 * 4;
+  const uint64_t need = offset + row_bytes * rows;
+  if (need <= size) return "";
+  return "its header claims " + std::to_string(width) + "x" + std::to_string(height) + " pixels at " +
+         std::to_string(bits) + " bits (" + std::to_string(need) + " bytes with the header) but the file has " +
+         std::to_string(size) + " bytes (truncated)";
+}
+
 }  // namespace nnlab

@@ -25,4 +25,8 @@ std::string jpeg_huffman_problem(const uint8_t* data, size_t size);
 // file, else what is wrong. Other files: "".
 std::string png_chunk_problem(const uint8_t* data, size_t size);
 
+// For a BMP file: "" unless its uncompressed pixel rows run past the end of the file (stb
+// would fill them with zeros and return a plausible-looking image).
+std::string bmp_size_problem(const uint8_t* data, size_t size);
+
 }  // namespace nnlab

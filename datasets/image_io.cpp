@@ -57,6 +57,8 @@ ImageInfo info_from_memory(const std::string& path, const std::vector<unsigned c
   NNLAB_CHECK(jpeg_problem.empty(), "cannot read image '", path, "': corrupt JPEG: ", jpeg_problem);
   const std::string png_problem = png_chunk_problem(bytes.data(), bytes.size());
   NNLAB_CHECK(png_problem.empty(), "cannot read image '", path, "': corrupt PNG: ", png_problem);
+  const std::string bmp_problem = bmp_size_problem(bytes.data(), bytes.size());
+  NNLAB_CHECK(bmp_problem.empty(), "cannot read image '", path, "': corrupt BMP: ", bmp_problem);
   int w = 0, h = 0, comp = 0;
   const int ok = stbi_info_from_memory(bytes.data(), static_cast<int>(bytes.size()), &w, &h, &comp);
   NNLAB_CHECK(ok, "cannot read image '", path, "': ", stbi_failure_reason(),

@@ -71,7 +71,7 @@ TEST_CASE("fuzz corpora: every seed and past crash input loads or is refused cle
   fs::remove_all(dir);
 }
 
-TEST_CASE("fuzz regressions: JPEGs and PNGs that crashed or exhausted stb_image 2.27 are refused first", "[fuzz]") {
+TEST_CASE("fuzz regressions: JPEG, PNG and BMP files that crashed, exhausted or fooled stb_image 2.27 are refused first", "[fuzz]") {
   const fs::path dir = fs::path(NNLAB_TEST_DIR) / "fuzz" / "regressions" / "image";
   // Found by fuzz_image: the scan names AC table 2, never defined (stb read uninitialised
   // memory and crashed with a wild index).
@@ -94,8 +94,13 @@ TEST_CASE("fuzz regressions: JPEGs and PNGs that crashed or exhausted stb_image 
   // stb allocated the claim before looking for the bytes.
   const std::string png = (fs::path(NNLAB_TEST_DIR) / "fuzz" / "regressions" / "image" / "png-idat-claims-2gib.png").string();
   CHECK_THROWS_WITH(read_image(png), Catch::Contains("corrupt PNG: chunk") && Catch::Contains("(truncated or corrupt)"));
+  // Found by fuzz_image (timeout): a 129-byte BMP claiming 2048×1629 pixels, which stb
+  // "decoded" by filling the missing rows with zeros.
+  const std::string bmp = (dir / "bmp-129-bytes-claiming-2048x1629.bmp").string();
+  CHECK_THROWS_WITH(read_image(bmp), Catch::Contains("corrupt BMP: its header claims 2048x1629 pixels at 24 bits") &&
+                                         Catch::Contains("but the file has 129 bytes (truncated)"));
   // The valid JPEG seeds still decode.
-  for (const char* seed : {"rgb-8x6.jpg", "gray-5x4.jpg"}) {
+  for (const char* seed : {"rgb-8x6.jpg", "gray-5x4.jpg", "rgb-8x6.bmp", "gray-5x4.bmp", "rgba-4x4.png"}) {
     const Image im = read_image((fs::path(NNLAB_TEST_DIR) / "fuzz" / "corpus" / "image" / seed).string());
     CHECK(im.width > 0);
   }
