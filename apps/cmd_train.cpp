@@ -10,6 +10,11 @@ void register_train_command(CLI::App& app) {
   auto config = std::make_shared<TrainConfig>();
   CLI::App* sub = app.add_subcommand("train", "Train a model from the zoo on a data set");
   add_train_options(*sub, *config);
+  // Only train takes it here: compare has its own per-variant --conv-impl.
+  sub->add_option("--conv-impl", config->conv_impl,
+                  "Convolution kernels: reference (readable direct loops), im2col (CPU), cudnn (CUDA) or fast "
+                  "(the device's fast one)")
+      ->capture_default_str();
   add_command(sub, [sub, config] {
     finalize_train_config(*sub, *config);
     Trainer trainer(*config);

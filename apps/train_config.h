@@ -28,7 +28,8 @@ struct TrainConfig {
   int threads = 0;                // 0 = all cores
   std::string device = "cpu";
   std::string math = "fp32";        // fp32 (strict, the default) | tf32 (CUDA tensor cores, recorded)
-  bool deterministic = false;       // CUDA: deterministic cuDNN algorithms, no Winograd/FFT
+  bool deterministic = false;
+  std::string conv_impl = "fast";   // reference | im2col | cudnn | fast (the device's fast path)       // CUDA: deterministic cuDNN algorithms, no Winograd/FFT
   int64_t log_interval = 100;     // steps between progress updates (and loss read-backs)
   int64_t max_steps = 0;          // stop after this many steps in all (0 = no limit)
   std::string metrics;            // JSON-lines file of run records ("" = none)

@@ -19,6 +19,7 @@
 #include "autograd/grad_mode.h"
 #include "autograd/ops.h"
 #include "devices/cpu/threads.h"
+#include "devices/conv_impl.h"
 #include "devices/registry.h"
 #ifdef NNLAB_WITH_CUDA
 #include "devices/cuda/cuda_backend.h"
@@ -90,6 +91,8 @@ Trainer::Trainer(TrainConfig config) : config_(std::move(config)) {
     set_cuda_deterministic(config_.deterministic);
   }
 #endif
+  set_conv_impl(parse_conv_impl(config_.conv_impl));
+  check_conv_impl(conv_impl(), device_);
   train_ = load_dataset(config_.data, config_.data_dir, "train");
   test_ = load_dataset(config_.data, config_.data_dir, "test");
   // The validation set comes out of the training set; the test set is never selected on.
@@ -282,6 +285,9 @@ void Trainer::save_epoch_checkpoints(const EpochResult& r) {
 }
 
 void Trainer::save_checkpoint(const std::string& path, int64_t epoch, int64_t steps_done, double loss_sum) const {
+  // Never replace a good checkpoint with the state of a run whose loss went non-finite.
+  NNLAB_CHECK(nonfinite_flag_.item() == 0, "the loss became NaN or infinite at or before step ", global_step_,
+              "; nothing was saved, so ", path, " still holds the last good state. Try a smaller --lr.");
   CheckpointInfo info;
   info.model = config_.model;
   info.input = InputSpec{train_.channels(), train_.height(), train_.width(), train_.classes};

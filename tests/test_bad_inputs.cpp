@@ -184,16 +184,18 @@ TEST_CASE("bad inputs: a loss that turns NaN stops the run and no update follows
   TempDir data, one, stopped;
   write_mnist(data, 64, 28);
   // lr 1e30: step 1 is finite and throws the weights out of range, step 2's loss is not
-  // finite. The run that stops at the log interval (step 5) has saved a checkpoint after
-  // every step; its weights and momentum must be those of the one-step run.
+  // finite. The run saves a checkpoint after every step, and a save first checks the
+  // non-finite flag: it stops at step 2's save, keeping step 1's checkpoint, whose weights and
+  // momentum must be those of the one-step run.
   const std::string common = "train --data mnist --data-dir " + data.path.string() + " --batch 4 --lr 1e30";
   REQUIRE(run_cli(common + " --max-steps 1 --checkpoint-dir " + one.path.string()).exit_code == 0);
   const RunResult r = run_cli(common + " --max-steps 10 --log-interval 5 --checkpoint-every 1 --checkpoint-dir " +
                               stopped.path.string());
   INFO(r.output);
   CHECK(r.exit_code == 1);
-  CHECK(r.output.find("nnlab: error: the loss became NaN or infinite at or before step 5 (epoch 1); no update "
-                      "was applied after it. Try a smaller --lr.") != std::string::npos);
+  CHECK(r.output.find("nnlab: error: the loss became NaN or infinite at or before step 2; nothing was saved, so " +
+                      (stopped / "last.safetensors") + " still holds the last good state. Try a smaller --lr.") !=
+        std::string::npos);
   CHECK(r.output.find("epoch 1/") == std::string::npos);  // no epoch line with a NaN loss
   const nnlab::SafetensorsFile a = nnlab::load_safetensors(one / "last.safetensors");
   const nnlab::SafetensorsFile b = nnlab::load_safetensors(stopped / "last.safetensors");

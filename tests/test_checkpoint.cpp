@@ -119,7 +119,7 @@ TEST_CASE("resume continues bit for bit, after a stop and after a crash at a mid
   std::system(("rm -rf " + d + " " + d2 + " " + d + "_*.jsonl").c_str());
 }
 
-TEST_CASE("--val-split keeps the best checkpoint; checkpoints name PyTorch's tensors", "[checkpoint]") {
+TEST_CASE("val-split keeps the best checkpoint; checkpoints name PyTorch's tensors", "[checkpoint]") {
   if (!exists(kFashion)) return;
   const std::string d = dir_path("best");
   const RunResult r = run_cli("train --model mlp --epochs 2 --max-steps 8 --val-split 0.1 --seed 1 --threads 2 "

@@ -47,7 +47,7 @@ TEST_CASE("finiteness checks raise the flag for NaN and ±inf only, and never cl
   CHECK_THROWS_WITH(raise_if_not_finite(batch(1), wrong), Catch::Contains("int32 scalar"));
 }
 
-TEST_CASE("--check-numerics names the first layer whose output is not finite", "[numerics]") {
+TEST_CASE("check-numerics names the first layer whose output is not finite", "[numerics]") {
   NumericsCheck check;
   // Finite everywhere: the same result as the model's own forward.
   auto ok = small_mlp(0.5f, 0.1f, -0.25f, 0.2f);
@@ -63,7 +63,7 @@ TEST_CASE("--check-numerics names the first layer whose output is not finite", "
   CHECK_THROWS_WITH(check.forward(*ok, batch(std::nanf(""))), Catch::Contains("the input batch"));
 }
 
-TEST_CASE("--check-numerics names the first layer whose gradient is not finite", "[numerics]") {
+TEST_CASE("check-numerics names the first layer whose gradient is not finite", "[numerics]") {
   // relu(fc1) is all zeros (bias −1000), so fc2's output is its bias (finite); the loss
   // sum(1e30·y) is finite too, but fc2's input gradient 1e30·1e10 overflows.
   auto m = small_mlp(0, -1000, 1e10f, 0.5f);

@@ -76,13 +76,22 @@ void CpuBackend::bias_backward(const Tensor& dyt, Tensor& dbt, int64_t inner) {
       }
       return;
     }
+    // Conv2d: each channel's plane is summed in 8 interleaved lanes (element i goes to lane
+    // i % 8), so the loop vectorises; the lanes and the images are then added in a fixed
+    // order, so the result does not depend on the thread count.
+    constexpr long kLanes = 8;
 #pragma omp parallel for schedule(static) if (dyt.numel() > cpu::kParallelGrain)
     for (long j = 0; j < c; ++j) {
-      T s = 0;
+      T lane[kLanes] = {};
       for (long o = 0; o < outer; ++o) {
         const T* row = dy + (o * c + j) * in;
-        for (long i = 0; i < in; ++i) s += row[i];
+        long i = 0;
+        for (; i + kLanes <= in; i += kLanes)
+          for (long l = 0; l < kLanes; ++l) lane[l] += row[i + l];
+        for (; i < in; ++i) lane[i % kLanes] += row[i];
       }
+      T s = 0;
+      for (long l = 0; l < kLanes; ++l) s += lane[l];
       db[j] = s;
     }
   });
