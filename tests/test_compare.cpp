@@ -7,6 +7,8 @@
 
 #include <array>
 #include <catch2/catch.hpp>
+
+#include "cli_support.h"
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -19,39 +21,11 @@
 
 namespace fs = std::filesystem;
 
+using nnlab_test::run_cli;
+using nnlab_test::CliResult;
+using nnlab_test::read_text;
+
 namespace {
-
-struct CliResult {
-  int exit_code;
-  std::string output;
-};
-
-CliResult run_cli(const std::string& args) {
-  FILE* pipe = popen((std::string(NNLAB_CLI_PATH) + " " + args + " 2>&1").c_str(), "r");
-  REQUIRE(pipe);
-  std::string out;
-  std::array<char, 4096> buf{};
-  while (fgets(buf.data(), buf.size(), pipe)) out += buf.data();
-  const int status = pclose(pipe);
-  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, out};
-}
-
-struct TempDir {
-  fs::path path;
-  TempDir() {
-    static int counter = 0;
-    path = fs::temp_directory_path() / ("nnlab_compare_" + std::to_string(getpid()) + "_" + std::to_string(counter++));
-    fs::remove_all(path);
-    fs::create_directories(path);
-  }
-  ~TempDir() { fs::remove_all(path); }
-  std::string operator/(const std::string& name) const { return (path / name).string(); }
-};
-
-std::string read_text(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  return std::string(std::istreambuf_iterator<char>(in), {});
-}
 
 std::vector<nlohmann::json> read_records(const std::string& path) {
   std::vector<nlohmann::json> out;
@@ -69,7 +43,7 @@ size_t count_of(const std::string& text, const std::string& what) {
 }  // namespace
 
 TEST_CASE("compare runs the identical training on two CPU thread counts", "[compare]") {
-  TempDir dir;
+  nnlab_test::TempDir dir("nnlab_cmd");
   const CliResult r = run_cli("compare --model mlp --devices cpu:threads=1,cpu:threads=2 --max-steps 3 --batch 8 "
                               "--test-images 100 --report " + (dir / "r.html") + " --metrics " + (dir / "m.jsonl"));
   INFO(r.output);
@@ -100,7 +74,7 @@ TEST_CASE("compare runs the identical training on two CPU thread counts", "[comp
 }
 
 TEST_CASE("compare of the reference and im2col convolutions tracks to float rounding", "[compare]") {
-  TempDir dir;
+  nnlab_test::TempDir dir("nnlab_cmd");
   const CliResult r = run_cli("compare --model cnn --devices cpu:conv=reference,cpu:conv=im2col --threads 2 "
                               "--max-steps 2 --batch 4 --test-images 20 --metrics " + (dir / "m.jsonl"));
   INFO(r.output);
@@ -117,7 +91,7 @@ TEST_CASE("compare of the reference and im2col convolutions tracks to float roun
 }
 
 TEST_CASE("compare refuses bad devices and report paths before training, writing nothing", "[compare]") {
-  TempDir dir;
+  nnlab_test::TempDir dir("nnlab_cmd");
   const std::string report = dir / "r.html", metrics = dir / "m.jsonl";
   const std::string outputs = " --max-steps 1 --report " + report + " --metrics " + metrics;
 

@@ -5,6 +5,8 @@
 
 #include <array>
 #include <catch2/catch.hpp>
+
+#include "cli_support.h"
 #include <cmath>
 #include <cstdio>
 #include <string>
@@ -17,22 +19,11 @@
 
 using namespace nnlab;
 
+using nnlab_test::run_cli;
+using nnlab_test::CliResult;
+using nnlab_test::read_text;
+
 namespace {
-
-struct CliResult {
-  int exit_code;
-  std::string output;
-};
-
-CliResult run_cli(const std::string& args) {
-  FILE* pipe = popen((std::string(NNLAB_CLI_PATH) + " " + args + " 2>&1").c_str(), "r");
-  REQUIRE(pipe);
-  std::string out;
-  std::array<char, 4096> buf{};
-  while (fgets(buf.data(), buf.size(), pipe)) out += buf.data();
-  const int status = pclose(pipe);
-  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, out};
-}
 
 // Restores the process-wide convolution choice however a test section ends.
 struct ConvImplGuard {

@@ -6,6 +6,8 @@
 
 #include <array>
 #include <catch2/catch.hpp>
+
+#include "cli_support.h"
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -17,44 +19,12 @@
 
 namespace fs = std::filesystem;
 
-namespace {
-
-struct CliResult {
-  int exit_code;
-  std::string output;
-};
-
-CliResult run_cli(const std::string& args) {
-  FILE* pipe = popen((std::string(NNLAB_CLI_PATH) + " " + args + " 2>&1").c_str(), "r");
-  REQUIRE(pipe);
-  std::string out;
-  std::array<char, 4096> buf{};
-  while (fgets(buf.data(), buf.size(), pipe)) out += buf.data();
-  const int status = pclose(pipe);
-  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, out};
-}
-
-struct TempDir {
-  fs::path path;
-  TempDir() {
-    static int counter = 0;
-    path = fs::temp_directory_path() / ("nnlab_sweep_" + std::to_string(getpid()) + "_" + std::to_string(counter++));
-    fs::remove_all(path);
-    fs::create_directories(path);
-  }
-  ~TempDir() { fs::remove_all(path); }
-  std::string operator/(const std::string& name) const { return (path / name).string(); }
-};
-
-std::string read_text(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  return std::string(std::istreambuf_iterator<char>(in), {});
-}
-
-}  // namespace
+using nnlab_test::run_cli;
+using nnlab_test::CliResult;
+using nnlab_test::read_text;
 
 TEST_CASE("sweep measures images/s over batches and widths with a crossover verdict", "[sweep]") {
-  TempDir dir;
+  nnlab_test::TempDir dir("nnlab_cmd");
   const CliResult r = run_cli("sweep --model mlp --devices cpu:threads=1,cpu:threads=2 --batches 2,16 --widths 0.5,2 "
                               "--steps 1 --warmup 1 --report " + (dir / "s.html") + " --metrics " + (dir / "s.jsonl"));
   INFO(r.output);
@@ -76,7 +46,7 @@ TEST_CASE("sweep measures images/s over batches and widths with a crossover verd
 }
 
 TEST_CASE("sweep refuses what it cannot measure", "[sweep]") {
-  TempDir dir;
+  nnlab_test::TempDir dir("nnlab_cmd");
   const std::string report = dir / "s.html";
   const CliResult width = run_cli("sweep --model lenet5 --widths 2 --devices cpu:threads=1,cpu --report " + report);
   CHECK(width.exit_code != 0);
