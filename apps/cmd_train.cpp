@@ -15,6 +15,10 @@ void register_train_command(CLI::App& app) {
                   "Convolution kernels: reference (readable direct loops), im2col (CPU), cudnn (CUDA) or fast "
                   "(the device's fast one)")
       ->capture_default_str();
+  // Train only: compare and sweep measure steps, which this slows down.
+  sub->add_flag("--check-numerics", config->check_numerics,
+                "Check every layer's output and gradient at every step and stop at the first that is NaN or "
+                "infinite, naming the layer (slow: waits for the device after every layer)");
   add_command(sub, [sub, config] {
     finalize_train_config(*sub, *config);
     Trainer trainer(*config);

@@ -58,7 +58,8 @@ nlohmann::json config_record(const TrainConfig& c) {
           {"checkpoint_dir", c.checkpoint_dir},
           {"checkpoint_every", c.checkpoint_every},
           {"val_split", c.val_split},
-          {"resume", c.resume}};
+          {"resume", c.resume},
+          {"check_numerics", c.check_numerics}};
 }
 
 namespace {

@@ -38,6 +38,7 @@ struct TrainConfig {
   int64_t checkpoint_every = 0;   // also save DIR/last.safetensors every N steps (0 = per epoch only)
   double val_split = 0;           // fraction of the training set held out for validation (0 = none)
   std::string resume;             // checkpoint to continue from ("" = a fresh run)
+  bool check_numerics = false;    // train: check every layer's output and gradient (synchronises)
 };
 
 // Registers the training options on a (sub)command.

@@ -101,8 +101,6 @@ Trainer::Trainer(TrainConfig config) : config_(std::move(config)) {
   model_ = make_model(config_.model, input, config_.seed);
   model_->to(device_);
   optimizer_ = make_optimizer(config_.optimizer, model_->parameters());
-  nonfinite_flag_ = Tensor::zeros({}, DType::Int32, device_);
-  optimizer_->set_skip_flag(nonfinite_flag_);
   if (config_.normalize == "dataset") normalization_ = channel_statistics(train_);
   DataLoaderOptions opts;
   opts.batch_size = config_.batch;
@@ -111,6 +109,12 @@ Trainer::Trainer(TrainConfig config) : config_(std::move(config)) {
   opts.normalize = normalization_;
   opts.augment = Augmentation{config_.crop_padding, config_.hflip};
   loader_ = std::make_unique<DataLoader>(train_, opts);
+  std::vector<std::string> parameter_names;  // in the optimizer's order (Module::parameters)
+  for (const auto& [name, p] : model_->named_parameters()) parameter_names.push_back(name);
+  guard_ = std::make_unique<NonFiniteGuard>(device_, std::move(parameter_names), loader_->steps_per_epoch(),
+                                            config_.epochs);
+  optimizer_->set_skip_flag(guard_->flag());
+  if (config_.check_numerics) numerics_ = std::make_unique<NumericsCheck>();
   ScheduleOptions sched = config_.schedule_options;
   sched.lr = config_.optimizer.lr;
   schedule_ = make_schedule(config_.schedule, sched, config_.epochs * loader_->steps_per_epoch(),
@@ -141,19 +145,8 @@ EpochResult Trainer::train_epoch(int64_t epoch) {
     if (!loader_->next(batch)) break;
     r.phases.data += seconds_since(t);
 
+    const Tensor loss = train_step(batch, r.phases);
     t = Clock::now();
-    optimizer_->zero_grad();
-    Tensor loss = cross_entropy(model_->forward(batch.images), batch.labels, &nonfinite_flag_);
-    r.phases.forward += seconds_since(t);
-
-    t = Clock::now();
-    loss.backward();
-    r.phases.backward += seconds_since(t);
-
-    t = Clock::now();
-    if (config_.clip_grad_norm > 0) clip_grad_norm(optimizer_->params(), config_.clip_grad_norm);
-    schedule_->apply(*optimizer_, global_step_);
-    optimizer_->step();
     {
       NoGradGuard no_grad;
       loss_sum = add(loss_sum, loss);
@@ -166,8 +159,7 @@ EpochResult Trainer::train_epoch(int64_t epoch) {
       recorder_.write({{"type", "step"}, {"epoch", epoch}, {"step", global_step_}, {"loss", loss.item()}});
     if (progress.due(step)) {
       // The only read-backs of a step: at the log interval (at most 10 a second on a terminal).
-      NNLAB_CHECK(nonfinite_flag_.item() == 0, "the loss became NaN or infinite at or before step ", global_step_,
-                  " (epoch ", epoch, "); no update was applied after it. Try a smaller --lr.");
+      stop_if_faulty("; no update was applied from that step on.");
       const double mean_loss = loss_sum.item() / static_cast<double>(step);
       progress.show(step, mean_loss, static_cast<double>(images) / seconds_since(t_epoch));
     }
@@ -182,6 +174,7 @@ EpochResult Trainer::train_epoch(int64_t epoch) {
   r.steps_done = step;
   r.loss_sum = loss_sum.item();
   if (r.interrupted) return r;
+  stop_if_faulty("; no update was applied from that step on.");  // --max-steps can end between log intervals
   r.seconds = seconds_since(t_epoch);
   r.train_loss = loss_sum.item() / static_cast<double>(std::max<int64_t>(step, 1));
   r.images_per_second = static_cast<double>(images) / r.seconds;
@@ -200,6 +193,39 @@ EpochResult Trainer::train_epoch(int64_t epoch) {
                      {"backward", r.phases.backward},
                      {"optimizer", r.phases.optimizer}}}});
   return r;
+}
+
+// The step numbered global_step_ + 1. Returns its loss (on the device, not read back).
+Tensor Trainer::train_step(const Batch& batch, PhaseSeconds& phases) {
+  const int64_t this_step = global_step_ + 1;
+  auto t = Clock::now();
+  optimizer_->zero_grad();
+  if (numerics_) numerics_->set_step(guard_->describe_step(this_step));
+  const Tensor logits = numerics_ ? numerics_->forward(*model_, batch.images) : model_->forward(batch.images);
+  Tensor loss = cross_entropy(logits, batch.labels, &guard_->flag(), guard_->loss_mark(this_step));
+  if (numerics_) numerics_->check_loss(loss);
+  phases.forward += seconds_since(t);
+
+  t = Clock::now();
+  loss.backward();
+  // Before the optimizer (and clipping, which leaves non-finite gradients as they are): a bad
+  // gradient raises the flag, so the step below and every later one is skipped.
+  guard_->check_gradients(optimizer_->params(), this_step);
+  if (numerics_) stop_if_faulty("; no update was applied.");  // it synchronises anyway
+  phases.backward += seconds_since(t);
+
+  t = Clock::now();
+  if (config_.clip_grad_norm > 0) clip_grad_norm(optimizer_->params(), config_.clip_grad_norm);
+  schedule_->apply(*optimizer_, global_step_);
+  optimizer_->step();
+  phases.optimizer += seconds_since(t);
+  return loss;
+}
+
+void Trainer::stop_if_faulty(const std::string& consequence) const {
+  const std::string fault = guard_->fault();
+  if (fault.empty()) return;
+  fail(fault, consequence, " Try a smaller --lr", numerics_ ? "." : "; --check-numerics names the layer at fault.");
 }
 
 EvalResult Trainer::evaluate(const Dataset& data) {
@@ -285,9 +311,9 @@ void Trainer::save_epoch_checkpoints(const EpochResult& r) {
 }
 
 void Trainer::save_checkpoint(const std::string& path, int64_t epoch, int64_t steps_done, double loss_sum) const {
-  // Never replace a good checkpoint with the state of a run whose loss went non-finite.
-  NNLAB_CHECK(nonfinite_flag_.item() == 0, "the loss became NaN or infinite at or before step ", global_step_,
-              "; nothing was saved, so ", path, " still holds the last good state. Try a smaller --lr.");
+  // Never replace a good checkpoint with the state of a run that went non-finite.
+  stop_if_faulty(std::filesystem::exists(path) ? "; nothing was saved, so " + path + " still holds the last good state."
+                                               : "; nothing was saved.");
   CheckpointInfo info;
   info.model = config_.model;
   info.input = InputSpec{train_.channels(), train_.height(), train_.width(), train_.classes};

@@ -3,10 +3,12 @@
 #pragma once
 #include <memory>
 
+#include "apps/nonfinite_guard.h"
 #include "apps/run_records.h"
 #include "apps/train_config.h"
 #include "datasets/dataloader.h"
 #include "datasets/dataset.h"
+#include "layers/check_numerics.h"
 #include "layers/zoo.h"
 #include "optim/optimizer.h"
 
@@ -59,6 +61,11 @@ class Trainer {
   void prepare_checkpoint_dir() const;
   void resume_from(const std::string& path);
   void save_epoch_checkpoints(const EpochResult& r);
+  // One training step: forward, loss, backward, gradient check, optimizer.
+  Tensor train_step(const Batch& batch, PhaseSeconds& phases);
+  // Reads the non-finite flag back and, when it is raised, stops the run with one message
+  // naming the first bad step and what went bad, then `consequence`.
+  void stop_if_faulty(const std::string& consequence) const;
 
   TrainConfig config_;
   Device device_;
@@ -69,7 +76,8 @@ class Trainer {
   std::unique_ptr<LrSchedule> schedule_;
   Normalization normalization_;
   RunRecorder recorder_;
-  Tensor nonfinite_flag_;  // int32 scalar on the device, raised by the loss kernel
+  std::unique_ptr<NonFiniteGuard> guard_;    // the non-finite flag, read once per log interval
+  std::unique_ptr<NumericsCheck> numerics_;  // --check-numerics: layer by layer, synchronising
   int64_t global_step_ = 0;
   // Where a resumed run picks up: this epoch, after this many of its steps, with this loss sum.
   int64_t start_epoch_ = 1, start_step_ = 0;

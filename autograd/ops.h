@@ -4,6 +4,7 @@
 #pragma once
 #include <cstdint>
 
+#include "core/nonfinite.h"
 #include "core/tensor.h"
 
 namespace nnlab {
@@ -45,9 +46,11 @@ Tensor flatten(const Tensor& x);
 // x: (n, c) -> (n, c), log of the row-wise softmax
 Tensor log_softmax(const Tensor& x);
 // logits: (n, c)  labels: int32 (n)  ->  scalar mean of −log softmax(logits)[label].
-// Fused and numerically stable. When nonfinite_flag (int32 scalar on the logits' device) is
-// given, the kernel raises it if the loss is not finite; nothing synchronises here.
-Tensor cross_entropy(const Tensor& logits, const Tensor& labels, Tensor* nonfinite_flag = nullptr);
+// Fused and numerically stable. When nonfinite_flag (make_nonfinite_flag, on the logits'
+// device) is given, the kernel raises it with `mark` if the loss is not finite and the flag is
+// not raised yet; nothing synchronises here.
+Tensor cross_entropy(const Tensor& logits, const Tensor& labels, Tensor* nonfinite_flag = nullptr,
+                     NonFiniteMark mark = {});
 // Not differentiable: correct (int32 scalar) += number of rows whose argmax equals the label.
 void accumulate_correct(const Tensor& logits, const Tensor& labels, Tensor& correct);
 
@@ -83,9 +86,16 @@ Tensor batch_norm2d(const Tensor& x, const Tensor& gamma, const Tensor& beta, Te
 Tensor dropout(const Tensor& x, double p, uint64_t seed, uint32_t stream, bool training);
 
 // ---- numerics.cpp: finiteness checks (not differentiable) -------------------------------
-// flag: int32 scalar on x's device, raised (never cleared) when x holds a NaN or ±inf; no
-// read-back. all_finite reads the answer back (synchronises).
-void raise_if_not_finite(const Tensor& x, Tensor& flag);
+// The non-finite flag (core/nonfinite.h): int32 {step, source} on `device`, {0, 0}.
+Tensor make_nonfinite_flag(Device device);
+// Throws, naming op, unless flag is a non-finite flag on `device` and mark.step ≥ 1.
+void check_nonfinite_flag(const char* op, const Tensor& flag, Device device, NonFiniteMark mark);
+// flag: a non-finite flag on x's device. When x holds a NaN or ±inf and the flag is not
+// raised yet, stores mark (mark.step ≥ 1) in it; a raised flag is never changed. No read-back.
+void raise_if_not_finite(const Tensor& x, Tensor& flag, NonFiniteMark mark = {});
+// Reads the flag back (synchronises): {0, 0} while it is not raised, else the first mark.
+NonFiniteMark read_nonfinite_flag(const Tensor& flag);
+// Whether every element of x is finite; reads the answer back (synchronises).
 bool all_finite(const Tensor& x);
 
 }  // namespace nnlab

@@ -50,14 +50,14 @@ void Backend::sum_all(const Tensor&, double, Tensor&) { missing("sum_all"); }
 void Backend::sum_squares(const Tensor&, Tensor&) { missing("sum_squares"); }
 void Backend::log_softmax_forward(const Tensor&, Tensor&) { missing("log_softmax_forward"); }
 void Backend::log_softmax_backward(const Tensor&, const Tensor&, Tensor&) { missing("log_softmax_backward"); }
-void Backend::softmax_xent_forward(const Tensor&, const Tensor&, Tensor&, Tensor&, Tensor*) {
+void Backend::softmax_xent_forward(const Tensor&, const Tensor&, Tensor&, Tensor&, Tensor*, NonFiniteMark) {
   missing("softmax_xent_forward");
 }
 void Backend::softmax_xent_backward(const Tensor&, const Tensor&, const Tensor&, Tensor&) {
   missing("softmax_xent_backward");
 }
 void Backend::count_correct(const Tensor&, const Tensor&, Tensor&) { missing("count_correct"); }
-void Backend::check_finite(const Tensor&, Tensor&) { missing("check_finite"); }
+void Backend::check_finite(const Tensor&, Tensor&, NonFiniteMark) { missing("check_finite"); }
 void Backend::sgd_step(Tensor&, const Tensor&, Tensor&, const SgdParams&, bool, const Tensor*) {
   missing("sgd_step");
 }

@@ -15,6 +15,7 @@
 #include <string>
 
 #include "core/allocator.h"
+#include "core/nonfinite.h"
 #include "core/tensor.h"
 
 namespace nnlab {
@@ -107,19 +108,22 @@ class Backend {
   virtual void log_softmax_backward(const Tensor& y, const Tensor& dy, Tensor& dx);
   // logits: (n, c)  labels: int32 (n)  probs: (n, c)  loss: scalar
   // loss = −(1/n) Σ log softmax(logits)[label];  probs kept for the backward pass.
-  // Raises nonfinite_flag (int32 scalar, may be undefined) when the loss is not finite.
+  // When the loss is not finite, raises nonfinite_flag (core/nonfinite.h; may be null or
+  // undefined) with `mark`, unless it is raised already.
   virtual void softmax_xent_forward(const Tensor& logits, const Tensor& labels, Tensor& probs, Tensor& loss,
-                                    Tensor* nonfinite_flag);
+                                    Tensor* nonfinite_flag, NonFiniteMark mark);
   // dlogits = dloss · (probs − onehot(labels)) / n
   virtual void softmax_xent_backward(const Tensor& probs, const Tensor& labels, const Tensor& dloss,
                                      Tensor& dlogits);
   // correct: int32 scalar   correct += #{ i : argmax(logits[i]) == labels[i] }
   virtual void count_correct(const Tensor& logits, const Tensor& labels, Tensor& correct);
-  // flag: int32 scalar   flag = 1 if any element of x is NaN or ±inf (flag is never cleared here)
-  virtual void check_finite(const Tensor& x, Tensor& flag);
+  // flag: the non-finite flag, int32 (2) (core/nonfinite.h)
+  // flag = {mark.step, mark.source} if flag[0] == 0 and any element of x is NaN or ±inf
+  virtual void check_finite(const Tensor& x, Tensor& flag, NonFiniteMark mark);
 
   // ---- optimizer steps (fused, in place) -----------------------------------------------
-  // Skipped entirely when skip_flag (int32 scalar, may be undefined) is non-zero.
+  // Skipped entirely when skip_flag (the non-finite flag, may be undefined) is raised:
+  // skip_flag[0] != 0.
   // PyTorch's SGD:  g = grad + wd·p;  buf = first ? g : m·buf + (1−dampening)·g;
   //                 g = nesterov ? g + m·buf : buf;  p −= lr·g
   virtual void sgd_step(Tensor& param, const Tensor& grad, Tensor& momentum_buf, const SgdParams& hp,

@@ -16,11 +16,11 @@ NumericsCheck::~NumericsCheck() { set_backward_hook(nullptr); }
 
 Tensor NumericsCheck::forward(Sequential& model, const Tensor& x) {
   layer_of_.clear();  // last step's nodes are gone; their addresses may be reused
-  NNLAB_CHECK(all_finite(x), "--check-numerics: the input batch holds NaN or infinite values; check the data");
+  NNLAB_CHECK(all_finite(x), prefix(), "the input batch holds NaN or infinite values; check the data");
   Tensor h = x;
   for (const auto& [name, child] : model.children()) {
     h = child->forward(h);
-    NNLAB_CHECK(all_finite(h), "--check-numerics: the output of layer '", name, "' (", child->describe(),
+    NNLAB_CHECK(all_finite(h), prefix(), "the output of layer '", name, "' (", child->describe(),
                 ") holds NaN or infinite values although its input was finite; lower --lr, add "
                 "--clip-grad-norm, or check the data");
     label_new_nodes(h, name);
@@ -29,8 +29,13 @@ Tensor NumericsCheck::forward(Sequential& model, const Tensor& x) {
 }
 
 void NumericsCheck::check_loss(const Tensor& loss) const {
-  NNLAB_CHECK(all_finite(loss), "--check-numerics: the loss is NaN or infinite although every layer's output "
-                                "was finite (logits too large for the loss); lower --lr or add --clip-grad-norm");
+  NNLAB_CHECK(all_finite(loss), prefix(),
+              "the loss is NaN or infinite although every layer's output was finite (logits too large for the "
+              "loss); lower --lr or add --clip-grad-norm");
+}
+
+std::string NumericsCheck::prefix() const {
+  return step_.empty() ? "--check-numerics: " : "--check-numerics, " + step_ + ": ";
 }
 
 // Every node reachable from `out` that no earlier child made belongs to `layer` (children run
@@ -54,7 +59,7 @@ void NumericsCheck::on_backward(const Node& node, const std::vector<Tensor>& inp
     if (!g.defined() || all_finite(g)) continue;
     const auto it = layer_of_.find(&node);
     const std::string where = it == layer_of_.end() ? "the loss" : "layer '" + it->second + "'";
-    fail("--check-numerics: the backward pass of ", where, " (", node.name(),
+    fail(prefix(), "the backward pass of ", where, " (", node.name(),
          ") produced NaN or infinite gradients from finite ones; lower --lr or add --clip-grad-norm");
   }
 }

@@ -9,6 +9,7 @@
 #pragma once
 #include <string>
 #include <unordered_map>
+#include <utility>
 
 #include "autograd/node.h"
 #include "layers/sequential.h"
@@ -27,12 +28,17 @@ class NumericsCheck {
   Tensor forward(Sequential& model, const Tensor& x);
   // Throws unless the loss is finite.
   void check_loss(const Tensor& loss) const;
+  // Where the model is, for the messages: "step 7 (epoch 1, step 7 of 16)"; "" = unnamed.
+  void set_step(std::string step) { step_ = std::move(step); }
 
  private:
+  // "--check-numerics: " or "--check-numerics, step 7 (…): "
+  std::string prefix() const;
   void on_backward(const Node& node, const std::vector<Tensor>& input_grads) const;
   void label_new_nodes(const Tensor& out, const std::string& layer);
 
   std::unordered_map<const Node*, std::string> layer_of_;  // this step's graph nodes → layer
+  std::string step_;
 };
 
 }  // namespace nnlab

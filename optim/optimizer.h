@@ -27,8 +27,9 @@ class Optimizer {
   virtual void set_momentum(double) {}
   int64_t steps_taken() const { return steps_; }
 
-  // When set (int32 scalar on the parameters' device), steps are skipped on the device
-  // while the flag is non-zero: a non-finite loss never reaches the weights.
+  // When set (a non-finite flag, core/nonfinite.h, on the parameters' device), steps are
+  // skipped on the device while the flag is raised: a non-finite loss or gradient never
+  // reaches the weights.
   void set_skip_flag(Tensor flag) { skip_flag_ = std::move(flag); }
 
   // Per-parameter state for checkpoints: "<index>.<name>" -> tensor, e.g. "0.momentum_buffer".

@@ -2,61 +2,31 @@
 // must end in one clear message, a non-zero exit code, and no output file changed. The
 // readers' own refusals are tested case by case in test_idx, test_cifar, test_image_folder,
 // test_serialization and test_checkpoint; here the same faults (and those only the program
-// can see: a model that does not fit the images, a loss that turns NaN) go through the CLI.
-#include <sys/wait.h>
-#include <unistd.h>
-
-#include <array>
+// can see: a model that does not fit the images, a loss or gradient that turns NaN) go through
+// the CLI.
+#include <cmath>
 #include <cstring>
 #include <catch2/catch.hpp>
-#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <map>
 #include <string>
 #include <vector>
 
+#include "cli_support.h"
 #include "core/serialization.h"
 
 namespace fs = std::filesystem;
+using nnlab_test::CliResult;
+using nnlab_test::read_text;
+using nnlab_test::run_cli;
+using nnlab_test::step_losses;
+using nnlab_test::TempDir;
 
 namespace {
 
-struct RunResult {
-  int exit_code;
-  std::string output;  // stdout and stderr together
-};
-
-RunResult run_cli(const std::string& args) {
-  const std::string cmd = std::string(NNLAB_CLI_PATH) + " " + args + " 2>&1";
-  FILE* pipe = popen(cmd.c_str(), "r");
-  REQUIRE(pipe);
-  std::string out;
-  std::array<char, 4096> buf{};
-  while (fgets(buf.data(), buf.size(), pipe)) out += buf.data();
-  const int status = pclose(pipe);
-  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, out};
-}
-
-struct TempDir {
-  fs::path path;
-  TempDir() {
-    static int counter = 0;
-    path = fs::temp_directory_path() / ("nnlab_bad_" + std::to_string(getpid()) + "_" + std::to_string(counter++));
-    fs::remove_all(path);
-    fs::create_directories(path);
-  }
-  ~TempDir() { fs::remove_all(path); }
-  std::string operator/(const std::string& name) const { return (path / name).string(); }
-};
-
 void write_bytes(const std::string& path, const std::vector<uint8_t>& b) {
   std::ofstream(path, std::ios::binary).write(reinterpret_cast<const char*>(b.data()), b.size());
-}
-
-std::string read_text(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  return std::string(std::istreambuf_iterator<char>(in), {});
 }
 
 // An IDX file of unsigned bytes: magic 0 0 8 d, big-endian extents, data.
@@ -100,13 +70,26 @@ void expect_refusal(const std::string& args, const std::string& message) {
   const std::string metrics = out / "metrics.jsonl";
   const std::string earlier = "{\"type\":\"epoch\",\"note\":\"an earlier run\"}\n";
   std::ofstream(metrics) << earlier;
-  const RunResult r = run_cli("train " + args + " --metrics " + metrics);
+  const CliResult r = run_cli("train " + args + " --metrics " + metrics);
   INFO("nnlab train " << args << "\n" << r.output);
   CHECK(r.exit_code == 1);
   CHECK(r.output.find(message) != std::string::npos);
   CHECK(r.output.find("nnlab: error: ") != std::string::npos);  // one message, not a crash report
   CHECK(read_text(metrics) == earlier);
   CHECK(std::distance(fs::directory_iterator(out.path), fs::directory_iterator()) == 1);
+}
+
+// Every tensor of checkpoint b equals checkpoint a's bit for bit (inf and NaN included).
+void expect_same_tensors(const std::string& a_path, const std::string& b_path) {
+  const nnlab::SafetensorsFile a = nnlab::load_safetensors(a_path);
+  const nnlab::SafetensorsFile b = nnlab::load_safetensors(b_path);
+  REQUIRE(a.tensors.size() == b.tensors.size());
+  for (const auto& [name, t] : a.tensors) {
+    INFO(name);
+    const nnlab::Tensor& u = b.at(name);
+    REQUIRE(u.nbytes() == t.nbytes());
+    CHECK(std::memcmp(u.raw_data(), t.raw_data(), t.nbytes()) == 0);
+  }
 }
 
 }  // namespace
@@ -158,7 +141,7 @@ TEST_CASE("bad inputs: numbers and paths on the command line", "[bad_inputs]") {
 
   // Option-parser refusals (CLI11) exit with its own codes; the message still names the option.
   for (const std::string& args : {std::string("--batch 1e3"), std::string("--lr abc"), std::string("--frobnicate")}) {
-    const RunResult r = run_cli("train " + args + d);
+    const CliResult r = run_cli("train " + args + d);
     INFO(args << "\n" << r.output);
     CHECK(r.exit_code != 0);
     CHECK(r.output.find(args.substr(0, args.find(' '))) != std::string::npos);
@@ -170,7 +153,7 @@ TEST_CASE("bad inputs: an unwritable --metrics path fails before any training", 
   write_mnist(data, 8, 28);
   const std::string d = " --data mnist --data-dir " + data.path.string();
   for (const std::string& metrics : {out / "no-such-folder/m.jsonl", out.path.string()}) {
-    const RunResult r = run_cli("train --max-steps 1" + d + " --metrics " + metrics);
+    const CliResult r = run_cli("train --max-steps 1" + d + " --metrics " + metrics);
     INFO(metrics << "\n" << r.output);
     CHECK(r.exit_code == 1);
     CHECK(r.output.find("nnlab: error: cannot write the metrics file '" + metrics + "'") != std::string::npos);
@@ -189,35 +172,101 @@ TEST_CASE("bad inputs: a loss that turns NaN stops the run and no update follows
   // momentum must be those of the one-step run.
   const std::string common = "train --data mnist --data-dir " + data.path.string() + " --batch 4 --lr 1e30";
   REQUIRE(run_cli(common + " --max-steps 1 --checkpoint-dir " + one.path.string()).exit_code == 0);
-  const RunResult r = run_cli(common + " --max-steps 10 --log-interval 5 --checkpoint-every 1 --checkpoint-dir " +
+  const CliResult r = run_cli(common + " --max-steps 10 --log-interval 5 --checkpoint-every 1 --checkpoint-dir " +
                               stopped.path.string());
   INFO(r.output);
   CHECK(r.exit_code == 1);
-  CHECK(r.output.find("nnlab: error: the loss became NaN or infinite at or before step 2; nothing was saved, so " +
-                      (stopped / "last.safetensors") + " still holds the last good state. Try a smaller --lr.") !=
-        std::string::npos);
+  CHECK(r.output.find("nnlab: error: the loss became NaN or infinite at step 2 (epoch 1, step 2 of 16); nothing was "
+                      "saved, so " + (stopped / "last.safetensors") + " still holds the last good state. Try a "
+                      "smaller --lr; --check-numerics names the layer at fault.\n") != std::string::npos);
   CHECK(r.output.find("epoch 1/") == std::string::npos);  // no epoch line with a NaN loss
-  const nnlab::SafetensorsFile a = nnlab::load_safetensors(one / "last.safetensors");
-  const nnlab::SafetensorsFile b = nnlab::load_safetensors(stopped / "last.safetensors");
-  REQUIRE(a.tensors.size() == b.tensors.size());
-  for (const auto& [name, t] : a.tensors) {
-    INFO(name);
-    const nnlab::Tensor& u = b.at(name);
-    REQUIRE(u.nbytes() == t.nbytes());
-    CHECK(std::memcmp(u.raw_data(), t.raw_data(), t.nbytes()) == 0);  // bit for bit (inf and NaN included)
-  }
+  expect_same_tensors(one / "last.safetensors", stopped / "last.safetensors");
   // The one-step checkpoint's weights are finite but give infinite logits: eval and predict
   // refuse it rather than print an arbitrary accuracy or NaN probabilities.
   const std::string image = std::string(NNLAB_TEST_DIR) + "/fuzz/corpus/image/gray-5x4.png";
   for (const std::string& cmd : {"eval --checkpoint " + one / "last.safetensors",
                                  "predict --checkpoint " + one / "last.safetensors" + " " + image}) {
-    const RunResult e = run_cli(cmd);
+    const CliResult e = run_cli(cmd);
     INFO(cmd << "\n" << e.output);
     CHECK(e.exit_code == 1);
     CHECK(e.output.find("nnlab: error: the model's output is NaN or infinite: checkpoint " + one / "last.safetensors" +
                         " holds weights from a run that diverged") != std::string::npos);
     CHECK(e.output.find("nan") == std::string::npos);
   }
+}
+
+TEST_CASE("numerical faults: the step named is the first whose loss is not finite", "[bad_inputs][numerics]") {
+  TempDir data, out;
+  write_mnist(data, 64, 28);
+  // SGD at lr 1000 diverges over a few steps; the flag is read only at step 8 (the log
+  // interval), yet the message must name the first step whose loss the per-step records show
+  // as non-finite (written as null), not step 8.
+  const std::string metrics = out / "m.jsonl";
+  const CliResult r = run_cli("train --data mnist --data-dir " + data.path.string() + " --batch 4 --threads 1 "
+                              "--optimizer sgd --lr 1e3 --max-steps 16 --log-interval 8 --metrics-every 1 "
+                              "--metrics " + metrics);
+  INFO(r.output);
+  CHECK(r.exit_code == 1);
+  const std::vector<double> losses = step_losses(metrics);
+  REQUIRE(losses.size() == 8);  // it ran to the log interval, then stopped
+  size_t first_bad = 0;
+  while (first_bad < losses.size() && std::isfinite(losses[first_bad])) ++first_bad;
+  REQUIRE(first_bad >= 1);  // step 1 is finite ...
+  REQUIRE(first_bad < 7);   // ... and the fault came well before the log interval
+  const std::string step = std::to_string(first_bad + 1);
+  CHECK(r.output.find("nnlab: error: the loss became NaN or infinite at step " + step + " (epoch 1, step " + step +
+                      " of 16); no update was applied from that step on. Try a smaller --lr; --check-numerics "
+                      "names the layer at fault.\n") != std::string::npos);
+  CHECK(r.output.find("epoch 1/") == std::string::npos);
+}
+
+TEST_CASE("numerical faults: a non-finite gradient under a finite loss stops the run at its step",
+          "[bad_inputs][numerics]") {
+  TempDir data, three, stopped;
+  write_mnist(data, 64, 28);
+  // cnn-bn under SGD at lr 1000: BatchNorm keeps the loss finite while the first
+  // convolution's weight gradient overflows. The run saves after every step; the save after
+  // the bad step finds the flag raised and stops, so the folder keeps the state of the step
+  // before it, which must equal that of a run that stopped there by itself.
+  const std::string common = "train --data mnist --data-dir " + data.path.string() + " --model cnn-bn --batch 4 "
+                             "--threads 1 --optimizer sgd --lr 1e3 --log-interval 8";
+  const std::string metrics = stopped / "m.jsonl";
+  const CliResult r = run_cli(common + " --max-steps 16 --checkpoint-every 1 --checkpoint-dir " +
+                              stopped.path.string() + " --metrics-every 1 --metrics " + metrics);
+  INFO(r.output);
+  CHECK(r.exit_code == 1);
+  const std::vector<double> losses = step_losses(metrics);
+  REQUIRE(losses.size() >= 2);
+  for (double loss : losses) CHECK(std::isfinite(loss));  // every loss up to the bad step was finite
+  const std::string bad = std::to_string(losses.size()), good = std::to_string(losses.size() - 1);
+  CHECK(r.output.find("nnlab: error: the gradient of c1.weight became NaN or infinite at step " + bad +
+                      " (epoch 1, step " + bad + " of 16) although the loss was finite; nothing was saved, so " +
+                      (stopped / "last.safetensors") + " still holds the last good state.") != std::string::npos);
+  REQUIRE(run_cli(common + " --max-steps " + good + " --checkpoint-dir " + three.path.string()).exit_code == 0);
+  expect_same_tensors(three / "last.safetensors", stopped / "last.safetensors");
+}
+
+TEST_CASE("numerical faults: --check-numerics names the layer and the step, and keeps the checkpoint",
+          "[bad_inputs][numerics]") {
+  TempDir data, run;
+  write_mnist(data, 64, 28);
+  // One good step saved, then a resumed run at lr 1e30 whose step 2 overflows: fc1's output
+  // is still finite, fc2's is not. The run stops in that step's forward pass, before any
+  // update or save, and the checkpoint is the same file, byte for byte.
+  const std::string common = "train --data mnist --data-dir " + data.path.string() + " --batch 4 --threads 1 "
+                             "--lr 1e30 --checkpoint-dir " + run.path.string();
+  REQUIRE(run_cli(common + " --max-steps 1").exit_code == 0);
+  const std::string checkpoint = run / "last.safetensors", before = read_text(checkpoint);
+  REQUIRE(!before.empty());
+  const CliResult r = run_cli(common + " --check-numerics --max-steps 10 --checkpoint-every 1 --resume " + checkpoint);
+  INFO(r.output);
+  CHECK(r.exit_code == 1);
+  CHECK(r.output.find("nnlab: error: --check-numerics, step 2 (epoch 1, step 2 of 16): the output of layer 'fc2' "
+                      "(Linear(in_features=256, out_features=128, bias=true)) holds NaN or infinite values although "
+                      "its input was finite; lower --lr, add --clip-grad-norm, or check the data\n") !=
+        std::string::npos);
+  CHECK(r.output.find("epoch 1/") == std::string::npos);
+  CHECK(read_text(checkpoint) == before);
 }
 
 TEST_CASE("bad inputs: checkpoints with tensors missing or of the wrong shape for the model", "[bad_inputs]") {
@@ -243,7 +292,7 @@ TEST_CASE("bad inputs: checkpoints with tensors missing or of the wrong shape fo
     const std::string path = run / (file + ".safetensors"), before = read_text(path);
     for (const std::string& cmd : {"eval --checkpoint " + path, "train --data mnist --data-dir " + data.path.string() +
                                                                     " --batch 4 --max-steps 2 --resume " + path}) {
-      const RunResult r = run_cli(cmd);
+      const CliResult r = run_cli(cmd);
       INFO(cmd << "\n" << r.output);
       CHECK(r.exit_code == 1);
       CHECK(r.output.find("nnlab: error: checkpoint " + path + " " + message) != std::string::npos);

@@ -1,4 +1,5 @@
-// Numerical faults: the finiteness checks (raise_if_not_finite, all_finite) and
+// Numerical faults: the finiteness checks (raise_if_not_finite, all_finite), the trainer's
+// NonFiniteGuard (the first bad step, loss or gradient, and the optimizer's skip), and
 // --check-numerics' NumericsCheck, which names the first layer whose output or gradient is
 // not finite.
 #include <catch2/catch.hpp>
@@ -6,10 +7,12 @@
 #include <limits>
 #include <memory>
 
+#include "apps/nonfinite_guard.h"
 #include "autograd/ops.h"
 #include "layers/activation.h"
 #include "layers/check_numerics.h"
 #include "layers/linear.h"
+#include "optim/optimizer.h"
 
 using namespace nnlab;
 
@@ -32,19 +35,71 @@ Tensor batch(float v) { return Tensor::full({2, 4}, v); }
 
 }  // namespace
 
-TEST_CASE("finiteness checks raise the flag for NaN and ±inf only, and never clear it", "[numerics]") {
-  Tensor flag = Tensor::zeros({}, DType::Int32);
-  raise_if_not_finite(Tensor::from_vector(std::vector<float>{1, -2, 3e38f}, {3}), flag);
-  CHECK(flag.item() == 0);
-  raise_if_not_finite(Tensor::from_vector(std::vector<float>{1, std::numeric_limits<float>::infinity()}, {2}), flag);
-  CHECK(flag.item() == 1);
-  raise_if_not_finite(Tensor::from_vector(std::vector<float>{1, 2}, {2}), flag);
-  CHECK(flag.item() == 1);
+TEST_CASE("finiteness checks raise the flag for NaN and ±inf only, and keep the first mark", "[numerics]") {
+  const float inf = std::numeric_limits<float>::infinity();
+  Tensor flag = make_nonfinite_flag(Device::cpu());
+  raise_if_not_finite(Tensor::from_vector(std::vector<float>{1, -2, 3e38f}, {3}), flag, {3, 1});
+  CHECK(read_nonfinite_flag(flag).step == 0);
+  raise_if_not_finite(Tensor::from_vector(std::vector<float>{1, inf}, {2}), flag, {4, 2});
+  CHECK(flag.to_vector<int32_t>() == std::vector<int32_t>{4, 2});
+  // Later checks, finite or not, leave the first fault's mark alone.
+  raise_if_not_finite(Tensor::from_vector(std::vector<float>{1, 2}, {2}), flag, {5, 3});
+  raise_if_not_finite(Tensor::from_vector(std::vector<float>{std::nanf("")}, {1}), flag, {6, 4});
+  const NonFiniteMark first = read_nonfinite_flag(flag);
+  CHECK(first.step == 4);
+  CHECK(first.source == 2);
   CHECK_FALSE(all_finite(Tensor::from_vector(std::vector<float>{std::nanf(""), 0}, {2})));
-  CHECK_FALSE(all_finite(Tensor::from_vector(std::vector<float>{-std::numeric_limits<float>::infinity()}, {1})));
+  CHECK_FALSE(all_finite(Tensor::from_vector(std::vector<float>{-inf}, {1})));
   CHECK(all_finite(Tensor::zeros({0})));
-  Tensor wrong = Tensor::zeros({}, DType::Float32);
-  CHECK_THROWS_WITH(raise_if_not_finite(batch(1), wrong), Catch::Contains("int32 scalar"));
+  Tensor wrong = Tensor::zeros({}, DType::Float32), scalar = Tensor::zeros({}, DType::Int32);
+  CHECK_THROWS_WITH(raise_if_not_finite(batch(1), wrong), Catch::Contains("int32 tensor of 2 elements"));
+  CHECK_THROWS_WITH(raise_if_not_finite(batch(1), scalar), Catch::Contains("int32 tensor of 2 elements"));
+  CHECK_THROWS_WITH(raise_if_not_finite(batch(1), flag, {0, 0}), Catch::Contains("step >= 1"));
+}
+
+TEST_CASE("the guard names the first bad step's gradient, and the optimizer skips from there", "[numerics]") {
+  // fc (4→2) with zero weights: y = x·Wᵀ + b = b whatever x is, so the loss Σy stays finite,
+  // but dW = Σ_rows dyᵀ·x = 2·3e38 overflows to +inf when every x is 3e38 (db = 2 stays finite).
+  auto model = std::make_shared<Sequential>();
+  model->add("fc", std::make_shared<Linear>(4, 2));
+  std::vector<std::string> names;
+  for (auto& [name, p] : model->named_parameters()) {
+    names.push_back(name);
+    p.fill_(0);
+  }
+  REQUIRE(names == std::vector<std::string>{"fc.weight", "fc.bias"});
+  NonFiniteGuard guard(Device::cpu(), names, /*steps_per_epoch=*/4, /*epochs=*/3);
+  SGD sgd(model->parameters(), SgdOptions{0.5});
+  sgd.set_skip_flag(guard.flag());
+  const auto train_step = [&](float x, int64_t step) {
+    sgd.zero_grad();
+    const Tensor loss = sum(model->forward(batch(x)));
+    raise_if_not_finite(loss, guard.flag(), guard.loss_mark(step));
+    loss.backward();
+    guard.check_gradients(sgd.params(), step);
+    sgd.step();
+  };
+  train_step(0, 5);  // finite: b moves by −0.5·2
+  CHECK(guard.fault().empty());
+  const std::vector<float> bias_after_5 = model->named_parameters()[1].second.to_vector<float>();
+  CHECK(bias_after_5 == std::vector<float>{-1, -1});
+  train_step(3e38f, 6);  // dW = inf: raised, and this step's update is skipped
+  const std::string first = "the gradient of fc.weight became NaN or infinite at step 6 (epoch 2, step 2 of 4) "
+                            "although the loss was finite";
+  CHECK(guard.fault() == first);
+  train_step(0, 7);  // finite again, but the run is stopped: nothing moves, the first fault stays
+  CHECK(guard.fault() == first);
+  CHECK(model->named_parameters()[0].second.to_vector<float>() == std::vector<float>(8, 0.0f));
+  CHECK(model->named_parameters()[1].second.to_vector<float>() == bias_after_5);
+
+  // A non-finite loss is named as the loss; step 9 is step 1 of epoch 3.
+  NonFiniteGuard loss_guard(Device::cpu(), names, 4, 3);
+  cross_entropy(Tensor::from_vector<float>({NAN, 0}, {1, 2}), Tensor::from_vector<int32_t>({0}, {1}),
+                &loss_guard.flag(), loss_guard.loss_mark(9));
+  CHECK(loss_guard.fault() == "the loss became NaN or infinite at step 9 (epoch 3, step 1 of 4)");
+  // Step numbers must fit the flag's int32.
+  CHECK_THROWS_WITH(NonFiniteGuard(Device::cpu(), names, 1000, 3000000),
+                    Catch::Contains("--epochs 3000000 × 1000 steps per epoch is more than the 2147483647"));
 }
 
 TEST_CASE("check-numerics names the first layer whose output is not finite", "[numerics]") {
@@ -78,8 +133,11 @@ TEST_CASE("check-numerics names the first layer whose gradient is not finite", "
   // The checker removes its hook: without it the same backward pass runs to the end.
   const Tensor loss = sum(mul(m->forward(batch(1)), Tensor::full({}, 1e30f)));
   CHECK_NOTHROW(loss.backward());
-  // A non-finite loss is named as such.
+  // A non-finite loss is named as such, with the step when the trainer gave one.
   NumericsCheck check;
   CHECK_THROWS_WITH(check.check_loss(Tensor::full({}, std::numeric_limits<float>::infinity())),
-                    Catch::Contains("the loss is NaN or infinite"));
+                    Catch::StartsWith("--check-numerics: the loss is NaN or infinite"));
+  check.set_step("step 7 (epoch 1, step 7 of 16)");
+  CHECK_THROWS_WITH(check.check_loss(Tensor::full({}, std::nanf(""))),
+                    Catch::StartsWith("--check-numerics, step 7 (epoch 1, step 7 of 16): the loss is NaN"));
 }

@@ -132,9 +132,14 @@ TEST_CASE("log_softmax and cross_entropy are stable and pass gradcheck", "[ops][
   CHECK_THROWS_WITH(cross_entropy(x, Tensor::from_vector<int32_t>({0, 1}, {2})), Catch::Contains("do not match"));
 }
 
-TEST_CASE("the non-finite flag is raised by a NaN loss", "[ops]") {
+TEST_CASE("the non-finite flag is raised by a NaN loss with the step's mark, once", "[ops]") {
+  const Tensor labels = Tensor::from_vector<int32_t>({0, 1}, {2});
+  Tensor flag = make_nonfinite_flag(Device::cpu());
+  cross_entropy(Tensor::from_vector<float>({0, 1, 2, 3}, {2, 2}), labels, &flag, {6, 0});
+  CHECK(flag.to_vector<int32_t>() == std::vector<int32_t>{0, 0});  // a finite loss leaves it alone
   Tensor x = Tensor::from_vector<float>({NAN, 1, 2, 3}, {2, 2});
-  Tensor flag = Tensor::zeros({}, DType::Int32);
-  cross_entropy(x, Tensor::from_vector<int32_t>({0, 1}, {2}), &flag);
-  CHECK(flag.to_vector<int32_t>()[0] == 1);
+  cross_entropy(x, labels, &flag, {7, 0});
+  CHECK(flag.to_vector<int32_t>() == std::vector<int32_t>{7, 0});
+  cross_entropy(x, labels, &flag, {8, 5});  // a later fault does not move the first one
+  CHECK(flag.to_vector<int32_t>() == std::vector<int32_t>{7, 0});
 }

@@ -1,28 +1,44 @@
 // Finiteness checks for the numerical-fault machinery (shared/DESIGN.md, "Numerical
-// faults"). Not differentiable: they look at values (activations, gradients) and raise a
-// flag, they never produce a tensor that enters the graph.
+// faults"; the flag's layout is in core/nonfinite.h). Not differentiable: they look at values
+// (activations, gradients) and raise a flag, they never produce a tensor that enters the graph.
+#include <vector>
+
 #include "autograd/ops.h"
 #include "core/error.h"
 #include "devices/registry.h"
 
 namespace nnlab {
 
-// flag: int32 scalar on x's device; raised (set to 1, never cleared) when any element of x
-// is NaN or ±inf. Runs on the device with no read-back, so a step can call it freely.
-void raise_if_not_finite(const Tensor& x, Tensor& flag) {
-  NNLAB_CHECK(flag.defined() && flag.dtype() == DType::Int32 && flag.numel() == 1,
-              "raise_if_not_finite: the flag must be an int32 scalar");
-  NNLAB_CHECK(flag.device() == x.device(), "raise_if_not_finite: the flag lives on ", flag.device().str(),
-              " but the tensor on ", x.device().str(), "; put both on one device");
+Tensor make_nonfinite_flag(Device device) { return Tensor::zeros({kNonFiniteFlagSize}, DType::Int32, device); }
+
+void check_nonfinite_flag(const char* op, const Tensor& flag, Device device, NonFiniteMark mark) {
+  NNLAB_CHECK(flag.defined() && flag.dtype() == DType::Int32 && flag.numel() == kNonFiniteFlagSize, op,
+              ": the non-finite flag must be an int32 tensor of ", kNonFiniteFlagSize,
+              " elements (make_nonfinite_flag)");
+  NNLAB_CHECK(flag.device() == device, op, ": the non-finite flag lives on ", flag.device().str(),
+              " but the tensor on ", device.str(), "; put both on one device");
+  NNLAB_CHECK(mark.step >= 1, op, ": a non-finite mark needs a step >= 1 (0 means 'not raised'), got ",
+              mark.step);
+}
+
+// Runs on the device with no read-back, so a training step can call it freely.
+void raise_if_not_finite(const Tensor& x, Tensor& flag, NonFiniteMark mark) {
+  check_nonfinite_flag("raise_if_not_finite", flag, x.device(), mark);
   if (x.numel() == 0) return;
-  backend_for(x.device()).check_finite(x, flag);
+  backend_for(x.device()).check_finite(x, flag, mark);
+}
+
+NonFiniteMark read_nonfinite_flag(const Tensor& flag) {
+  check_nonfinite_flag("read_nonfinite_flag", flag, flag.device(), NonFiniteMark{});
+  const std::vector<int32_t> v = flag.to_vector<int32_t>();  // synchronises
+  return NonFiniteMark{v[0], v[1]};
 }
 
 // Reads the answer back: synchronises with the device (for --check-numerics and tests).
 bool all_finite(const Tensor& x) {
-  Tensor flag = Tensor::zeros({}, DType::Int32, x.device());
+  Tensor flag = make_nonfinite_flag(x.device());
   raise_if_not_finite(x, flag);
-  return flag.item() == 0;
+  return read_nonfinite_flag(flag).step == 0;
 }
 
 }  // namespace nnlab

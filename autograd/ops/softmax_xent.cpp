@@ -58,7 +58,7 @@ Tensor log_softmax(const Tensor& x) {
   return y;
 }
 
-Tensor cross_entropy(const Tensor& logits, const Tensor& labels, Tensor* nonfinite_flag) {
+Tensor cross_entropy(const Tensor& logits, const Tensor& labels, Tensor* nonfinite_flag, NonFiniteMark mark) {
   check_float("cross_entropy", logits);
   check_same_device("cross_entropy", {&logits, &labels});
   check_dtype("cross_entropy (labels)", labels, DType::Int32);
@@ -66,9 +66,11 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& labels, Tensor* nonfini
               "cross_entropy: logits ", logits.describe(), " and labels ", labels.describe(),
               " do not match (need logits (n, c) and labels (n))");
   NNLAB_CHECK(logits.dim(0) > 0, "cross_entropy: empty batch");
+  if (nonfinite_flag && nonfinite_flag->defined())
+    check_nonfinite_flag("cross_entropy", *nonfinite_flag, logits.device(), mark);
   Tensor probs = Tensor::empty(logits.shape(), logits.dtype(), logits.device());
   Tensor loss = Tensor::empty({}, logits.dtype(), logits.device());
-  backend_for(logits.device()).softmax_xent_forward(logits, labels, probs, loss, nonfinite_flag);
+  backend_for(logits.device()).softmax_xent_forward(logits, labels, probs, loss, nonfinite_flag, mark);
   if (needs_graph({&logits})) attach(loss, std::make_shared<CrossEntropyBackward>(logits, labels, probs));
   return loss;
 }

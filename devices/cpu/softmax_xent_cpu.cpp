@@ -29,6 +29,14 @@ void check_labels(const int32_t* labels, long n, long c) {
                 " is outside the model's ", c, " classes [0, ", c, "); check the data set and the model");
 }
 
+// The non-finite flag (core/nonfinite.h): the first fault's mark stays, later ones are dropped.
+void raise_nonfinite_flag(Tensor& flag, NonFiniteMark mark) {
+  int32_t* f = flag.data<int32_t>();
+  if (f[0] != 0) return;
+  f[0] = mark.step;
+  f[1] = mark.source;
+}
+
 }  // namespace
 
 // x, y: (n, c)
@@ -64,7 +72,7 @@ void CpuBackend::log_softmax_backward(const Tensor& yt, const Tensor& dyt, Tenso
 
 // logits, probs: (n, c)  labels: (n)  loss: scalar
 void CpuBackend::softmax_xent_forward(const Tensor& lt, const Tensor& labels_t, Tensor& pt, Tensor& loss_t,
-                                      Tensor* nonfinite_flag) {
+                                      Tensor* nonfinite_flag, NonFiniteMark mark) {
   NNLAB_LOG_KERNEL("softmax_xent_forward", lt);  // nnlab explain: record the call
   const long n = static_cast<long>(lt.dim(0)), c = static_cast<long>(lt.dim(1));
   const int32_t* labels = labels_t.data<int32_t>();
@@ -85,7 +93,8 @@ void CpuBackend::softmax_xent_forward(const Tensor& lt, const Tensor& labels_t, 
     for (T v : row_loss) total += v;
     const T loss = static_cast<T>(total / static_cast<double>(n));
     *static_cast<T*>(loss_t.raw_data()) = loss;
-    if (nonfinite_flag && nonfinite_flag->defined() && !std::isfinite(loss)) *nonfinite_flag->data<int32_t>() = 1;
+    if (nonfinite_flag && nonfinite_flag->defined() && !std::isfinite(loss))
+      raise_nonfinite_flag(*nonfinite_flag, mark);
   });
 }
 
@@ -124,7 +133,7 @@ void CpuBackend::count_correct(const Tensor& lt, const Tensor& labels_t, Tensor&
   });
 }
 
-void CpuBackend::check_finite(const Tensor& xt, Tensor& flag) {
+void CpuBackend::check_finite(const Tensor& xt, Tensor& flag, NonFiniteMark mark) {
   NNLAB_LOG_KERNEL("check_finite", xt);  // nnlab explain: record the call
   cpu::dispatch_float("check_finite", xt, [&](auto t) {
     using T = decltype(t);
@@ -133,7 +142,7 @@ void CpuBackend::check_finite(const Tensor& xt, Tensor& flag) {
     int bad = 0;
 #pragma omp parallel for schedule(static) reduction(| : bad) if (n > cpu::kParallelGrain)
     for (long i = 0; i < n; ++i) bad |= !std::isfinite(x[i]);
-    if (bad) *flag.data<int32_t>() = 1;
+    if (bad) raise_nonfinite_flag(flag, mark);
   });
 }
 

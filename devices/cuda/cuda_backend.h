@@ -85,11 +85,11 @@ class CudaBackend final : public Backend {
   void log_softmax_forward(const Tensor& x, Tensor& y) override;
   void log_softmax_backward(const Tensor& y, const Tensor& dy, Tensor& dx) override;
   void softmax_xent_forward(const Tensor& logits, const Tensor& labels, Tensor& probs, Tensor& loss,
-                            Tensor* nonfinite_flag) override;
+                            Tensor* nonfinite_flag, NonFiniteMark mark) override;
   void softmax_xent_backward(const Tensor& probs, const Tensor& labels, const Tensor& dloss,
                              Tensor& dlogits) override;
   void count_correct(const Tensor& logits, const Tensor& labels, Tensor& correct) override;
-  void check_finite(const Tensor& x, Tensor& flag) override;
+  void check_finite(const Tensor& x, Tensor& flag, NonFiniteMark mark) override;
 
   // optim_cuda.cu
   void sgd_step(Tensor& param, const Tensor& grad, Tensor& momentum_buf, const SgdParams& hp, bool first_step,

@@ -14,6 +14,13 @@ namespace {
 
 // ---- kernels ----------------------------------------------------------------------------
 
+// The non-finite flag (core/nonfinite.h): {step, source} of the first fault. Of the threads
+// that find a bad value, the one whose compare-and-swap turns flag[0] from 0 into the step
+// writes the source; every later one (this kernel's or a later kernel's) leaves the flag alone.
+__device__ void raise_nonfinite_flag(int32_t* flag, NonFiniteMark mark) {
+  if (atomicCAS(&flag[0], 0, mark.step) == 0) flag[1] = mark.source;
+}
+
 // Writes y = x − max − log Σ exp(x − max) for one row of c values (y may alias nothing).
 __device__ void log_softmax_row(const float* x, float* y, int64_t c) {
   float m = x[0];
@@ -60,16 +67,16 @@ __global__ void softmax_xent_rows_kernel(const float* x, const int32_t* labels, 
   }
 }
 
-// row_loss: (n)  loss: scalar   loss = (Σ row_loss in double) / n, one block; flag = 1 if
-// the loss is not finite.
-__global__ void xent_mean_kernel(const float* row_loss, int64_t n, float* loss, int32_t* flag) {
+// row_loss: (n)  loss: scalar   loss = (Σ row_loss in double) / n, one block; raises the
+// non-finite flag (may be null) with mark if the loss is not finite.
+__global__ void xent_mean_kernel(const float* row_loss, int64_t n, float* loss, int32_t* flag, NonFiniteMark mark) {
   double s = 0.0;
   for (int64_t i = threadIdx.x; i < n; i += blockDim.x) s += row_loss[i];
   s = cuda::block_sum(s);
   if (threadIdx.x == 0) {
     const float l = static_cast<float>(s / static_cast<double>(n));
     *loss = l;
-    if (flag && !isfinite(l)) *flag = 1;
+    if (flag && !isfinite(l)) raise_nonfinite_flag(flag, mark);
   }
 }
 
@@ -98,10 +105,10 @@ __global__ void count_correct_kernel(const float* x, const int32_t* labels, int6
   if (threadIdx.x == 0 && hits) atomicAdd(correct, hits);
 }
 
-// x: (n)  flag: int32 scalar   flag = 1 if any x is NaN or ±inf (never cleared here)
-__global__ void check_finite_kernel(const float* x, int64_t n, int32_t* flag) {
+// x: (n)  flag: int32 (2)   flag = {mark.step, mark.source} if flag[0] == 0 and any x is NaN or ±inf
+__global__ void check_finite_kernel(const float* x, int64_t n, int32_t* flag, NonFiniteMark mark) {
   NNLAB_GRID_STRIDE(i, n) {
-    if (!isfinite(x[i])) *flag = 1;  // every writer stores the same value: no race on the result
+    if (!isfinite(x[i])) raise_nonfinite_flag(flag, mark);
   }
 }
 
@@ -133,7 +140,7 @@ void CudaBackend::log_softmax_backward(const Tensor& y, const Tensor& dy, Tensor
 }
 
 void CudaBackend::softmax_xent_forward(const Tensor& logits, const Tensor& labels, Tensor& probs, Tensor& loss,
-                                       Tensor* nonfinite_flag) {
+                                       Tensor* nonfinite_flag, NonFiniteMark mark) {
   NNLAB_LOG_KERNEL("softmax_xent_forward", logits);  // nnlab explain: record the call
   cuda::require_f32("softmax_xent_forward", logits);
   check_dtype("softmax_xent_forward", labels, DType::Int32);
@@ -146,7 +153,8 @@ void CudaBackend::softmax_xent_forward(const Tensor& logits, const Tensor& label
       ctx.fault_device);
   NNLAB_CUDA_LAUNCH_CHECK("softmax_xent_rows_kernel");
   int32_t* flag = nonfinite_flag && nonfinite_flag->defined() ? cuda::ptr<int32_t>(*nonfinite_flag) : nullptr;
-  xent_mean_kernel<<<1, cuda::kThreads, 0, ctx.stream>>>(row_loss.as<float>(), n, cuda::ptr<float>(loss), flag);
+  xent_mean_kernel<<<1, cuda::kThreads, 0, ctx.stream>>>(row_loss.as<float>(), n, cuda::ptr<float>(loss), flag,
+                                                         mark);
   NNLAB_CUDA_LAUNCH_CHECK("xent_mean_kernel");
 }
 
@@ -172,13 +180,13 @@ void CudaBackend::count_correct(const Tensor& logits, const Tensor& labels, Tens
   NNLAB_CUDA_LAUNCH_CHECK("count_correct_kernel");
 }
 
-void CudaBackend::check_finite(const Tensor& x, Tensor& flag) {
+void CudaBackend::check_finite(const Tensor& x, Tensor& flag, NonFiniteMark mark) {
   NNLAB_LOG_KERNEL("check_finite", x);  // nnlab explain: record the call
   cuda::require_f32("check_finite", x);
   check_dtype("check_finite", flag, DType::Int32);
   if (!x.numel()) return;
   check_finite_kernel<<<cuda::grid_for(x.numel()), cuda::kThreads, 0, ctx_->stream>>>(
-      cuda::ptr<float>(x), x.numel(), cuda::ptr<int32_t>(flag));
+      cuda::ptr<float>(x), x.numel(), cuda::ptr<int32_t>(flag), mark);
   NNLAB_CUDA_LAUNCH_CHECK("check_finite_kernel");
 }
 

@@ -3,6 +3,7 @@
 // shapes (including awkward ones: 1 element, odd sizes, sizes just past a block).
 #include "tests/gpu/gpu_support.h"
 
+#include "autograd/ops.h"
 #include "devices/cuda/cuda_backend.h"
 
 using namespace nnlab;
@@ -174,12 +175,12 @@ TEST_CASE("gpu: log-softmax and softmax cross-entropy, forward and backward", "[
     Tensor labels = random_labels(n, c);
     Tensor probs = Tensor::empty(s), loss = Tensor::empty({}), gprobs = gy.clone();
     Tensor gloss = Tensor::empty({}, DType::Float32, Device::cuda(0));
-    Tensor flag = Tensor::zeros({}, DType::Int32, Device::cuda(0));
-    cpu().softmax_xent_forward(x, labels, probs, loss, nullptr);
-    gpu().softmax_xent_forward(on_gpu(x), on_gpu(labels), gprobs, gloss, &flag);
+    Tensor flag = make_nonfinite_flag(Device::cuda(0));
+    cpu().softmax_xent_forward(x, labels, probs, loss, nullptr, {});
+    gpu().softmax_xent_forward(on_gpu(x), on_gpu(labels), gprobs, gloss, &flag, {1, 0});
     require_close(gprobs, probs, 1e-5, 1e-7, "softmax probabilities " + shape_str(s));
     require_close(gloss, loss, 1e-5, 1e-6, "cross-entropy loss " + shape_str(s));
-    CHECK(flag.item() == 0);
+    CHECK(read_nonfinite_flag(flag).step == 0);
     Tensor dloss = Tensor::full({}, 1.5);
     cpu().softmax_xent_backward(probs, labels, dloss, dx);
     gpu().softmax_xent_backward(gprobs, on_gpu(labels), on_gpu(dloss), gdx);
@@ -194,21 +195,25 @@ TEST_CASE("gpu: log-softmax and softmax cross-entropy, forward and backward", "[
 
 TEST_CASE("gpu: non-finite values and bad labels raise flags, not traps", "[gpu][softmax_xent]") {
   Tensor x = random_tensor({100000});
-  Tensor flag = Tensor::zeros({}, DType::Int32, Device::cuda(0));
-  gpu().check_finite(on_gpu(x), flag);
-  CHECK(flag.item() == 0);
+  Tensor flag = make_nonfinite_flag(Device::cuda(0));
+  gpu().check_finite(on_gpu(x), flag, {3, 1});
+  CHECK(flag.to_vector<int32_t>() == std::vector<int32_t>{0, 0});
+  // Many bad elements in one launch: one thread wins and the mark is whole, not mixed.
   std::vector<float> v = x.to_vector<float>();
-  v[99999] = INFINITY;
-  gpu().check_finite(on_gpu(Tensor::from_vector(v, {100000})), flag);
-  CHECK(flag.item() == 1);
+  for (size_t i = 50000; i < v.size(); i += 7) v[i] = i % 2 ? INFINITY : NAN;
+  gpu().check_finite(on_gpu(Tensor::from_vector(v, {100000})), flag, {4, 2});
+  CHECK(flag.to_vector<int32_t>() == std::vector<int32_t>{4, 2});
+  gpu().check_finite(on_gpu(Tensor::from_vector(v, {100000})), flag, {5, 3});
+  CHECK(flag.to_vector<int32_t>() == std::vector<int32_t>{4, 2});  // the first fault stays
 
   Tensor logits = on_gpu(random_tensor({4, 10})), probs = logits.clone();
   Tensor loss = Tensor::empty({}, DType::Float32, Device::cuda(0));
-  Tensor nonfinite = Tensor::zeros({}, DType::Int32, Device::cuda(0));
+  Tensor nonfinite = make_nonfinite_flag(Device::cuda(0));
   gpu().softmax_xent_forward(logits, on_gpu(Tensor::from_vector<int32_t>({1, 2, 10, 3}, {4})), probs, loss,
-                             &nonfinite);
+                             &nonfinite, {9, 0});
   CHECK_THROWS_WITH(loss.item(), Catch::Contains("label 10 of sample 2") && Catch::Contains("10 classes"));
-  CHECK(nonfinite.item() == 1);  // the fault was raised once; the flag stays for the training loop
+  // The fault was raised once, with the step's mark; the flag stays for the training loop.
+  CHECK(nonfinite.to_vector<int32_t>() == std::vector<int32_t>{9, 0});
 }
 
 TEST_CASE("gpu: fused SGD and Adam/AdamW steps match the CPU", "[gpu][optim]") {
@@ -251,7 +256,7 @@ TEST_CASE("gpu: a raised skip flag stops the optimizer on the device", "[gpu][op
   Tensor p = random_tensor({500}), g = random_tensor({500});
   Tensor gp = on_gpu(p), buf = Tensor::zeros({500}, DType::Float32, Device::cuda(0));
   Tensor m = buf.clone(), v = buf.clone();
-  Tensor skip = Tensor::full({}, 1, DType::Int32, Device::cuda(0));
+  Tensor skip = Tensor::from_vector<int32_t>({3, 1}, {2}).to(Device::cuda(0));  // raised at step 3
   gpu().sgd_step(gp, on_gpu(g), buf, {0.1, 0.9, 0.0, 0.0, false}, true, &skip);
   gpu().adam_step(gp, on_gpu(g), m, v, {1e-3, 0.9, 0.999, 1e-8, 0.0, false}, 1, &skip);
   require_equal<float>(gp, p, "parameters under a raised skip flag");
