@@ -7,63 +7,35 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include <array>
 #include <chrono>
 #include <csignal>
 #include <cstdio>
+#include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
-#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "cli_support.h"
 #include "core/serialization.h"
 
+namespace fs = std::filesystem;
+using nnlab_test::CliResult;
+using nnlab_test::read_text;
+using nnlab_test::run_cli;
+using nnlab_test::run_shell;
+using nnlab_test::step_losses;
+using nnlab_test::TempDir;
+
 namespace {
-
-struct RunResult {
-  int exit_code;  // -1 when killed by a signal
-  std::string output;
-};
-
-RunResult run_shell(const std::string& cmd) {
-  FILE* pipe = popen((cmd + " 2>&1").c_str(), "r");
-  REQUIRE(pipe);
-  std::string out;
-  std::array<char, 4096> buf{};
-  while (fgets(buf.data(), buf.size(), pipe)) out += buf.data();
-  const int status = pclose(pipe);
-  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, out};
-}
-RunResult run_cli(const std::string& args) { return run_shell(std::string(NNLAB_CLI_PATH) + " " + args); }
-
-bool exists(const std::string& path) {
-  struct stat st {};
-  return stat(path.c_str(), &st) == 0;
-}
-
-std::string dir_path(const std::string& name) { return "/tmp/nnlab_ckpt_test_" + std::to_string(getpid()) + "_" + name; }
 
 // Bytes and modification time: what "the file did not change" means.
 std::string fingerprint(const std::string& path) {
   struct stat st {};
   if (stat(path.c_str(), &st) != 0) return "(absent)";
-  std::ifstream in(path, std::ios::binary);
-  std::ostringstream os;
-  os << in.rdbuf() << "@" << st.st_mtim.tv_sec << "." << st.st_mtim.tv_nsec;
-  return os.str();
-}
-
-std::vector<double> step_losses(const std::string& metrics) {
-  std::ifstream in(metrics);
-  std::vector<double> losses;
-  std::string line;
-  while (std::getline(in, line)) {
-    const auto j = nlohmann::json::parse(line);
-    if (j["type"] == "step") losses.push_back(j["loss"].get<double>());
-  }
-  return losses;
+  return read_text(path) + "@" + std::to_string(st.st_mtim.tv_sec) + "." + std::to_string(st.st_mtim.tv_nsec);
 }
 
 nlohmann::json training_meta(const std::string& checkpoint) {
@@ -76,24 +48,25 @@ const std::string kCommon = "train --model mlp --epochs 1 --seed 5 --threads 2 -
 }  // namespace
 
 TEST_CASE("resume continues bit for bit, after a stop and after a crash at a mid-epoch save", "[checkpoint]") {
-  if (!exists(kFashion)) {
+  if (!fs::exists(kFashion)) {
     WARN("dataset-fashion-mnist is not installed; scripts/setup.sh installs it");
     return;
   }
-  const std::string d = dir_path("resume");
-  const RunResult full = run_cli(kCommon + " --max-steps 20 --metrics " + d + "_full.jsonl");
+  const TempDir tmp("nnlab_ckpt");
+  const std::string d = tmp / "resume";
+  const CliResult full = run_cli(kCommon + " --max-steps 20 --metrics " + d + "_full.jsonl");
   REQUIRE(full.exit_code == 0);
   const std::vector<double> expected = step_losses(d + "_full.jsonl");
   REQUIRE(expected.size() == 20);
 
   // A clean stop after 10 steps (the epoch-end save), then --resume to 20.
-  const RunResult a = run_cli(kCommon + " --max-steps 10 --checkpoint-dir " + d + " --metrics " + d + "_a.jsonl");
+  const CliResult a = run_cli(kCommon + " --max-steps 10 --checkpoint-dir " + d + " --metrics " + d + "_a.jsonl");
   INFO(a.output);
   REQUIRE(a.exit_code == 0);
   const std::string last = d + "/last.safetensors";
-  REQUIRE(exists(last));
+  REQUIRE(fs::exists(last));
   CHECK(training_meta(last)["global_step"] == 10);
-  const RunResult b = run_cli(kCommon + " --max-steps 20 --resume " + last + " --metrics " + d + "_b.jsonl");
+  const CliResult b = run_cli(kCommon + " --max-steps 20 --resume " + last + " --metrics " + d + "_b.jsonl");
   INFO(b.output);
   REQUIRE(b.exit_code == 0);
   CHECK(b.output.find("resuming from") != std::string::npos);
@@ -104,31 +77,31 @@ TEST_CASE("resume continues bit for bit, after a stop and after a crash at a mid
   // --checkpoint-every 4 with a SIGKILL right after the first save's rename: the crashed run
   // leaves a complete checkpoint of step 4, and resuming from it repeats steps 5..12 exactly.
   const std::string d2 = d + "_every";
-  const RunResult crashed = run_shell("NNLAB_FAULT_INJECT=after-rename " + std::string(NNLAB_CLI_PATH) + " " + kCommon +
+  const CliResult crashed = run_shell("NNLAB_FAULT_INJECT=after-rename " + std::string(NNLAB_CLI_PATH) + " " + kCommon +
                                       " --max-steps 20 --checkpoint-every 4 --checkpoint-dir " + d2 + " --metrics " +
                                       d + "_c.jsonl");
   CHECK(crashed.exit_code != 0);
-  REQUIRE(exists(d2 + "/last.safetensors"));
+  REQUIRE(fs::exists(d2 + "/last.safetensors"));
   CHECK(training_meta(d2 + "/last.safetensors")["global_step"] == 4);
   CHECK(training_meta(d2 + "/last.safetensors")["step_in_epoch"] == 4);
-  const RunResult c = run_cli(kCommon + " --max-steps 12 --resume " + d2 + "/last.safetensors --metrics " + d +
+  const CliResult c = run_cli(kCommon + " --max-steps 12 --resume " + d2 + "/last.safetensors --metrics " + d +
                               "_d.jsonl");
   REQUIRE(c.exit_code == 0);
   const std::vector<double> tail = step_losses(d + "_d.jsonl");
   CHECK(tail == std::vector<double>(expected.begin() + 4, expected.begin() + 12));
-  std::system(("rm -rf " + d + " " + d2 + " " + d + "_*.jsonl").c_str());
 }
 
 TEST_CASE("val-split keeps the best checkpoint; checkpoints name PyTorch's tensors", "[checkpoint]") {
-  if (!exists(kFashion)) return;
-  const std::string d = dir_path("best");
-  const RunResult r = run_cli("train --model mlp --epochs 2 --max-steps 8 --val-split 0.1 --seed 1 --threads 2 "
+  if (!fs::exists(kFashion)) return;
+  const TempDir tmp("nnlab_ckpt");
+  const std::string d = tmp / "best";
+  const CliResult r = run_cli("train --model mlp --epochs 2 --max-steps 8 --val-split 0.1 --seed 1 --threads 2 "
                               "--checkpoint-dir " + d);
   INFO(r.output);
   REQUIRE(r.exit_code == 0);
   CHECK(r.output.find("validation accuracy") != std::string::npos);
-  REQUIRE(exists(d + "/best.safetensors"));
-  REQUIRE(exists(d + "/last.safetensors"));
+  REQUIRE(fs::exists(d + "/best.safetensors"));
+  REQUIRE(fs::exists(d + "/last.safetensors"));
   const nnlab::SafetensorsFile f = nnlab::load_safetensors(d + "/best.safetensors");
   CHECK(f.at("fc1.weight").shape() == nnlab::Shape{256, 784});
   CHECK(f.at("fc3.bias").shape() == nnlab::Shape{10});
@@ -145,7 +118,7 @@ TEST_CASE("val-split keeps the best checkpoint; checkpoints name PyTorch's tenso
   if (python.empty()) {
     WARN("numpy is not installed (python3-numpy); skipping the independent reader check");
   } else {
-    const RunResult py = run_shell(python + " " + NNLAB_TEST_DIR + "/read_safetensors.py " + d + "/best.safetensors");
+    const CliResult py = run_shell(python + " " + NNLAB_TEST_DIR + "/read_safetensors.py " + d + "/best.safetensors");
     INFO(py.output);
     REQUIRE(py.exit_code == 0);
     CHECK(py.output.find("fc1.weight F32 [256, 784]") != std::string::npos);
@@ -156,13 +129,13 @@ TEST_CASE("val-split keeps the best checkpoint; checkpoints name PyTorch's tenso
     std::snprintf(expect, sizeof expect, "fc2.weight F32 [128, 256] %.9g %.9g %.9g", w[0], w[1], w[2]);
     CHECK(py.output.find(expect) != std::string::npos);
   }
-  std::system(("rm -rf " + d).c_str());
 }
 
 TEST_CASE("SIGINT and SIGTERM finish the step, save and exit 130 / 143", "[checkpoint]") {
-  if (!exists(kFashion)) return;
+  if (!fs::exists(kFashion)) return;
   for (const int sig : {SIGINT, SIGTERM}) {
-    const std::string d = dir_path("signal" + std::to_string(sig)), metrics = d + ".jsonl", log = d + ".log";
+    const TempDir tmp("nnlab_ckpt");
+    const std::string d = tmp / "signal", metrics = d + ".jsonl", log = d + ".log";
     const std::string cmd = std::string(NNLAB_CLI_PATH) + " " + kCommon + " --max-steps 100000 --checkpoint-dir " + d +
                             " --metrics " + metrics;
     const pid_t pid = fork();
@@ -180,31 +153,29 @@ TEST_CASE("SIGINT and SIGTERM finish the step, save and exit 130 / 143", "[check
     kill(pid, sig);
     int status = 0;
     REQUIRE(waitpid(pid, &status, 0) == pid);
-    std::ifstream in(log);
-    const std::string output((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    const std::string output = read_text(log);
     INFO(output);
     REQUIRE(WIFEXITED(status));
     CHECK(WEXITSTATUS(status) == 128 + sig);
     CHECK(output.find(sig == SIGINT ? "SIGINT: stopped after step" : "SIGTERM: stopped after step") !=
           std::string::npos);
-    REQUIRE(exists(d + "/last.safetensors"));
+    REQUIRE(fs::exists(d + "/last.safetensors"));
     // The saved step is one the run finished: the metrics file recorded it.
     const auto steps = training_meta(d + "/last.safetensors")["global_step"].get<size_t>();
     CHECK(steps >= 3);
     CHECK(steps == step_losses(metrics).size());
-    std::system(("rm -rf " + d + " " + metrics + " " + log).c_str());
   }
 }
 
 TEST_CASE("bad checkpoints and checkpoint folders fail clearly and change no file", "[checkpoint]") {
-  if (!exists(kFashion)) return;
-  const std::string d = dir_path("bad"), metrics = d + ".jsonl";
+  if (!fs::exists(kFashion)) return;
+  const TempDir tmp("nnlab_ckpt");
+  const std::string d = tmp / "bad", metrics = d + ".jsonl";
   REQUIRE(run_cli("train --model mlp --epochs 1 --max-steps 2 --threads 2 --checkpoint-dir " + d).exit_code == 0);
   const std::string good = d + "/last.safetensors";
   const std::string truncated = d + "/truncated.safetensors", corrupt = d + "/corrupt.safetensors";
   {
-    std::ifstream in(good, std::ios::binary);
-    std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    std::string bytes = read_text(good);
     std::ofstream(truncated, std::ios::binary) << bytes.substr(0, bytes.size() / 2);
     bytes[8] = '#';  // the JSON header's opening brace
     std::ofstream(corrupt, std::ios::binary) << bytes;
@@ -225,13 +196,12 @@ TEST_CASE("bad checkpoints and checkpoint folders fail clearly and change no fil
   for (const auto& [args, message] : cases) {
     std::vector<std::string> before;
     for (const auto& f : files) before.push_back(fingerprint(f));
-    const RunResult r = run_cli("train --epochs 1 --max-steps 2 --threads 2 --metrics " + metrics + " " + args);
+    const CliResult r = run_cli("train --epochs 1 --max-steps 2 --threads 2 --metrics " + metrics + " " + args);
     INFO(args << "\n" << r.output);
     CHECK(r.exit_code == 1);
     CHECK(r.output.find(message) != std::string::npos);
     CHECK(r.output.find("epoch 1/1") == std::string::npos);  // refused before any training
-    CHECK_FALSE(exists(metrics));
+    CHECK_FALSE(fs::exists(metrics));
     for (size_t i = 0; i < files.size(); ++i) CHECK(fingerprint(files[i]) == before[i]);
   }
-  std::system(("rm -rf " + d).c_str());
 }

@@ -2,54 +2,19 @@
 // options that must fail with one clear message, a non-zero exit and no output file.
 #include <catch2/catch.hpp>
 
-#include <sys/stat.h>
-#include <sys/wait.h>
-#include <unistd.h>
-
-#include <array>
-#include <cstdio>
-#include <fstream>
-#include <nlohmann/json.hpp>
+#include <filesystem>
 #include <string>
 #include <vector>
 
+#include "cli_support.h"
+
+using nnlab_test::CliResult;
+using nnlab_test::run_cli;
+using nnlab_test::step_losses;
+using nnlab_test::TempDir;
+namespace fs = std::filesystem;
+
 namespace {
-
-struct RunResult {
-  int exit_code;
-  std::string output;  // stdout and stderr together
-};
-
-RunResult run_cli(const std::string& args) {
-  const std::string cmd = std::string(NNLAB_CLI_PATH) + " " + args + " 2>&1";
-  FILE* pipe = popen(cmd.c_str(), "r");
-  REQUIRE(pipe);
-  std::string out;
-  std::array<char, 4096> buf{};
-  while (fgets(buf.data(), buf.size(), pipe)) out += buf.data();
-  const int status = pclose(pipe);
-  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, out};
-}
-
-bool exists(const std::string& path) {
-  struct stat st {};
-  return stat(path.c_str(), &st) == 0;
-}
-
-std::string temp_path(const std::string& name) {
-  return "/tmp/nnlab_cli_test_" + std::to_string(getpid()) + "_" + name;
-}
-
-std::vector<double> step_losses(const std::string& metrics) {
-  std::ifstream in(metrics);
-  std::vector<double> losses;
-  std::string line;
-  while (std::getline(in, line)) {
-    const auto j = nlohmann::json::parse(line);
-    if (j["type"] == "step") losses.push_back(j["loss"].get<double>());
-  }
-  return losses;
-}
 
 double mean_of(const std::vector<double>& v, size_t begin, size_t end) {
   double s = 0;
@@ -62,13 +27,14 @@ const char* kFashion = "/usr/share/datasets/fashion-mnist/train-images-idx3-ubyt
 }  // namespace
 
 TEST_CASE("train mlp: the loss falls and a seed repeats exactly", "[cli]") {
-  if (!exists(kFashion)) {
+  if (!fs::exists(kFashion)) {
     WARN("dataset-fashion-mnist is not installed; scripts/setup.sh installs it");
     return;
   }
-  const std::string m1 = temp_path("m1.jsonl"), m2 = temp_path("m2.jsonl");
+  const TempDir dir("nnlab_cli");
+  const std::string m1 = dir / "m1.jsonl", m2 = dir / "m2.jsonl";
   const std::string common = "train --model mlp --epochs 1 --max-steps 200 --seed 3 --threads 2 --metrics-every 1";
-  const RunResult r1 = run_cli(common + " --metrics " + m1);
+  const CliResult r1 = run_cli(common + " --metrics " + m1);
   INFO(r1.output);
   REQUIRE(r1.exit_code == 0);
   CHECK(r1.output.find("final test accuracy") != std::string::npos);
@@ -77,15 +43,14 @@ TEST_CASE("train mlp: the loss falls and a seed repeats exactly", "[cli]") {
   // Mean loss over steps 151–200 is below 0.6× the mean over steps 1–50.
   CHECK(mean_of(losses, 150, 200) < 0.6 * mean_of(losses, 0, 50));
 
-  const RunResult r2 = run_cli(common + " --metrics " + m2);
+  const CliResult r2 = run_cli(common + " --metrics " + m2);
   REQUIRE(r2.exit_code == 0);
   CHECK(step_losses(m2) == losses);  // bit-identical with the same seed, binary and threads
-  std::remove(m1.c_str());
-  std::remove(m2.c_str());
 }
 
 TEST_CASE("bad options fail with one clear message and write nothing", "[cli]") {
-  const std::string metrics = temp_path("bad.jsonl");
+  const TempDir dir("nnlab_cli");
+  const std::string metrics = dir / "bad.jsonl";
   const std::vector<std::pair<std::string, std::string>> cases = {
       {"train --batch 0", "--batch must be at least 1"},
       {"train --batch -5", "--batch must be at least 1"},
@@ -104,30 +69,31 @@ TEST_CASE("bad options fail with one clear message and write nothing", "[cli]") 
       {"frobnicate", "frobnicate"},
   };
   for (const auto& [args, message] : cases) {
-    const RunResult r = run_cli(args + " --metrics " + metrics);
+    const CliResult r = run_cli(args + " --metrics " + metrics);
     INFO(args << "\n" << r.output);
     CHECK(r.exit_code != 0);
     CHECK(r.output.find(message) != std::string::npos);
-    CHECK_FALSE(exists(metrics));
+    CHECK_FALSE(fs::exists(metrics));
   }
 }
 
 TEST_CASE("an unusable --device cuda is an error, never a silent CPU run", "[cli]") {
-  const RunResult devices = run_cli("devices");
+  const CliResult devices = run_cli("devices");
   REQUIRE(devices.exit_code == 0);
   CHECK(devices.output.find("cpu:") != std::string::npos);
   if (devices.output.find("not usable") == std::string::npos) return;  // a GPU machine
-  const RunResult r = run_cli("train --device cuda --max-steps 1");
+  const CliResult r = run_cli("train --device cuda --max-steps 1");
   CHECK(r.exit_code != 0);
   CHECK(r.output.find("--device cuda cannot be used") != std::string::npos);
 }
 
 TEST_CASE("help lists every subcommand and option", "[cli]") {
-  const RunResult top = run_cli("--help");
+  const CliResult top = run_cli("--help");
   CHECK(top.exit_code == 0);
   for (const char* sub : {"train", "devices", "models"}) CHECK(top.output.find(sub) != std::string::npos);
-  const RunResult train = run_cli("train --help");
+  const CliResult train = run_cli("train --help");
   for (const char* opt : {"--data", "--data-dir", "--model", "--epochs", "--batch", "--optimizer", "--lr",
-                          "--momentum", "--nesterov", "--weight-decay", "--betas", "--seed", "--threads", "--device"})
+                          "--momentum", "--nesterov", "--weight-decay", "--betas", "--seed", "--threads", "--device",
+                          "--check-numerics"})
     CHECK(train.output.find(opt) != std::string::npos);
 }

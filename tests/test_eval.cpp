@@ -2,52 +2,28 @@
 // class names, a confusion matrix whose rows are the true classes; bad checkpoints refused.
 #include <catch2/catch.hpp>
 
-#include <sys/stat.h>
-#include <sys/wait.h>
-#include <unistd.h>
-
-#include <array>
-#include <cstdio>
-#include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <regex>
 #include <sstream>
 #include <string>
 #include <vector>
 
+#include "cli_support.h"
 #include "core/serialization.h"
 
-namespace {
-
-struct RunResult {
-  int exit_code;
-  std::string output;
-};
-
-RunResult run_cli(const std::string& args) {
-  FILE* pipe = popen((std::string(NNLAB_CLI_PATH) + " " + args + " 2>&1").c_str(), "r");
-  REQUIRE(pipe);
-  std::string out;
-  std::array<char, 4096> buf{};
-  while (fgets(buf.data(), buf.size(), pipe)) out += buf.data();
-  const int status = pclose(pipe);
-  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, out};
-}
-
-bool exists(const std::string& path) {
-  struct stat st {};
-  return stat(path.c_str(), &st) == 0;
-}
-
-}  // namespace
+using nnlab_test::CliResult;
+using nnlab_test::run_cli;
+using nnlab_test::TempDir;
 
 TEST_CASE("eval reports accuracy, per-class accuracy and the confusion matrix", "[eval]") {
-  if (!exists("/usr/share/datasets/fashion-mnist/t10k-images-idx3-ubyte.gz")) {
+  if (!std::filesystem::exists("/usr/share/datasets/fashion-mnist/t10k-images-idx3-ubyte.gz")) {
     WARN("dataset-fashion-mnist is not installed; scripts/setup.sh installs it");
     return;
   }
-  const std::string d = "/tmp/nnlab_eval_test_" + std::to_string(getpid());
-  const RunResult train = run_cli("train --model mlp --epochs 1 --max-steps 30 --threads 2 --normalize dataset "
+  const TempDir tmp("nnlab_eval");
+  const std::string d = tmp / "run";
+  const CliResult train = run_cli("train --model mlp --epochs 1 --max-steps 30 --threads 2 --normalize dataset "
                                   "--checkpoint-dir " + d);
   INFO(train.output);
   REQUIRE(train.exit_code == 0);
@@ -55,7 +31,7 @@ TEST_CASE("eval reports accuracy, per-class accuracy and the confusion matrix", 
   REQUIRE(std::regex_search(train.output, m, std::regex("final test accuracy ([0-9.]+)%")));
   const std::string trained_accuracy = m[1];
 
-  const RunResult r = run_cli("eval --checkpoint " + d + "/last.safetensors --threads 2");
+  const CliResult r = run_cli("eval --checkpoint " + d + "/last.safetensors --threads 2");
   INFO(r.output);
   REQUIRE(r.exit_code == 0);
   // The same model, data and normalisation as the trainer's own evaluation.
@@ -84,12 +60,11 @@ TEST_CASE("eval reports accuracy, per-class accuracy and the confusion matrix", 
   }
   REQUIRE(std::regex_search(r.output, m, std::regex("\\((\\d+)/10000\\)")));
   CHECK(std::stoll(m[1]) == diagonal);
-  std::system(("rm -rf " + d).c_str());
 }
 
 TEST_CASE("eval refuses missing, damaged and foreign checkpoints", "[eval]") {
-  const std::string d = "/tmp/nnlab_eval_bad_" + std::to_string(getpid());
-  std::system(("mkdir -p " + d).c_str());
+  const TempDir tmp("nnlab_eval");
+  const std::string d = tmp.path.string();
   const std::string truncated = d + "/short.safetensors", corrupt = d + "/corrupt.safetensors",
                     foreign = d + "/foreign.safetensors";
   std::ofstream(truncated, std::ios::binary) << "abcd";
@@ -109,10 +84,9 @@ TEST_CASE("eval refuses missing, damaged and foreign checkpoints", "[eval]") {
       {"eval", "--checkpoint is required"},
   };
   for (const auto& [args, message] : cases) {
-    const RunResult r = run_cli(args);
+    const CliResult r = run_cli(args);
     INFO(args << "\n" << r.output);
     CHECK(r.exit_code != 0);
     CHECK(r.output.find(message) != std::string::npos);
   }
-  std::system(("rm -rf " + d).c_str());
 }

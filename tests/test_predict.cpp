@@ -3,15 +3,13 @@
 // predictions printed.
 #include <catch2/catch.hpp>
 
-#include <sys/wait.h>
-#include <unistd.h>
-
-#include <array>
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <regex>
 #include <sstream>
 
+#include "cli_support.h"
 #include "datasets/dataset.h"
 
 #define STB_IMAGE_WRITE_IMPLEMENTATION
@@ -23,29 +21,10 @@
 #pragma GCC diagnostic pop
 
 namespace fs = std::filesystem;
+using nnlab_test::SplitResult;
+using nnlab_test::run_cli_split;
 
 namespace {
-
-struct Outcome {
-  int exit_code;
-  std::string out, err;
-};
-
-Outcome run_cli(const std::string& args, const fs::path& dir) {
-  const fs::path err_file = dir / "stderr.txt";
-  const std::string cmd = std::string(NNLAB_CLI_PATH) + " " + args + " 2>" + err_file.string();
-  FILE* pipe = popen(cmd.c_str(), "r");
-  REQUIRE(pipe);
-  Outcome r;
-  std::array<char, 4096> buf{};
-  while (fgets(buf.data(), buf.size(), pipe)) r.out += buf.data();
-  const int status = pclose(pipe);
-  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  std::ifstream in(err_file);
-  r.err.assign(std::istreambuf_iterator<char>(in), {});
-  fs::remove(err_file);
-  return r;
-}
 
 // Files and sizes under dir, to show a failed command changed nothing.
 std::vector<std::pair<std::string, uintmax_t>> listing(const fs::path& dir) {
@@ -82,11 +61,11 @@ std::vector<Prediction> parse(const std::string& out) {
 }  // namespace
 
 TEST_CASE("nnlab predict classifies Fashion-MNIST test images saved as PNG", "[predict]") {
-  const fs::path dir = fs::temp_directory_path() / ("nnlab_predict_test_" + std::to_string(getpid()));
-  fs::remove_all(dir);
+  const nnlab_test::TempDir tmp("nnlab_predict");
+  const fs::path& dir = tmp.path;
   fs::create_directories(dir / "ckpt");
-  const Outcome train = run_cli("train --model mlp --epochs 1 --max-steps 150 --checkpoint-every 150 --threads 2 "
-                                "--seed 1 --checkpoint-dir " + (dir / "ckpt").string(), dir);
+  const SplitResult train = run_cli_split("train --model mlp --epochs 1 --max-steps 150 --checkpoint-every 150 "
+                                          "--threads 2 --seed 1 --checkpoint-dir " + (dir / "ckpt").string());
   REQUIRE(train.exit_code == 0);
   const std::string ckpt = (dir / "ckpt" / "last.safetensors").string();
   REQUIRE(fs::exists(ckpt));
@@ -115,7 +94,7 @@ TEST_CASE("nnlab predict classifies Fashion-MNIST test images saved as PNG", "[p
   args += " " + (dir / "big.png").string();
 
   const auto before = listing(dir / "ckpt");
-  const Outcome r = run_cli(args, dir);
+  const SplitResult r = run_cli_split(args);
   INFO(r.err);
   REQUIRE(r.exit_code == 0);
   const std::vector<Prediction> preds = parse(r.out);
@@ -140,23 +119,23 @@ TEST_CASE("nnlab predict classifies Fashion-MNIST test images saved as PNG", "[p
 
   {  // an unreadable image: named on stderr, exit 1, nothing predicted
     std::ofstream(dir / "notes.png") << "not an image";
-    const Outcome bad = run_cli("predict --checkpoint " + ckpt + " " + (dir / "img0.png").string() + " " +
-                                    (dir / "notes.png").string() + " " + (dir / "gone.jpg").string(), dir);
+    const SplitResult bad = run_cli_split("predict --checkpoint " + ckpt + " " + (dir / "img0.png").string() + " " +
+                                          (dir / "notes.png").string() + " " + (dir / "gone.jpg").string());
     CHECK(bad.exit_code == 1);
     CHECK(bad.out.empty());
     CHECK_THAT(bad.err, Catch::Contains("2 of 3 image(s) cannot be read; nothing was predicted") &&
                             Catch::Contains("notes.png") && Catch::Contains("gone.jpg"));
   }
   {  // a missing checkpoint, a bad --top-k
-    const Outcome missing = run_cli("predict --checkpoint " + (dir / "nope.safetensors").string() + " " +
-                                        (dir / "img0.png").string(), dir);
+    const SplitResult missing = run_cli_split("predict --checkpoint " + (dir / "nope.safetensors").string() + " " +
+                                              (dir / "img0.png").string());
     CHECK(missing.exit_code == 1);
     CHECK(missing.out.empty());
     CHECK_THAT(missing.err, Catch::Contains("nope.safetensors"));
-    const Outcome k0 = run_cli("predict --top-k 0 --checkpoint " + ckpt + " " + (dir / "img0.png").string(), dir);
+    const SplitResult k0 =
+        run_cli_split("predict --top-k 0 --checkpoint " + ckpt + " " + (dir / "img0.png").string());
     CHECK(k0.exit_code == 1);
     CHECK_THAT(k0.err, Catch::Contains("--top-k must be at least 1"));
   }
   CHECK(listing(dir / "ckpt") == before);
-  fs::remove_all(dir);
 }
