@@ -1,4 +1,4 @@
-// Conv2d: the im2col + GEMM kernels against direct loops over every index (forward, input
+// Conv2d: the im2col + GEMM and Winograd kernels against direct loops over every index (forward, input
 // and weight gradients) on awkward shapes, float32 against float64, gradcheck, errors, and
 // the layer.
 #include <catch2/catch.hpp>
@@ -9,6 +9,8 @@
 #include "autograd/gradcheck.h"
 #include "autograd/ops.h"
 #include "core/random.h"
+#include "devices/conv_impl.h"
+#include "devices/kernel_log.h"
 #include "layers/conv2d.h"
 
 using namespace nnlab;
@@ -133,6 +135,53 @@ TEST_CASE("conv2d is right whether images or loops are spread over the threads",
   check_against_reference({5, 6, 5, 40, 40, 3, 3, 1, 1, 1, 1}, true);
 }
 
+namespace {
+
+// Selects a convolution implementation for one scope, and restores the default after it.
+struct ConvImplScope {
+  explicit ConvImplScope(ConvImpl impl) { set_conv_impl(impl); }
+  ~ConvImplScope() { set_conv_impl(ConvImpl::Fast); }
+};
+
+// Which kernel families ran for the three directions of one 3×3 convolution.
+std::vector<std::string> families_run(int64_t c, int64_t k) {
+  Tensor x = random_tensor({2, c, 6, 6}, 31), w = random_tensor({k, c, 3, 3}, 32);
+  set_kernel_log_enabled(true);
+  conv2d(x, w, Tensor(), 1, 1, 1, 1).backward(Tensor::full({2, k, 6, 6}, 1.0, DType::Float64));
+  set_kernel_log_enabled(false);
+  std::vector<std::string> families;
+  for (const KernelCall& call : take_kernel_calls()) families.push_back(call.family);
+  return families;
+}
+
+}  // namespace
+
+TEST_CASE("conv2d Winograd F(2x2,3x3) matches direct loops on awkward shapes", "[conv2d][winograd]") {
+  // The CPU's default for 3×3 stride-1 convolutions with enough channels: forward, backward
+  // data (the rotated filter, padding 2 − pad) and backward filter, with odd output sizes
+  // (tiles hanging over the edge), every padding it takes, one image, and images big enough
+  // that each chunk holds one image, so chunks are spread over the threads.
+  ConvImplScope winograd(ConvImpl::Winograd);
+  for (int64_t pad : {0, 1, 2}) check_against_reference({3, 9, 8, 40, 37, 3, 3, 1, 1, pad, pad}, true);
+  check_against_reference({1, 16, 8, 7, 5, 3, 3, 1, 1, 1, 1}, true);     // one image, odd sizes
+  check_against_reference({5, 8, 12, 14, 14, 3, 3, 1, 1, 1, 1}, false);  // the cnn's layer, small
+  check_against_reference({2, 8, 8, 3, 4, 3, 3, 1, 1, 0, 2}, true);      // 1×6 output, mixed padding
+}
+
+TEST_CASE("conv2d picks Winograd only where it applies, and im2col on request", "[conv2d][winograd]") {
+  auto ran = [](const std::vector<std::string>& families, const std::string& family) {
+    return std::count(families.begin(), families.end(), family);
+  };
+  {
+    ConvImplScope fast(ConvImpl::Fast);
+    CHECK(ran(families_run(8, 8), "winograd") == 3);      // forward, backward data, backward filter
+    CHECK(ran(families_run(1, 32), "winograd") == 0);     // one input channel: im2col is faster
+    CHECK(ran(families_run(1, 32), "im2col+sgemm") == 3);
+  }
+  ConvImplScope im2col(ConvImpl::Im2col);
+  CHECK(ran(families_run(8, 8), "winograd") == 0);
+}
+
 TEST_CASE("conv2d passes gradcheck for input, weight and bias", "[conv2d][gradcheck]") {
   auto run = [](const Case& k, bool bias) {
     std::vector<Tensor> in{random_tensor({k.n, k.c, k.h, k.w}, 11), random_tensor({k.k, k.c, k.r, k.s}, 12)};
@@ -147,6 +196,7 @@ TEST_CASE("conv2d passes gradcheck for input, weight and bias", "[conv2d][gradch
   };
   run({2, 2, 3, 5, 4, 3, 2, 2, 1, 1, 0}, true);
   run({1, 3, 2, 4, 5, 2, 3, 1, 2, 1, 1}, false);
+  run({2, 8, 8, 5, 4, 3, 3, 1, 1, 1, 1}, true);  // 3×3, stride 1, 8 channels: the Winograd path
 }
 
 TEST_CASE("conv2d gradients flow only where asked", "[conv2d]") {

@@ -40,23 +40,27 @@ inline Window window_of(const Pool2dGeometry& g, int64_t i, int64_t j) {
 // maximum wins ties; a NaN wins over any number (as in PyTorch), so a NaN input shows in the
 // output instead of vanishing.
 // The common 2×2, stride 2, unpadded window: the same comparisons in the same order as the
-// general loop below, without its window arithmetic per output.
+// general loop below, written as selects instead of branches. After a ReLU many windows tie
+// at zero, which makes a branch unpredictable; selects cost the same whatever the data, and
+// let the compiler run several outputs side by side in vector lanes.
 template <typename T>
 void maxpool_2x2_plane(const Pool2dGeometry& g, const T* xp, T* yp, int32_t* ap) {
   for (int64_t i = 0; i < g.p; ++i) {
-    const int64_t top = 2 * i * g.w;
+    const T* top = xp + 2 * i * g.w;
+    const T* bottom = top + g.w;
+    const int32_t top_at = static_cast<int32_t>(2 * i * g.w), bottom_at = top_at + static_cast<int32_t>(g.w);
     for (int64_t j = 0; j < g.q; ++j) {
-      const int64_t cells[4] = {top + 2 * j, top + 2 * j + 1, top + g.w + 2 * j, top + g.w + 2 * j + 1};
-      T best = -INFINITY;
-      int64_t best_at = cells[0];
-      for (int64_t c : cells) {
-        if (xp[c] > best || std::isnan(xp[c])) {
-          best = xp[c];
-          best_at = c;
-        }
+      T best = top[2 * j];
+      int32_t best_at = top_at + 2 * static_cast<int32_t>(j);
+      const T candidates[3] = {top[2 * j + 1], bottom[2 * j], bottom[2 * j + 1]};
+      const int32_t at[3] = {best_at + 1, bottom_at + 2 * static_cast<int32_t>(j), bottom_at + 2 * static_cast<int32_t>(j) + 1};
+      for (int c = 0; c < 3; ++c) {
+        const bool take = candidates[c] > best || candidates[c] != candidates[c];  // a NaN wins
+        best = take ? candidates[c] : best;
+        best_at = take ? at[c] : best_at;
       }
       yp[i * g.q + j] = best;
-      ap[i * g.q + j] = static_cast<int32_t>(best_at);
+      ap[i * g.q + j] = best_at;
     }
   }
 }

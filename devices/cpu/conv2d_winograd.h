@@ -1,0 +1,18 @@
+// Winograd F(2×2, 3×3) convolution kernels of the CPU backend (conv2d_winograd_cpu.cpp),
+// run by conv2d_cpu.cpp's kernels for the shapes winograd_applies() accepts.
+#pragma once
+#include "devices/backend.h"
+
+namespace nnlab::cpu {
+
+// Below this many input or output channels the transforms cost more than the saved flops
+// (the cnn's first layer has one input channel): im2col + sgemm stays faster.
+constexpr int64_t kWinogradMinChannels = 8;
+
+// 3×3 filter, stride 1, padding at most 2, and enough channels.
+bool winograd_applies(const Conv2dGeometry& g);
+void winograd_forward(const Conv2dGeometry& g, const Tensor& x, const Tensor& w, const Tensor* b, Tensor& y);
+void winograd_backward_data(const Conv2dGeometry& g, const Tensor& dy, const Tensor& w, Tensor& dx);
+void winograd_backward_filter(const Conv2dGeometry& g, const Tensor& dy, const Tensor& x, Tensor& dw);
+
+}  // namespace nnlab::cpu
