@@ -168,7 +168,7 @@ void record_step(Sequential& model, Optimizer& opt, const Tensor& images, const 
     opt.zero_grad();
     last = Clock::now();
     Tensor x = images;
-    for (const auto& [name, child] : model.children()) {
+    for (const auto& [name, child] : model.run_order()) {
       layer = name;
       x = child->forward(x);
     }
@@ -286,7 +286,7 @@ void register_explain_command(CLI::App& app) {
       ->capture_default_str();
   sub->add_option("--batch", o->batch, "Batch size")->capture_default_str();
   sub->add_option("--threads", o->threads, "CPU threads (default: all cores)");
-  sub->add_option("--conv-impl", o->conv, "Convolution: reference, im2col (CPU), cudnn (CUDA) or fast")
+  sub->add_option("--conv-impl", o->conv, "Convolution: reference, im2col or winograd (CPU), cudnn (CUDA) or fast")
       ->capture_default_str();
   sub->add_option("--seed", o->seed, "Seed of the weights and the synthetic batch")->capture_default_str();
   add_command(sub, [o] {

@@ -12,7 +12,7 @@ void register_train_command(CLI::App& app) {
   add_train_options(*sub, *config);
   // Only train takes it here: compare has its own per-variant --conv-impl.
   sub->add_option("--conv-impl", config->conv_impl,
-                  "Convolution kernels: reference (readable direct loops), im2col (CPU), cudnn (CUDA) or fast "
+                  "Convolution kernels: reference (readable direct loops), im2col or winograd (CPU), cudnn (CUDA) or fast "
                   "(the device's fast one)")
       ->capture_default_str();
   // Train only: compare and sweep measure steps, which this slows down.

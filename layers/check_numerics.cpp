@@ -18,7 +18,7 @@ Tensor NumericsCheck::forward(Sequential& model, const Tensor& x) {
   layer_of_.clear();  // last step's nodes are gone; their addresses may be reused
   NNLAB_CHECK(all_finite(x), prefix(), "the input batch holds NaN or infinite values; check the data");
   Tensor h = x;
-  for (const auto& [name, child] : model.children()) {
+  for (const auto& [name, child] : model.run_order()) {
     h = child->forward(h);
     NNLAB_CHECK(all_finite(h), prefix(), "the output of layer '", name, "' (", child->describe(),
                 ") holds NaN or infinite values although its input was finite; lower --lr, add "

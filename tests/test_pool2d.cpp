@@ -11,7 +11,9 @@
 #include "autograd/gradcheck.h"
 #include "autograd/ops.h"
 #include "core/random.h"
+#include "layers/activation.h"
 #include "layers/pool.h"
+#include "layers/sequential.h"
 
 using namespace nnlab;
 
@@ -170,4 +172,30 @@ TEST_CASE("pooling layers wrap the ops", "[pool2d][layers]") {
   AdaptiveAvgPool2d gap;
   CHECK(gap.forward(x).shape() == Shape{2, 3, 1, 1});
   CHECK(mp.parameter_count() == 0);
+}
+
+TEST_CASE("Sequential runs ReLU after a following max-pool, with the same outputs and gradients", "[pool2d][layers]") {
+  // relu(maxpool(x)) = maxpool(relu(x)) exactly, and the same window winner gets dy under the
+  // same sign test, so the reordered model must agree with the layers run one by one bit for
+  // bit — on float32 data with many ties (zeros and repeats), where tie rules would show.
+  Sequential model;
+  model.add("relu1", std::make_shared<ReLU>()).add("pool1", std::make_shared<MaxPool2d>(2));
+  model.add("relu2", std::make_shared<ReLU>()).add("pool2", std::make_shared<MaxPool2d>(3, 2, 1));
+  std::vector<std::string> order;
+  for (const auto& [name, layer] : model.run_order()) order.push_back(name);
+  CHECK(order == std::vector<std::string>{"pool1", "relu1", "pool2", "relu2"});
+
+  Tensor x = random_tensor({3, 4, 12, 10}, 41, DType::Float32);
+  std::vector<float> values = x.to_vector<float>();
+  for (size_t i = 0; i < values.size(); i += 3) values[i] = i % 2 ? 0.0f : values[i / 2];  // ties
+  Tensor x_fused = Tensor::from_vector(values, x.shape()), x_plain = Tensor::from_vector(values, x.shape());
+  x_fused.set_requires_grad(true), x_plain.set_requires_grad(true);
+  Tensor y_fused = model.forward(x_fused);
+  Tensor y_plain = x_plain;
+  for (const auto& [name, layer] : model.children()) y_plain = layer->forward(y_plain);
+  REQUIRE(y_fused.to_vector<float>() == y_plain.to_vector<float>());
+  Tensor dy = random_tensor(y_fused.shape(), 42, DType::Float32);
+  y_fused.backward(dy);
+  y_plain.backward(dy);
+  CHECK(x_fused.grad().to_vector<float>() == x_plain.grad().to_vector<float>());
 }

@@ -1,7 +1,7 @@
 // Winograd convolution F(2×2, 3×3) on the CPU: the 3×3, stride-1 convolutions of the zoo
 // with at least kWinogradMinChannels channels in and out (the cnn's second layer, most of
 // cifar-cnn and resnet8). Chosen by conv2d_cpu.cpp; the CUDA twin of this choice is cuDNN's
-// own algorithm search (conv2d_cuda.cu), which picks its Winograd kernels itself.
+// own algorithm search (conv2d_cuda.cu), which may pick its Winograd kernels itself.
 //
 // Why: a 2×2 block of outputs of a 3×3 filter costs 4·9 = 36 multiply-adds per channel pair
 // directly, but only 16 in Winograd's minimal filtering algorithm (Lavin & Gray 2015):
