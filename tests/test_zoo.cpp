@@ -5,6 +5,7 @@
 
 #include "autograd/ops.h"
 #include "core/random.h"
+#include "devices/registry.h"
 #include "layers/batchnorm.h"
 #include "layers/zoo.h"
 #include "optim/optimizer.h"
@@ -136,5 +137,35 @@ TEST_CASE("BatchNorm, Dropout and residual models learn a fixed batch", "[zoo][t
     // Training moved the running statistics of every BatchNorm away from (0, 1).
     for (const auto& [name, t] : model->named_buffers())
       if (name.size() > 12 && name.substr(name.size() - 12) == "running_mean") CHECK(t.to_vector<float>()[0] != 0.0f);
+  }
+}
+
+TEST_CASE("no underlying allocation and no growth after the second training step (CPU)", "[zoo][allocator]") {
+  // The CPU twin of the GPU test: every tensor of a step (activations, gradients, im2col or
+  // Winograd scratch, optimizer state) comes back from the caching allocator's free lists
+  // once the first two steps have sized them.
+  for (const char* name : {"mlp", "cnn", "cnn-bn"}) {
+    INFO(name);
+    auto model = make_model(name, kMnist, 5);
+    Adam opt(model->parameters(), AdamOptions{});
+    std::vector<int32_t> labels(16);
+    for (int i = 0; i < 16; ++i) labels[i] = i % 10;
+    const Tensor y = Tensor::from_vector(labels, {16});
+    auto step = [&](uint32_t s) {
+      const Tensor x = random_images(16, kMnist, 10 + s);
+      opt.zero_grad();
+      Tensor loss = cross_entropy(model->forward(x), y);
+      loss.backward();
+      opt.step();
+      return loss.item();
+    };
+    step(0);
+    step(1);
+    const AllocatorStats after_two = backend_for(Device::cpu()).allocator().stats();
+    for (uint32_t s = 2; s < 6; ++s) step(s);
+    const AllocatorStats after_six = backend_for(Device::cpu()).allocator().stats();
+    CHECK(after_six.underlying_allocs == after_two.underlying_allocs);
+    CHECK(after_six.underlying_frees == after_two.underlying_frees);
+    CHECK(after_six.current_bytes == after_two.current_bytes);
   }
 }
