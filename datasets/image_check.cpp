@@ -109,7 +109,10 @@ std::string png_chunk_problem(const uint8_t* data, size_t size) {
 
 // BMP: stb reads zeros for pixel rows missing at the end of the file, so a 129-byte file
 // "decodes" to a 2048×1629 black image. Uncompressed (and bit-field) pixel data must all be
-// present: offset + row bytes (rounded up to 4) × rows ≤ file size.
+// present: offset + row bytes (rounded up to 4) × rows ≤ file size. stb reads the compression
+// field as a signed int and refuses 1, 2 and >= 4 only, so a negative value (a 47-byte file
+// with 0xda000000 there, claiming 3842×12036 pixels) slipped past both checks: every value
+// but 0 (none) and 3 (bit fields) is refused here.
 std::string bmp_size_problem(const uint8_t* data, size_t size) {
   if (size < 30 || data[0] != 'B' || data[1] != 'M') return "";
   auto u16 = [&](size_t at) { return static_cast<uint32_t>(data[at] | (data[at + 1] << 8)); };
@@ -124,7 +127,9 @@ std::string bmp_size_problem(const uint8_t* data, size_t size) {
     width = static_cast<int32_t>(u32(18)), height = static_cast<int32_t>(u32(22)), bits = u16(28);
     compression = u32(30);
   }
-  if (compression != 0 && compression != 3 && compression != 6) return "";  // RLE and others: stb checks
+  if (compression != 0 && compression != 3)
+    return "compression type " + std::to_string(compression) +
+           " is not supported (nnlab reads uncompressed and bit-field BMPs)";
   const uint64_t rows = static_cast<uint64_t>(height < 0 ? -height : height);
   const uint64_t row_bytes = (bits * static_cast<uint64_t>(width < 0 ? -width : width) + 31) / 32 * 4;
   const uint64_t need = offset + row_bytes * rows;

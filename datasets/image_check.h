@@ -26,7 +26,8 @@ std::string jpeg_huffman_problem(const uint8_t* data, size_t size);
 std::string png_chunk_problem(const uint8_t* data, size_t size);
 
 // For a BMP file: "" unless its uncompressed pixel rows run past the end of the file (stb
-// would fill them with zeros and return a plausible-looking image).
+// would fill them with zeros and return a plausible-looking image) or its compression type is
+// neither 0 (none) nor 3 (bit fields).
 std::string bmp_size_problem(const uint8_t* data, size_t size);
 
 }  // namespace nnlab

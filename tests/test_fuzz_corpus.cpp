@@ -99,7 +99,12 @@ TEST_CASE("fuzz regressions: JPEG, PNG and BMP files that crashed, exhausted or 
   const std::string bmp = (dir / "bmp-129-bytes-claiming-2048x1629.bmp").string();
   CHECK_THROWS_WITH(read_image(bmp), Catch::Contains("corrupt BMP: its header claims 2048x1629 pixels at 24 bits") &&
                                          Catch::Contains("but the file has 129 bytes (truncated)"));
-  // The valid JPEG seeds still decode.
+  // Found by fuzz_image (timeout): a 47-byte BMP with compression 0xda000000, which stb reads
+  // as a negative int and lets through, claiming 3842×12036 pixels.
+  const std::string bmp_compression = (dir / "bmp-47-bytes-negative-compression.bmp").string();
+  CHECK_THROWS_WITH(read_image(bmp_compression),
+                    Catch::Contains("corrupt BMP: compression type 3657433088 is not supported"));
+  // The valid seeds still decode.
   for (const char* seed : {"rgb-8x6.jpg", "gray-5x4.jpg", "rgb-8x6.bmp", "gray-5x4.bmp", "rgba-4x4.png"}) {
     const Image im = read_image((fs::path(NNLAB_TEST_DIR) / "fuzz" / "corpus" / "image" / seed).string());
     CHECK(im.width > 0);
