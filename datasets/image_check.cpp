@@ -90,9 +90,13 @@ std::string jpeg_huffman_problem(const uint8_t* data, size_t size) {
 }
 
 // PNG: an 8-byte signature, then chunks  <length: 4 bytes big-endian> <type: 4> <data> <CRC: 4>.
+// stb_image 2.27 also copies an empty IDAT chunk that comes before any image data into its
+// not yet allocated buffer (memcpy to a null pointer, undefined behaviour): PNG allows such a
+// chunk, but no encoder writes one, so it is refused rather than handed to stb.
 std::string png_chunk_problem(const uint8_t* data, size_t size) {
   static const uint8_t kSignature[8] = {0x89, 'P', 'N', 'G', '\r', '\n', 0x1A, '\n'};
   if (size < 8 || !std::equal(kSignature, kSignature + 8, data)) return "";
+  bool image_data_seen = false;
   for (size_t i = 8; i < size;) {
     if (size - i < 12) return "the file ends inside a chunk header";
     const uint64_t length = (uint64_t{data[i]} << 24) | (uint64_t{data[i + 1]} << 16) | (uint64_t{data[i + 2]} << 8) |
@@ -102,6 +106,10 @@ std::string png_chunk_problem(const uint8_t* data, size_t size) {
       return "chunk '" + type + "' claims " + std::to_string(length) + " bytes but the file has " +
              std::to_string(size - i - 12) + " left (truncated or corrupt)";
     if (type == "IEND") return "";
+    if (type == "IDAT" && length == 0 && !image_data_seen)
+      return "an empty IDAT chunk comes before any image data (stb_image 2.27, which decodes it, cannot read that "
+             "safely)";
+    if (type == "IDAT") image_data_seen = true;
     i += 12 + static_cast<size_t>(length);
   }
   return "";

@@ -22,7 +22,7 @@ namespace nnlab {
 std::string jpeg_huffman_problem(const uint8_t* data, size_t size);
 
 // For a file starting with the PNG signature: "" when every chunk up to IEND lies within the
-// file, else what is wrong. Other files: "".
+// file and no empty IDAT chunk precedes the image data, else what is wrong. Other files: "".
 std::string png_chunk_problem(const uint8_t* data, size_t size);
 
 // For a BMP file: "" unless its uncompressed pixel rows run past the end of the file (stb

@@ -104,6 +104,10 @@ TEST_CASE("fuzz regressions: JPEG, PNG and BMP files that crashed, exhausted or 
   const std::string bmp_compression = (dir / "bmp-47-bytes-negative-compression.bmp").string();
   CHECK_THROWS_WITH(read_image(bmp_compression),
                     Catch::Contains("corrupt BMP: compression type 3657433088 is not supported"));
+  // Found by fuzz_image (UBSan): a PNG whose first IDAT chunk is empty; stb_image 2.27
+  // memcpy'd it into its still null buffer.
+  const std::string empty_idat = (dir / "png-empty-idat-before-data.png").string();
+  CHECK_THROWS_WITH(read_image(empty_idat), Catch::Contains("corrupt PNG: an empty IDAT chunk comes before any image data"));
   // The valid seeds still decode.
   for (const char* seed : {"rgb-8x6.jpg", "gray-5x4.jpg", "rgb-8x6.bmp", "gray-5x4.bmp", "rgba-4x4.png"}) {
     const Image im = read_image((fs::path(NNLAB_TEST_DIR) / "fuzz" / "corpus" / "image" / seed).string());
