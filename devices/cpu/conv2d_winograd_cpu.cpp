@@ -73,9 +73,11 @@ long chunk_images(long n, long floats_per_image, long bytes_per_float) {
 
 // ---- transforms of a whole plane -----------------------------------------------------------
 // Each plane is first copied into a zero-bordered buffer, so that every tile reads a full
-// 4×4 block without bounds tests; then, for each row of tiles, the 16 outputs of kLanes
-// consecutive tiles are computed side by side (one vector lane per tile) and stored at
-// out[ξ · stride + tx], consecutive tiles being contiguous.
+// 4×4 block without bounds tests. The buffer keeps even and odd columns apart (two
+// half-planes): tile tx reads padded columns 2tx … 2tx + 3, i.e. even[tx], odd[tx],
+// even[tx + 1], odd[tx + 1], so consecutive tiles read consecutive floats and one row of
+// tiles becomes one vector loop (one lane per tile). Its results go to out[ξ · stride + tx],
+// again consecutive.
 //
 // Rows of tiles are short (7 tiles for a 14×14 image), too short for the compiler's vector
 // loops, which would leave them to scalar tails. So every row runs whole groups of kLanes
@@ -86,47 +88,59 @@ long chunk_images(long n, long floats_per_image, long bytes_per_float) {
 constexpr long kLanes = 8;
 
 long round_to_lanes(long tiles) { return (tiles + kLanes - 1) / kLanes * kLanes; }
-// Columns of a padded plane: the input columns of round_to_lanes(tw) tiles.
-long padded_cols(const Tiling& t) { return 2 * round_to_lanes(t.tw) + 2; }
-// Floats of scratch one plane's transform needs: the padded plane. The input's padding
-// (at most 2 on each side) and the rounding of the tiles keep the plane inside it.
-long scratch_floats(const Tiling& t) { return (2 * t.th + 2) * padded_cols(t); }
+// Floats in one row of a half-plane: the even (or odd) input columns of round_to_lanes(tw)
+// tiles, 2·round_to_lanes(tw) + 2 columns in all.
+long half_cols(const Tiling& t) { return round_to_lanes(t.tw) + 1; }
+// Floats of scratch one plane's transform needs: both half-planes. The input's padding (at
+// most 2 on each side) and the rounding of the tiles keep the plane inside them.
+long scratch_floats(const Tiling& t) { return 2 * (2 * t.th + 2) * half_cols(t); }
 // Distance between the 16 matrices V[ξ] (rows × tiles each) in a workspace: with the slack.
 long matrix_stride(long rows, long tiles) { return rows * tiles + kLanes; }
 
-// Copies the h × w plane into a padded buffer of `cols` columns at (top, left). Only the
-// plane's own cells are written: the border, zeroed once per kernel call, stays zero.
+// Copies the h × w plane into the half-planes `even` and `odd` (rows of `hc` floats) at
+// padded row `top`, padded column `left`. Only the plane's own cells are written: the border,
+// zeroed once per kernel call, stays zero.
 template <typename T>
-void place_plane(const T* plane, long h, long w, long top, long left, long cols, T* out) {
-  for (long r = 0; r < h; ++r) std::copy(plane + r * w, plane + (r + 1) * w, out + (top + r) * cols + left);
+void place_plane(const T* plane, long h, long w, long top, long left, long hc, T* even, T* odd) {
+  for (long r = 0; r < h; ++r) {
+    const T* src = plane + r * w;
+    T* row[2] = {even + (top + r) * hc, odd + (top + r) * hc};
+    for (long j = 0; j < w; ++j) row[(left + j) & 1][(left + j) >> 1] = src[j];
+  }
 }
 
 // V = Bᵀ d B for every tile of one plane (h × w); V[ξ] of tile (ty, tx) goes to
 // out[ξ · stride + ty · tw + tx].
 template <typename T>
 void input_transform(const T* plane, const Tiling& t, T* scratch, T* out, long stride) {
-  const long cols = padded_cols(t);
-  place_plane(plane, t.h, t.w, t.pad_h, t.pad_w, cols, scratch);
+  const long hc = half_cols(t), lanes = round_to_lanes(t.tw);
+  T *even = scratch, *odd = scratch + (2 * t.th + 2) * hc;
+  place_plane(plane, t.h, t.w, t.pad_h, t.pad_w, hc, even, odd);
   for (long ty = 0; ty < t.th; ++ty) {
-    const T* d0 = scratch + 2 * ty * cols;  // the tile row's 4 input rows
-    const T *d1 = d0 + cols, *d2 = d1 + cols, *d3 = d2 + cols;
-    for (long group = 0; group < t.tw; group += kLanes) {
-      T* o = out + ty * t.tw + group;
-      for (long l = 0; l < kLanes; ++l) {
-        const long c = 2 * (group + l);
-        T u[4][4];  // Bᵀ d: rows (d0 − d2, d1 + d2, d2 − d1, d1 − d3)
-        for (int b = 0; b < 4; ++b) {
-          u[0][b] = d0[c + b] - d2[c + b];
-          u[1][b] = d1[c + b] + d2[c + b];
-          u[2][b] = d2[c + b] - d1[c + b];
-          u[3][b] = d1[c + b] - d3[c + b];
-        }
-        for (int a = 0; a < 4; ++a) {  // (Bᵀ d) B: the same on columns
-          o[(4 * a + 0) * stride + l] = u[a][0] - u[a][2];
-          o[(4 * a + 1) * stride + l] = u[a][1] + u[a][2];
-          o[(4 * a + 2) * stride + l] = u[a][2] - u[a][1];
-          o[(4 * a + 3) * stride + l] = u[a][1] - u[a][3];
-        }
+    const T* e[4] = {even + 2 * ty * hc, even + (2 * ty + 1) * hc, even + (2 * ty + 2) * hc, even + (2 * ty + 3) * hc};
+    const T* o[4] = {odd + 2 * ty * hc, odd + (2 * ty + 1) * hc, odd + (2 * ty + 2) * hc, odd + (2 * ty + 3) * hc};
+    T* row = out + ty * t.tw;
+#pragma omp simd
+    for (long l = 0; l < lanes; ++l) {
+      T d[4][4];  // the tile: 4 rows of padded columns 2l … 2l + 3
+      for (int r = 0; r < 4; ++r) {
+        d[r][0] = e[r][l];
+        d[r][1] = o[r][l];
+        d[r][2] = e[r][l + 1];
+        d[r][3] = o[r][l + 1];
+      }
+      T u[4][4];  // Bᵀ d: rows (d0 − d2, d1 + d2, d2 − d1, d1 − d3)
+      for (int b = 0; b < 4; ++b) {
+        u[0][b] = d[0][b] - d[2][b];
+        u[1][b] = d[1][b] + d[2][b];
+        u[2][b] = d[2][b] - d[1][b];
+        u[3][b] = d[1][b] - d[3][b];
+      }
+      for (int a = 0; a < 4; ++a) {  // (Bᵀ d) B: the same on columns
+        row[(4 * a + 0) * stride + l] = u[a][0] - u[a][2];
+        row[(4 * a + 1) * stride + l] = u[a][1] + u[a][2];
+        row[(4 * a + 2) * stride + l] = u[a][2] - u[a][1];
+        row[(4 * a + 3) * stride + l] = u[a][1] - u[a][3];
       }
     }
   }
@@ -151,62 +165,70 @@ void filter_tile(const T* g, T* out, long stride) {
 }
 
 // Y = Aᵀ m A (+ bias) for every tile of one p × q output plane y, m[ξ] of tile (ty, tx) read
-// from in[ξ · stride + ty · tw + tx] (a last tile may hang over the edge: those cells are
-// computed in the scratch rows and not copied).
+// from in[ξ · stride + ty · tw + tx]. A row of tiles is computed into four scratch rows (even
+// and odd columns of the top and bottom output rows), then interleaved into y; a last tile
+// hanging over the edge is computed and not copied.
 template <typename T>
 void output_transform(const T* in, long stride, const Tiling& t, T bias, T* scratch, T* y) {
-  const long cols = padded_cols(t);
-  T *top = scratch, *bottom = scratch + cols;
+  const long lanes = round_to_lanes(t.tw);
+  T *top_even = scratch, *top_odd = scratch + lanes, *bottom_even = top_odd + lanes, *bottom_odd = bottom_even + lanes;
   for (long ty = 0; ty < t.th; ++ty) {
-    for (long group = 0; group < t.tw; group += kLanes) {
-      const T* m = in + ty * t.tw + group;
-      for (long l = 0; l < kLanes; ++l) {
-        T c0[4], c1[4];  // Aᵀ m: rows (m0 + m1 + m2, m1 − m2 − m3)
-        for (int b = 0; b < 4; ++b) {
-          const T m0 = m[b * stride + l], m1 = m[(4 + b) * stride + l], m2 = m[(8 + b) * stride + l],
-                  m3 = m[(12 + b) * stride + l];
-          c0[b] = m0 + m1 + m2;
-          c1[b] = m1 - m2 - m3;
-        }
-        const long c = 2 * (group + l);
-        top[c] = c0[0] + c0[1] + c0[2] + bias;  // (Aᵀ m) A: the same on columns
-        top[c + 1] = c0[1] - c0[2] - c0[3] + bias;
-        bottom[c] = c1[0] + c1[1] + c1[2] + bias;
-        bottom[c + 1] = c1[1] - c1[2] - c1[3] + bias;
+    const T* m = in + ty * t.tw;
+#pragma omp simd
+    for (long l = 0; l < lanes; ++l) {
+      T c0[4], c1[4];  // Aᵀ m: rows (m0 + m1 + m2, m1 − m2 − m3)
+      for (int b = 0; b < 4; ++b) {
+        const T m0 = m[b * stride + l], m1 = m[(4 + b) * stride + l], m2 = m[(8 + b) * stride + l],
+                m3 = m[(12 + b) * stride + l];
+        c0[b] = m0 + m1 + m2;
+        c1[b] = m1 - m2 - m3;
       }
+      top_even[l] = c0[0] + c0[1] + c0[2] + bias;  // (Aᵀ m) A: the same on columns
+      top_odd[l] = c0[1] - c0[2] - c0[3] + bias;
+      bottom_even[l] = c1[0] + c1[1] + c1[2] + bias;
+      bottom_odd[l] = c1[1] - c1[2] - c1[3] + bias;
     }
     const long row = 2 * ty;
-    std::copy(top, top + t.q, y + row * t.q);
-    if (row + 1 < t.p) std::copy(bottom, bottom + t.q, y + (row + 1) * t.q);
+    for (int half = 0; half < 2 && row + half < t.p; ++half) {
+      const T* ev = half ? bottom_even : top_even;
+      const T* od = half ? bottom_odd : top_odd;
+      T* dst = y + (row + half) * t.q;
+      for (long l = 0; l < t.q / 2; ++l) {
+        dst[2 * l] = ev[l];
+        dst[2 * l + 1] = od[l];
+      }
+      if (t.q % 2) dst[t.q - 1] = ev[t.q / 2];
+    }
   }
 }
 
 // Z = A dY Aᵀ for the 2×2 output-gradient tiles of one p × q plane dy (cells beyond it are
-// zero); Z[ξ] of tile (ty, tx) goes to out[ξ · stride + ty · tw + tx].
+// zero); Z[ξ] of tile (ty, tx) goes to out[ξ · stride + ty · tw + tx]. The plane is split
+// into even and odd columns as in input_transform.
 template <typename T>
 void output_grad_transform(const T* dy, const Tiling& t, T* scratch, T* out, long stride) {
-  const long cols = padded_cols(t);
-  place_plane(dy, t.p, t.q, 0, 0, cols, scratch);
+  const long hc = half_cols(t), lanes = round_to_lanes(t.tw);
+  T *even = scratch, *odd = scratch + (2 * t.th + 2) * hc;
+  place_plane(dy, t.p, t.q, 0, 0, hc, even, odd);
   for (long ty = 0; ty < t.th; ++ty) {
-    const T* e0 = scratch + 2 * ty * cols;
-    const T* e1 = e0 + cols;
-    for (long group = 0; group < t.tw; group += kLanes) {
-      T* o = out + ty * t.tw + group;
-      for (long l = 0; l < kLanes; ++l) {
-        const long c = 2 * (group + l);
-        T u[4][2];  // A e: rows (e0, e0 + e1, e0 − e1, −e1)
-        for (int b = 0; b < 2; ++b) {
-          u[0][b] = e0[c + b];
-          u[1][b] = e0[c + b] + e1[c + b];
-          u[2][b] = e0[c + b] - e1[c + b];
-          u[3][b] = -e1[c + b];
-        }
-        for (int a = 0; a < 4; ++a) {  // (A e) Aᵀ: the same on columns
-          o[(4 * a + 0) * stride + l] = u[a][0];
-          o[(4 * a + 1) * stride + l] = u[a][0] + u[a][1];
-          o[(4 * a + 2) * stride + l] = u[a][0] - u[a][1];
-          o[(4 * a + 3) * stride + l] = -u[a][1];
-        }
+    const T *e0 = even + 2 * ty * hc, *e1 = e0 + hc;  // columns 2l of the tile's two rows
+    const T *o0 = odd + 2 * ty * hc, *o1 = o0 + hc;   // columns 2l + 1
+    T* row = out + ty * t.tw;
+#pragma omp simd
+    for (long l = 0; l < lanes; ++l) {
+      const T e[2][2] = {{e0[l], o0[l]}, {e1[l], o1[l]}};
+      T u[4][2];  // A e: rows (e0, e0 + e1, e0 − e1, −e1)
+      for (int b = 0; b < 2; ++b) {
+        u[0][b] = e[0][b];
+        u[1][b] = e[0][b] + e[1][b];
+        u[2][b] = e[0][b] - e[1][b];
+        u[3][b] = -e[1][b];
+      }
+      for (int a = 0; a < 4; ++a) {  // (A e) Aᵀ: the same on columns
+        row[(4 * a + 0) * stride + l] = u[a][0];
+        row[(4 * a + 1) * stride + l] = u[a][0] + u[a][1];
+        row[(4 * a + 2) * stride + l] = u[a][0] - u[a][1];
+        row[(4 * a + 3) * stride + l] = -u[a][1];
       }
     }
   }
@@ -262,7 +284,7 @@ void winograd_convolve(DType dtype, const T* x, long n, long cin, const Tiling& 
     T* v = ws + (parallel ? omp_get_thread_num() : 0) * slot_floats;  // 16 × cin × tiles
     T* m = v + kTile * v_stride;                                        // 16 × cout × tiles
     T* padded = m + kTile * m_stride;          // zero border, see place_plane
-    T* rows = padded + scratch_floats(t);      // two output rows
+    T* rows = padded + scratch_floats(t);      // output half-rows, see output_transform
     std::fill(padded, padded + scratch_floats(t), T(0));
     transform_inputs(x, cin, t, first, count, padded, v);
     for (int xi = 0; xi < kTile; ++xi)
