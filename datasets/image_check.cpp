@@ -147,4 +147,17 @@ std::string bmp_size_problem(const uint8_t* data, size_t size) {
          std::to_string(size) + " bytes (truncated)";
 }
 
+// JPEG: every 8×8 block of the full-resolution component carries at least a 1-bit DC code
+// (baseline and progressive alike; end-of-band runs only shorten AC scans), so a w × h JPEG
+// holds at least ⌈w/8⌉·⌈h/8⌉ bits of image data. stb fills what is missing with grey, so a
+// 698-byte file claiming 11272×4102 pixels "decoded" (for seconds) to a flat image.
+std::string jpeg_size_problem(const uint8_t* data, size_t size, int64_t width, int64_t height) {
+  if (size < 2 || data[0] != 0xFF || data[1] != 0xD8) return "";
+  const uint64_t min_bytes = ((width + 7) / 8) * ((height + 7) / 8) / 8;
+  if (size >= min_bytes) return "";
+  return "its header claims " + std::to_string(width) + "x" + std::to_string(height) +
+         " pixels, which take at least " + std::to_string(min_bytes) + " bytes of image data, but the file has " +
+         std::to_string(size) + " bytes (truncated)";
+}
+
 }  // namespace nnlab

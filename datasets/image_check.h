@@ -30,4 +30,8 @@ std::string png_chunk_problem(const uint8_t* data, size_t size);
 // neither 0 (none) nor 3 (bit fields).
 std::string bmp_size_problem(const uint8_t* data, size_t size);
 
+// For a JPEG whose header claims width × height pixels: "" unless the file is too short to
+// hold even one bit per 8×8 block (stb would fill the rest and return a flat image).
+std::string jpeg_size_problem(const uint8_t* data, size_t size, int64_t width, int64_t height);
+
 }  // namespace nnlab

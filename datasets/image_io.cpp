@@ -68,6 +68,8 @@ ImageInfo info_from_memory(const std::string& path, const std::vector<unsigned c
                   static_cast<int64_t>(w) * h <= kMaxImagePixels,
               "image '", path, "' claims ", w, "x", h, " pixels; nnlab decodes at most ", kMaxImageSide,
               " per side and ", kMaxImagePixels / 1000000, " megapixels (corrupt header, or scale it down first)");
+  const std::string jpeg_size = jpeg_size_problem(bytes.data(), bytes.size(), w, h);
+  NNLAB_CHECK(jpeg_size.empty(), "cannot read image '", path, "': corrupt JPEG: ", jpeg_size);
   return ImageInfo{w, h, comp};
 }
 

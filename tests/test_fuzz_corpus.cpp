@@ -108,6 +108,12 @@ TEST_CASE("fuzz regressions: JPEG, PNG and BMP files that crashed, exhausted or 
   // memcpy'd it into its still null buffer.
   const std::string empty_idat = (dir / "png-empty-idat-before-data.png").string();
   CHECK_THROWS_WITH(read_image(empty_idat), Catch::Contains("corrupt PNG: an empty IDAT chunk comes before any image data"));
+  // Found by fuzz_image (timeout): a 698-byte JPEG claiming 11272×4102 pixels, which stb
+  // "decoded" by filling the missing blocks.
+  const std::string jpeg_short = (dir / "jpeg-698-bytes-claiming-11272x4102.jpg").string();
+  CHECK_THROWS_WITH(read_image(jpeg_short),
+                    Catch::Contains("corrupt JPEG: its header claims 11272x4102 pixels, which take at least 90352 bytes") &&
+                        Catch::Contains("but the file has 698 bytes (truncated)"));
   // The valid seeds still decode.
   for (const char* seed : {"rgb-8x6.jpg", "gray-5x4.jpg", "rgb-8x6.bmp", "gray-5x4.bmp", "rgba-4x4.png"}) {
     const Image im = read_image((fs::path(NNLAB_TEST_DIR) / "fuzz" / "corpus" / "image" / seed).string());
