@@ -35,34 +35,70 @@ inline Window window_of(const Pool2dGeometry& g, int64_t i, int64_t j) {
   return {h0, h1, w0, w1, divisor};
 }
 
+bool is_2x2(const Pool2dGeometry& g) {
+  return g.kernel_h == 2 && g.kernel_w == 2 && g.stride_h == 2 && g.stride_w == 2 && g.pad_h == 0 && g.pad_w == 0;
+}
+
 // x: (n, c, h, w)  y: (n, c, p, q)  argmax: int32 (n, c, p, q)
 // y[i, j] = max over the window; argmax = its flat index r·w + s in the plane. The first
 // maximum wins ties; a NaN wins over any number (as in PyTorch), so a NaN input shows in the
 // output instead of vanishing.
 // The common 2×2, stride 2, unpadded window: the same comparisons in the same order as the
-// general loop below, written as selects instead of branches. After a ReLU many windows tie
-// at zero, which makes a branch unpredictable; selects cost the same whatever the data, and
-// let the compiler run several outputs side by side in vector lanes.
+// general loop below, written as selects instead of branches and run as one vector loop per
+// output row (omp simd). After a ReLU many windows tie at zero, which makes a branch
+// unpredictable; selects cost the same whatever the data.
 template <typename T>
 void maxpool_2x2_plane(const Pool2dGeometry& g, const T* xp, T* yp, int32_t* ap) {
   for (int64_t i = 0; i < g.p; ++i) {
     const T* top = xp + 2 * i * g.w;
     const T* bottom = top + g.w;
+    T* y = yp + i * g.q;
+    int32_t* arg = ap + i * g.q;
     const int32_t top_at = static_cast<int32_t>(2 * i * g.w), bottom_at = top_at + static_cast<int32_t>(g.w);
-    for (int64_t j = 0; j < g.q; ++j) {
+    const int32_t q = static_cast<int32_t>(g.q);
+#pragma omp simd
+    for (int32_t j = 0; j < q; ++j) {
       T best = top[2 * j];
-      int32_t best_at = top_at + 2 * static_cast<int32_t>(j);
-      const T candidates[3] = {top[2 * j + 1], bottom[2 * j], bottom[2 * j + 1]};
-      const int32_t at[3] = {best_at + 1, bottom_at + 2 * static_cast<int32_t>(j), bottom_at + 2 * static_cast<int32_t>(j) + 1};
-      for (int c = 0; c < 3; ++c) {
-        const bool take = candidates[c] > best || candidates[c] != candidates[c];  // a NaN wins
-        best = take ? candidates[c] : best;
-        best_at = take ? at[c] : best_at;
-      }
-      yp[i * g.q + j] = best;
-      ap[i * g.q + j] = best_at;
+      int32_t best_at = top_at + 2 * j;
+      const T b = top[2 * j + 1], c = bottom[2 * j], d = bottom[2 * j + 1];
+      const bool take_b = b > best || b != b;  // a NaN wins
+      best = take_b ? b : best;
+      best_at = take_b ? top_at + 2 * j + 1 : best_at;
+      const bool take_c = c > best || c != c;
+      best = take_c ? c : best;
+      best_at = take_c ? bottom_at + 2 * j : best_at;
+      const bool take_d = d > best || d != d;
+      best = take_d ? d : best;
+      best_at = take_d ? bottom_at + 2 * j + 1 : best_at;
+      y[j] = best;
+      arg[j] = best_at;
     }
   }
+}
+
+// The backward of the 2×2 case: each input cell lies in exactly one window (h and w even,
+// or the odd last row/column in none), so dx is written cell by cell — dy where the cell
+// won its window, else 0 — with no zero fill and no scatter.
+template <typename T>
+void maxpool_2x2_plane_backward(const Pool2dGeometry& g, const T* dyp, const int32_t* ap, T* dxp) {
+  for (int64_t i = 0; i < g.p; ++i) {
+    T* top = dxp + 2 * i * g.w;
+    T* bottom = top + g.w;
+    const T* dy = dyp + i * g.q;
+    const int32_t* arg = ap + i * g.q;
+    const int32_t top_at = static_cast<int32_t>(2 * i * g.w), bottom_at = top_at + static_cast<int32_t>(g.w);
+    const int32_t q = static_cast<int32_t>(g.q);
+#pragma omp simd
+    for (int32_t j = 0; j < q; ++j) {
+      const int32_t at = arg[j];
+      top[2 * j] = at == top_at + 2 * j ? dy[j] : T(0);
+      top[2 * j + 1] = at == top_at + 2 * j + 1 ? dy[j] : T(0);
+      bottom[2 * j] = at == bottom_at + 2 * j ? dy[j] : T(0);
+      bottom[2 * j + 1] = at == bottom_at + 2 * j + 1 ? dy[j] : T(0);
+    }
+    if (g.w % 2) top[g.w - 1] = bottom[g.w - 1] = T(0);  // the odd last column is in no window
+  }
+  if (g.h % 2) std::fill(dxp + (g.h - 1) * g.w, dxp + g.h * g.w, T(0));  // nor the odd last row
 }
 
 template <typename T>
@@ -71,9 +107,7 @@ void maxpool_forward_typed(const Pool2dGeometry& g, const Tensor& xt, const Tens
   T* y = static_cast<T*>(yt.raw_data());
   int32_t* arg = static_cast<int32_t*>(at.raw_data());
   const long planes = static_cast<long>(g.n * g.c);
-  const bool two_by_two = g.kernel_h == 2 && g.kernel_w == 2 && g.stride_h == 2 && g.stride_w == 2 &&
-                          g.pad_h == 0 && g.pad_w == 0;
-  if (two_by_two) {
+  if (is_2x2(g)) {
 #pragma omp parallel for schedule(static) if (planes * g.h * g.w > cpu::kParallelGrain)
     for (long pl = 0; pl < planes; ++pl)
       maxpool_2x2_plane(g, x + pl * g.h * g.w, y + pl * g.p * g.q, arg + pl * g.p * g.q);
@@ -113,6 +147,12 @@ void maxpool_backward_typed(const Pool2dGeometry& g, const Tensor& dyt, const Te
   const int32_t* arg = static_cast<const int32_t*>(at.raw_data());
   T* dx = static_cast<T*>(dxt.raw_data());
   const long planes = static_cast<long>(g.n * g.c);
+  if (is_2x2(g)) {
+#pragma omp parallel for schedule(static) if (planes * g.h * g.w > cpu::kParallelGrain)
+    for (long pl = 0; pl < planes; ++pl)
+      maxpool_2x2_plane_backward(g, dy + pl * g.p * g.q, arg + pl * g.p * g.q, dx + pl * g.h * g.w);
+    return;
+  }
 #pragma omp parallel for schedule(static) if (planes * g.h * g.w > cpu::kParallelGrain)
   for (long pl = 0; pl < planes; ++pl) {
     T* dxp = dx + pl * g.h * g.w;
