@@ -102,10 +102,13 @@ long matrix_stride(long rows, long tiles) { return rows * tiles + kLanes; }
 // zeroed once per kernel call, stays zero.
 template <typename T>
 void place_plane(const T* plane, long h, long w, long top, long left, long hc, T* even, T* odd) {
+  const long first_even = left & 1;  // the first input column that lands on an even padded column
   for (long r = 0; r < h; ++r) {
     const T* src = plane + r * w;
-    T* row[2] = {even + (top + r) * hc, odd + (top + r) * hc};
-    for (long j = 0; j < w; ++j) row[(left + j) & 1][(left + j) >> 1] = src[j];
+    T* to_even = even + (top + r) * hc + (left + first_even) / 2;
+    T* to_odd = odd + (top + r) * hc + (left + 1 - first_even) / 2;
+    for (long j = first_even, k = 0; j < w; j += 2, ++k) to_even[k] = src[j];
+    for (long j = 1 - first_even, k = 0; j < w; j += 2, ++k) to_odd[k] = src[j];
   }
 }
 
