@@ -5,7 +5,8 @@
 //              (conv2d_reference_cuda.cu)
 //   im2col     im2col + OpenBLAS sgemm for every shape (conv2d_cpu.cpp)
 //   winograd   the CPU's fast path: Winograd F(2×2, 3×3) for 3×3 stride-1 convolutions with
-//              enough channels (conv2d_winograd_cpu.cpp), im2col for the rest
+//              enough channels (conv2d_winograd_cpu.cpp), direct vector loops for stride-1
+//              convolutions with few input channels (conv2d_direct_cpu.cpp), im2col for the rest
 //   cudnn      the CUDA fast path: cuDNN (conv2d_cuda.cu)
 // `Fast` (the default) is each device's own fast path. The choice is process-wide; a choice
 // a device cannot run (cudnn on the CPU, im2col or winograd on CUDA) is an error, never a fallback.

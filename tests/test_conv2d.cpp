@@ -1,6 +1,6 @@
-// Conv2d: the im2col + GEMM and Winograd kernels against direct loops over every index (forward, input
-// and weight gradients) on awkward shapes, float32 against float64, gradcheck, errors, and
-// the layer.
+// Conv2d: the im2col + GEMM, Winograd and direct-loop kernels against loops over every index
+// (forward, input and weight gradients) on awkward shapes, float32 against float64, gradcheck,
+// errors, and the layer.
 #include <catch2/catch.hpp>
 
 #include <algorithm>
@@ -116,9 +116,19 @@ void check_against_reference(const Case& k, bool bias) {
   require_close("dw float32", w32.grad().to_vector<double>(), ref.dw, 1e-4);
 }
 
+// Selects a convolution implementation for one scope, and restores the default after it.
+struct ConvImplScope {
+  explicit ConvImplScope(ConvImpl impl) { set_conv_impl(impl); }
+  ~ConvImplScope() { set_conv_impl(ConvImpl::Fast); }
+};
+
 }  // namespace
 
 TEST_CASE("conv2d forward and gradients match direct loops on awkward shapes", "[conv2d]") {
+  // Once with im2col + sgemm everywhere, once with the CPU's fast choice per shape (which
+  // sends the stride-1 cases with few channels to the direct loops).
+  const ConvImpl impl = GENERATE(ConvImpl::Im2col, ConvImpl::Fast);
+  ConvImplScope scope(impl);
   // kernel 5, stride 2, padding 0/1/2 on a non-square image with odd channel counts
   for (int64_t pad : {0, 1, 2}) check_against_reference({8, 13, 32, 17, 23, 5, 5, 2, 2, pad, pad}, true);
   check_against_reference({1, 3, 4, 17, 23, 3, 5, 1, 1, 1, 2}, true);   // batch 1, 3×5 kernel
@@ -131,23 +141,20 @@ TEST_CASE("conv2d forward and gradients match direct loops on awkward shapes", "
 TEST_CASE("conv2d is right whether images or loops are spread over the threads", "[conv2d]") {
   // A batch of one runs its im2col, GEMM and col2im threaded; a batch of at least as many
   // images as threads gives each thread whole images and sums per-thread weight gradients.
+  ConvImplScope im2col(ConvImpl::Im2col);
   check_against_reference({1, 6, 5, 40, 40, 3, 3, 1, 1, 1, 1}, true);
   check_against_reference({5, 6, 5, 40, 40, 3, 3, 1, 1, 1, 1}, true);
 }
 
 namespace {
 
-// Selects a convolution implementation for one scope, and restores the default after it.
-struct ConvImplScope {
-  explicit ConvImplScope(ConvImpl impl) { set_conv_impl(impl); }
-  ~ConvImplScope() { set_conv_impl(ConvImpl::Fast); }
-};
-
-// Which kernel families ran for the three directions of one 3×3 convolution.
-std::vector<std::string> families_run(int64_t c, int64_t k) {
-  Tensor x = random_tensor({2, c, 6, 6}, 31), w = random_tensor({k, c, 3, 3}, 32);
+// Which kernel families ran for the three directions of one r×r convolution of size-preserving
+// padding on hw×hw images.
+std::vector<std::string> families_run(int64_t c, int64_t k, int64_t r = 3, int64_t hw = 6) {
+  Tensor x = random_tensor({2, c, hw, hw}, 31), w = random_tensor({k, c, r, r}, 32);
   set_kernel_log_enabled(true);
-  conv2d(x, w, Tensor(), 1, 1, 1, 1).backward(Tensor::full({2, k, 6, 6}, 1.0, DType::Float64));
+  const int64_t pad = r / 2;
+  conv2d(x, w, Tensor(), 1, 1, pad, pad).backward(Tensor::full({2, k, hw, hw}, 1.0, DType::Float64));
   set_kernel_log_enabled(false);
   std::vector<std::string> families;
   for (const KernelCall& call : take_kernel_calls()) families.push_back(call.family);
@@ -168,18 +175,41 @@ TEST_CASE("conv2d Winograd F(2x2,3x3) matches direct loops on awkward shapes", "
   check_against_reference({2, 8, 8, 3, 4, 3, 3, 1, 1, 0, 2}, true);      // 1×6 output, mixed padding
 }
 
-TEST_CASE("conv2d picks Winograd only where it applies, and im2col on request", "[conv2d][winograd]") {
+TEST_CASE("conv2d direct loops for few input channels match the reference on awkward shapes", "[conv2d][direct]") {
+  // The CPU's fast choice for stride-1 layers with at most 7 input channels and at least 25
+  // taps: lenet5's two layers; output channels that do not fill the last block of 8, rows
+  // wider than one 16-column chunk with a tail, every padding below the filter size, a
+  // filter larger than the image, one image (run serially) and several (spread over threads).
+  ConvImplScope fast(ConvImpl::Fast);
+  check_against_reference({3, 1, 6, 28, 28, 5, 5, 1, 1, 2, 2}, true);    // lenet5 c1
+  check_against_reference({3, 6, 16, 14, 14, 5, 5, 1, 1, 0, 0}, true);   // lenet5 c2
+  check_against_reference({2, 3, 32, 20, 21, 3, 3, 1, 1, 1, 1}, false);  // cifar-cnn's c1 (smaller), no bias
+  check_against_reference({1, 3, 13, 17, 23, 3, 5, 1, 1, 1, 2}, true);   // one image, 13 channels
+  check_against_reference({5, 7, 9, 9, 37, 3, 3, 1, 1, 2, 0}, true);     // 37 columns: 3 chunks
+  check_against_reference({2, 2, 3, 4, 4, 6, 6, 1, 1, 1, 1}, true);      // filter larger than the image
+  check_against_reference({3, 1, 4, 11, 40, 5, 5, 1, 1, 2, 2}, true);    // one channel, 5×5, wide
+}
+
+TEST_CASE("conv2d picks Winograd and direct loops only where they apply, im2col on request", "[conv2d][winograd][direct]") {
   auto ran = [](const std::vector<std::string>& families, const std::string& family) {
     return std::count(families.begin(), families.end(), family);
   };
   {
     ConvImplScope fast(ConvImpl::Fast);
     CHECK(ran(families_run(8, 8), "winograd") == 3);      // forward, backward data, backward filter
-    CHECK(ran(families_run(1, 32), "winograd") == 0);     // one input channel: im2col is faster
+    CHECK(ran(families_run(8, 8), "direct") == 0);
+    CHECK(ran(families_run(1, 32), "winograd") == 0);     // one input channel: too few for Winograd,
+    CHECK(ran(families_run(1, 32), "direct") == 0);       // 9 taps: too few for the direct loops
     CHECK(ran(families_run(1, 32), "im2col+sgemm") == 3);
+    CHECK(ran(families_run(6, 8, 5), "direct") == 3);     // lenet5-like: 150 taps, 8 output channels
+    CHECK(ran(families_run(3, 16, 5), "direct") == 3);    // 16 channels of 6×6: small planes
+    CHECK(ran(families_run(3, 16, 5, 20), "direct") == 2);  // of 20×20: the filter gradient
+    CHECK(ran(families_run(3, 16, 5, 20), "im2col+sgemm") == 1);  // goes to im2col
   }
   ConvImplScope im2col(ConvImpl::Im2col);
   CHECK(ran(families_run(8, 8), "winograd") == 0);
+  CHECK(ran(families_run(6, 8, 5), "direct") == 0);
+  CHECK(ran(families_run(1, 32), "im2col+sgemm") == 3);
 }
 
 TEST_CASE("conv2d passes gradcheck for input, weight and bias", "[conv2d][gradcheck]") {
@@ -197,6 +227,7 @@ TEST_CASE("conv2d passes gradcheck for input, weight and bias", "[conv2d][gradch
   run({2, 2, 3, 5, 4, 3, 2, 2, 1, 1, 0}, true);
   run({1, 3, 2, 4, 5, 2, 3, 1, 2, 1, 1}, false);
   run({2, 8, 8, 5, 4, 3, 3, 1, 1, 1, 1}, true);  // 3×3, stride 1, 8 channels: the Winograd path
+  run({2, 3, 5, 6, 7, 3, 3, 1, 1, 1, 1}, true);  // 3 channels, stride 1: the direct loops
 }
 
 TEST_CASE("conv2d gradients flow only where asked", "[conv2d]") {

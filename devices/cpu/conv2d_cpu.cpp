@@ -29,6 +29,7 @@
 #include <algorithm>
 
 #include "devices/conv_impl.h"
+#include "devices/cpu/conv2d_direct.h"
 #include "devices/cpu/conv2d_winograd.h"
 #include "devices/cpu/cpu_backend.h"
 #include "devices/cpu/dispatch.h"
@@ -145,6 +146,18 @@ bool use_reference() {
   return conv_impl() == ConvImpl::Reference;
 }
 
+// The CPU's fast path (--conv-impl winograd, the default) serves layers with few input
+// channels by direct loops; im2col for the rest or on request.
+bool use_direct(const Conv2dGeometry& g, cpu::ConvDirection which, const char* direction) {
+  const ConvImpl impl = resolved_conv_impl(conv_impl(), Device::cpu());
+  if (impl != ConvImpl::Winograd || !cpu::direct_applies(g, which)) return false;
+  if (kernel_log_enabled())
+    record_kernel("direct", std::string("conv2d ") + direction + " x " + dims_text({g.n, g.c, g.h, g.w}) + " w " +
+                                dims_text({g.k, g.c, g.r, g.s}) + " p" + std::to_string(g.pad_h) +
+                                ": vector loops over shifted rows");
+  return true;
+}
+
 // Winograd (the CPU's default) for the shapes it serves; im2col for the rest or on request.
 bool use_winograd(const Conv2dGeometry& g, const char* direction) {
   const ConvImpl impl = resolved_conv_impl(conv_impl(), Device::cpu());
@@ -171,6 +184,7 @@ void CpuBackend::conv2d_forward(const Conv2dGeometry& g, const Tensor& xt, const
   check_conv_dtypes("conv2d_forward", xt, wt, yt);
   if (use_reference()) return cpu::conv2d_reference_forward(g, xt, wt, bt, yt);  // --conv-impl reference
   if (use_winograd(g, "fwd")) return cpu::winograd_forward(g, xt, wt, bt, yt);
+  if (use_direct(g, cpu::ConvDirection::Forward, "fwd")) return cpu::direct_forward(g, xt, wt, bt, yt);
   if (kernel_log_enabled()) log_conv("fwd", g, false, false, g.k, g.p * g.q, g.c * g.r * g.s);
   cpu::dispatch_float("conv2d_forward", xt, [&](auto tag) {
     using T = decltype(tag);
@@ -197,6 +211,7 @@ void CpuBackend::conv2d_backward_data(const Conv2dGeometry& g, const Tensor& dyt
   check_conv_dtypes("conv2d_backward_data", dyt, wt, dxt);
   if (use_reference()) return cpu::conv2d_reference_backward_data(g, dyt, wt, dxt);  // --conv-impl reference
   if (use_winograd(g, "bwd data")) return cpu::winograd_backward_data(g, dyt, wt, dxt);
+  if (use_direct(g, cpu::ConvDirection::BackwardData, "bwd data")) return cpu::direct_backward_data(g, dyt, wt, dxt);
   if (kernel_log_enabled()) log_conv("bwd data", g, true, false, g.c * g.r * g.s, g.p * g.q, g.k);
   cpu::dispatch_float("conv2d_backward_data", dyt, [&](auto tag) {
     using T = decltype(tag);
@@ -221,6 +236,7 @@ void CpuBackend::conv2d_backward_filter(const Conv2dGeometry& g, const Tensor& d
   check_conv_dtypes("conv2d_backward_filter", dyt, xt, dwt);
   if (use_reference()) return cpu::conv2d_reference_backward_filter(g, dyt, xt, dwt);  // --conv-impl reference
   if (use_winograd(g, "bwd filter")) return cpu::winograd_backward_filter(g, dyt, xt, dwt);
+  if (use_direct(g, cpu::ConvDirection::BackwardFilter, "bwd filter")) return cpu::direct_backward_filter(g, dyt, xt, dwt);
   if (kernel_log_enabled()) log_conv("bwd filter", g, false, true, g.k, g.c * g.r * g.s, g.p * g.q);
   cpu::dispatch_float("conv2d_backward_filter", dyt, [&](auto tag) {
     using T = decltype(tag);

@@ -1,0 +1,28 @@
+// Direct convolution kernels of the CPU backend for layers with few input channels
+// (conv2d_direct_cpu.cpp), run by conv2d_cpu.cpp's kernels for the shapes direct_applies()
+// accepts: lenet5's two layers, the forward of cifar-cnn's and resnet8's first.
+#pragma once
+#include "devices/backend.h"
+
+namespace nnlab::cpu {
+
+// Up to this many input channels a receptive field (c·r·s values) is too shallow for a GEMM
+// to pay for its im2col copy and packing: lenet5's 6-channel 5×5 layer is the largest served.
+constexpr int64_t kDirectMaxChannels = 7;
+// Below this many values per receptive field (the cnn's 1-channel 3×3 layer) im2col copies
+// little and its GEMM keeps up; measured, see direct_applies.
+constexpr int64_t kDirectMinTaps = 25;
+
+enum class ConvDirection { Forward, BackwardData, BackwardFilter };
+
+// Stride 1, padding smaller than the filter, at most kDirectMaxChannels input channels and at
+// least kDirectMinTaps values per receptive field. The filter gradient only for at most 8
+// output channels or planes of at most 256 outputs: it reloads dy for every filter tap, and
+// for many channels over large planes im2col + sgemm was faster (scripts/bench_conv.cpp,
+// docs/benchmarks.md).
+bool direct_applies(const Conv2dGeometry& g, ConvDirection direction);
+void direct_forward(const Conv2dGeometry& g, const Tensor& x, const Tensor& w, const Tensor* b, Tensor& y);
+void direct_backward_data(const Conv2dGeometry& g, const Tensor& dy, const Tensor& w, Tensor& dx);
+void direct_backward_filter(const Conv2dGeometry& g, const Tensor& dy, const Tensor& x, Tensor& dw);
+
+}  // namespace nnlab::cpu

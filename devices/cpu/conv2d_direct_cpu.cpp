@@ -1,0 +1,244 @@
+// Direct convolution on the CPU for layers with few input channels (conv2d_direct.h):
+// lenet5's two layers, and the forward of the 3-channel first layers of cifar-cnn and resnet8.
+// Chosen by conv2d_cpu.cpp; the CUDA twin of this choice is cuDNN's own algorithm search
+// (conv2d_cuda.cu).
+//
+// Why: with c·r·s = 25…150 values per receptive field, im2col + sgemm copies every input
+// value r·s times and then runs GEMMs too shallow (k = c·r·s) and too narrow (m = 6 or 16
+// output channels) for OpenBLAS to reach its rate. Here the input stays where it is: each
+// output row is a sum of shifted input rows times scalar weights, a vector loop.
+//
+// Every direction is one of two loops over a zero-bordered copy `in` (ci, rows, stride) of
+// the image:
+//   correlate:   out[o, y, x] = bias[o] + Σ_ci Σ_ri Σ_si wt[o, ci, ri, si] · in[ci, y + ri, x + si]
+//   filter_sum:  dw[o, ci, ri, si]    += Σ_y Σ_x   dy[o, y, x] · in[ci, y + ri, x + si]
+//   forward          y  = correlate(x bordered by pad, w)
+//   backward data    dx = correlate(dy bordered by r − 1 − pad, w rotated by 180° with in and
+//                         out channels swapped): dx[c, y, x] = Σ_o Σ_ri Σ_si w[o, c, ri, si] ·
+//                         dy[o, y + pad − ri, x + pad − si], stride 1
+//   backward filter  dw = Σ_images filter_sum(x bordered by pad, dy)
+//
+// Vectorisation: an output row is done kLanes columns at a time for kBlock output channels at
+// once, so kBlock × kLanes accumulators stay in registers while one input vector is loaded per
+// (ci, ri, si) and used kBlock times. Rows of `in` are long enough that a chunk of an output
+// row narrower than kLanes may read past the row's end (zeros); those lanes are never stored.
+//
+// Threads: images are spread over the OpenMP threads (static schedule), each with its own
+// workspace; the filter gradient keeps per-thread partial sums (one per lane) that are added
+// in thread and lane order, so for a given thread count results repeat bit for bit.
+#include <omp.h>
+
+#include <algorithm>
+
+#include "devices/cpu/conv2d_direct.h"
+#include "devices/cpu/dispatch.h"
+
+namespace nnlab::cpu {
+
+namespace {
+
+constexpr long kLanes = 16;  // output columns per chunk: two 8-float vectors
+constexpr long kBlock = 8;   // output channels per pass
+
+long round_up(long v, long m) { return (v + m - 1) / m * m; }
+
+// A zero-bordered copy of `channels` planes (h, w): `top` and `left` zero rows and columns
+// before the data, zeros after it up to (rows, stride).
+struct Bordered {
+  long channels, rows, stride;
+  long size() const { return channels * rows * stride; }
+};
+
+// Border for an output of (p, q) from a filter (r, s): rows = p + r − 1; every chunk of
+// kLanes columns starting below q plus s − 1 more must lie inside a row.
+Bordered bordered(long channels, long p, long q, long r, long s) {
+  return {channels, p + r - 1, round_up(q, kLanes) + s - 1};
+}
+
+template <typename T>
+void copy_bordered(const T* src, long h, long w, long top, long left, const Bordered& b, T* dst) {
+  std::fill(dst, dst + b.size(), T(0));
+  for (long c = 0; c < b.channels; ++c)
+    for (long y = 0; y < h; ++y) {
+      const T* from = src + (c * h + y) * w;
+      std::copy(from, from + w, dst + (c * b.rows + y + top) * b.stride + left);
+    }
+}
+
+// Weights regrouped for correlate, kBlock output channels innermost:
+//   packed[block][i][ri][si][o] = w[block·kBlock + o, i, ri, si]                (forward)
+//   packed[block][i][ri][si][o] = w[i, block·kBlock + o, r − 1 − ri, s − 1 − si]  (rotate: backward
+//                                 data, whose outputs are the layer's c inputs and inputs its k outputs)
+// zero for the channels past the last, so every block runs all kBlock accumulators.
+template <typename T>
+Tensor pack_weights(const Tensor& wt, long k, long c, long r, long s, bool rotate) {
+  const long out = rotate ? c : k, in = rotate ? k : c, blocks = (out + kBlock - 1) / kBlock;
+  Tensor result = Tensor::zeros({blocks * in * r * s * kBlock}, wt.dtype(), wt.device());
+  const T* w = wt.data<T>();
+  T* packed = result.data<T>();
+  for (long o = 0; o < out; ++o)
+    for (long i = 0; i < in; ++i)
+      for (long ri = 0; ri < r; ++ri)
+        for (long si = 0; si < s; ++si) {
+          const T v = rotate ? w[((i * c + o) * r + (r - 1 - ri)) * s + (s - 1 - si)] : w[((o * c + i) * r + ri) * s + si];
+          packed[((((o / kBlock) * in + i) * r + ri) * s + si) * kBlock + o % kBlock] = v;
+        }
+  return result;
+}
+
+// in: bordered (cin, p + r − 1, stride)   packed: as above   out: (cout, p, q)
+template <typename T>
+void correlate(const T* in, const Bordered& b, const T* packed, long cout, long r, long s, const T* bias, T* out,
+               long p, long q) {
+  const long taps = b.channels * r * s;
+  for (long o0 = 0; o0 < cout; o0 += kBlock) {
+    const T* wblock = packed + (o0 / kBlock) * taps * kBlock;
+    const long ob = std::min(kBlock, cout - o0);
+    for (long y = 0; y < p; ++y)
+      for (long chunk = 0; chunk < q; chunk += kLanes) {
+        // A row at least kLanes wide ends with a chunk that overlaps the one before it, so that
+        // every store is a whole vector (the overlap is computed twice, identically).
+        const long x0 = q >= kLanes ? std::min(chunk, q - kLanes) : 0;
+        T acc[kBlock][kLanes] = {};
+        const T* wv = wblock;
+        for (long ci = 0; ci < b.channels; ++ci)
+          for (long ri = 0; ri < r; ++ri) {
+            const T* row = in + (ci * b.rows + y + ri) * b.stride + x0;
+            for (long si = 0; si < s; ++si, wv += kBlock)
+              for (long o = 0; o < kBlock; ++o) {
+#pragma omp simd
+                for (long l = 0; l < kLanes; ++l) acc[o][l] += wv[o] * row[si + l];
+              }
+          }
+        for (long o = 0; o < ob; ++o) {
+          const T add = bias ? bias[o0 + o] : T(0);
+          T* dst = out + ((o0 + o) * p + y) * q + x0;
+          if (q >= kLanes) {
+#pragma omp simd
+            for (long l = 0; l < kLanes; ++l) dst[l] = acc[o][l] + add;
+          } else {
+            for (long l = 0; l < q; ++l) dst[l] = acc[o][l] + add;
+          }
+        }
+      }
+  }
+}
+
+// in: bordered x (c, p + r − 1, stride)   dy: (k_padded, p, qp) with zeros past q and past k
+// lanes: (k blocks, c, r, s, kBlock, kLanes), accumulated (summed over lanes at the end)
+template <typename T>
+void filter_sum(const T* in, const Bordered& b, const T* dy, long kblocks, long p, long qp, long r, long s,
+                T* lanes) {
+  for (long kb = 0; kb < kblocks; ++kb)
+    for (long ci = 0; ci < b.channels; ++ci)
+      for (long ri = 0; ri < r; ++ri)
+        for (long si = 0; si < s; ++si) {
+          T acc[kBlock][kLanes] = {};  // in registers across the whole plane
+          for (long y = 0; y < p; ++y) {
+            const T* row = in + (ci * b.rows + y + ri) * b.stride + si;
+            const T* g = dy + (kb * kBlock * p + y) * qp;
+            for (long x0 = 0; x0 < qp; x0 += kLanes)
+              for (long o = 0; o < kBlock; ++o) {
+#pragma omp simd
+                for (long l = 0; l < kLanes; ++l) acc[o][l] += g[o * p * qp + x0 + l] * row[x0 + l];
+              }
+          }
+          T* out = lanes + ((((kb * b.channels + ci) * r + ri) * s + si) * kBlock) * kLanes;
+          for (long o = 0; o < kBlock; ++o)
+            for (long l = 0; l < kLanes; ++l) out[o * kLanes + l] += acc[o][l];
+        }
+}
+
+// Runs body(i, slot) for every image, spread over the threads when there are enough.
+template <typename Body>
+void for_each_image(long n, long work_per_image, Body&& body) {
+  const bool parallel = omp_get_max_threads() > 1 && n > 1 && n * work_per_image > kParallelGrain;
+#pragma omp parallel for schedule(static) if (parallel)
+  for (long i = 0; i < n; ++i) body(i, parallel ? omp_get_thread_num() : 0);
+}
+
+}  // namespace
+
+bool direct_applies(const Conv2dGeometry& g, ConvDirection direction) {
+  const bool shape = g.stride_h == 1 && g.stride_w == 1 && g.pad_h < g.r && g.pad_w < g.s &&
+                     g.c <= kDirectMaxChannels && g.c * g.r * g.s >= kDirectMinTaps;
+  if (direction != ConvDirection::BackwardFilter) return shape;
+  return shape && (g.k <= kBlock || g.p * g.q <= 256);
+}
+
+// x: (n, c, h, w)  w: (k, c, r, s)  b: (k) or null  y: (n, k, p, q)
+void direct_forward(const Conv2dGeometry& g, const Tensor& xt, const Tensor& wt, const Tensor* bt, Tensor& yt) {
+  dispatch_float("conv2d_forward", xt, [&](auto tag) {
+    using T = decltype(tag);
+    const Bordered b = bordered(g.c, g.p, g.q, g.r, g.s);
+    const Tensor packed = pack_weights<T>(wt, g.k, g.c, g.r, g.s, false);
+    Tensor work = Tensor::empty({omp_get_max_threads() * b.size()}, xt.dtype(), xt.device());
+    const T *x = xt.data<T>(), *bias = bt && bt->defined() ? bt->data<T>() : nullptr;
+    T *y = yt.data<T>(), *ws = work.data<T>();
+    for_each_image(g.n, g.k * g.p * g.q * g.c * g.r * g.s, [&](long i, int slot) {
+      T* in = ws + slot * b.size();
+      copy_bordered(x + i * g.c * g.h * g.w, g.h, g.w, g.pad_h, g.pad_w, b, in);
+      correlate(in, b, packed.data<T>(), g.k, g.r, g.s, bias, y + i * g.k * g.p * g.q, g.p, g.q);
+    });
+  });
+}
+
+// dy: (n, k, p, q)  w: (k, c, r, s)  dx: (n, c, h, w)
+void direct_backward_data(const Conv2dGeometry& g, const Tensor& dyt, const Tensor& wt, Tensor& dxt) {
+  dispatch_float("conv2d_backward_data", dyt, [&](auto tag) {
+    using T = decltype(tag);
+    const Bordered b = bordered(g.k, g.h, g.w, g.r, g.s);  // dy bordered by r − 1 − pad, read as (k, h + r − 1, …)
+    const Tensor packed = pack_weights<T>(wt, g.k, g.c, g.r, g.s, true);
+    Tensor work = Tensor::empty({omp_get_max_threads() * b.size()}, dyt.dtype(), dyt.device());
+    const T* dy = dyt.data<T>();
+    T *dx = dxt.data<T>(), *ws = work.data<T>();
+    for_each_image(g.n, g.k * g.p * g.q * g.c * g.r * g.s, [&](long i, int slot) {
+      T* in = ws + slot * b.size();
+      copy_bordered(dy + i * g.k * g.p * g.q, g.p, g.q, g.r - 1 - g.pad_h, g.s - 1 - g.pad_w, b, in);
+      correlate(in, b, packed.data<T>(), g.c, g.r, g.s, static_cast<const T*>(nullptr), dx + i * g.c * g.h * g.w, g.h,
+                g.w);
+    });
+  });
+}
+
+// dy: (n, k, p, q)  x: (n, c, h, w)  dw: (k, c, r, s)
+void direct_backward_filter(const Conv2dGeometry& g, const Tensor& dyt, const Tensor& xt, Tensor& dwt) {
+  dispatch_float("conv2d_backward_filter", dyt, [&](auto tag) {
+    using T = decltype(tag);
+    const Bordered b = bordered(g.c, g.p, g.q, g.r, g.s);
+    const long kblocks = (g.k + kBlock - 1) / kBlock, qp = round_up(g.q, kLanes);
+    const long dy_size = kblocks * kBlock * g.p * qp, lane_size = kblocks * g.c * g.r * g.s * kBlock * kLanes;
+    const long threads = omp_get_max_threads();
+    Tensor work = Tensor::empty({threads * (b.size() + dy_size)}, xt.dtype(), xt.device());
+    Tensor lanes = Tensor::zeros({threads * lane_size}, xt.dtype(), xt.device());
+    const T *x = xt.data<T>(), *dy = dyt.data<T>();
+    T *ws = work.data<T>(), *acc = lanes.data<T>(), *dw = dwt.data<T>();
+    for_each_image(g.n, g.k * g.p * g.q * g.c * g.r * g.s, [&](long i, int slot) {
+      T* in = ws + slot * (b.size() + dy_size);
+      T* grad = in + b.size();
+      copy_bordered(x + i * g.c * g.h * g.w, g.h, g.w, g.pad_h, g.pad_w, b, in);
+      // dy[i] with zero columns up to qp and zero channels up to kblocks · kBlock.
+      const Bordered dyb{kblocks * kBlock, g.p, qp};
+      std::fill(grad, grad + dy_size, T(0));
+      for (long o = 0; o < g.k; ++o)
+        for (long y = 0; y < g.p; ++y) {
+          const T* from = dy + ((i * g.k + o) * g.p + y) * g.q;
+          std::copy(from, from + g.q, grad + (o * dyb.rows + y) * dyb.stride);
+        }
+      filter_sum(in, b, grad, kblocks, g.p, qp, g.r, g.s, acc + slot * lane_size);
+    });
+    // dw[o, ci, ri, si] = Σ_thread Σ_lane lanes[thread][o / kBlock][ci][ri][si][o % kBlock][lane]
+    const long crs = g.c * g.r * g.s;
+    for (long o = 0; o < g.k; ++o)
+      for (long j = 0; j < crs; ++j) {
+        T sum = T(0);
+        for (long t = 0; t < threads; ++t) {
+          const T* l = acc + t * lane_size + (((o / kBlock) * crs + j) * kBlock + o % kBlock) * kLanes;
+          for (long v = 0; v < kLanes; ++v) sum += l[v];
+        }
+        dw[o * crs + j] = sum;
+      }
+  });
+}
+
+}  // namespace nnlab::cpu
