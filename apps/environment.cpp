@@ -6,13 +6,17 @@
 #include "devices/cuda/cuda_backend.h"
 #endif
 
-// Compile definitions of the nnlab_cli target (CMakeLists.txt); the fallbacks keep the file
-// compiling in another build.
-#ifndef NNLAB_VERSION
-#define NNLAB_VERSION "unknown"
+// The commit comes from the header the build regenerates (scripts/commit_header.cmake), the
+// version from a compile definition of the nnlab_cli target (CMakeLists.txt); the fallbacks
+// keep the file compiling in another build.
+#if __has_include("nnlab_commit.h")
+#include "nnlab_commit.h"
 #endif
 #ifndef NNLAB_GIT_COMMIT
 #define NNLAB_GIT_COMMIT "unknown"
+#endif
+#ifndef NNLAB_VERSION
+#define NNLAB_VERSION "unknown"
 #endif
 
 namespace nnlab {
