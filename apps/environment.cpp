@@ -92,7 +92,8 @@ nlohmann::json environment_record(const TrainConfig& config, Device device) {
   nlohmann::json env;
   env["nnlab_version"] = nnlab_version();
   env["commit"] = nnlab_commit();
-  env["cpu"] = {{"model", cpu_model_name()}, {"cores", cpu_cores()}, {"threads", cpu_threads()}};
+  env["cpu"] = {{"model", cpu_model_name()}, {"cores", cpu_cores()}, {"threads", cpu_threads()},
+                {"denormals", denormals_name(cpu_denormals())}};
   env["openblas"] = openblas_build();
   env["device"] = device.str();
   env["gpu"] = gpu_record(device);

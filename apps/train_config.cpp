@@ -39,6 +39,10 @@ void add_train_options(CLI::App& app, TrainConfig& c) {
       ->capture_default_str();
   app.add_option("--seed", c.seed, "Seed of every random draw (weights, shuffles, dropout)")->capture_default_str();
   app.add_option("--threads", c.threads, "CPU threads for nnlab and OpenBLAS (default: all cores)");
+  app.add_option("--denormals", c.denormals,
+                 "CPU: flush denormal floats to zero (fast) or keep them (IEEE gradual underflow, up to ~100x slower "
+                 "per operation that meets one)")
+      ->capture_default_str();
   app.add_option("--device", c.device, "cpu, cuda, cuda:N or auto")->capture_default_str();
   app.add_option("--math", c.math, "fp32 (strict float32) or tf32 (CUDA only; an explicit, recorded choice)")
       ->capture_default_str();
@@ -98,6 +102,8 @@ void finalize_train_config(const CLI::App& app, TrainConfig& c) {
                   c.schedule == "warmup-cosine" || c.schedule == "onecycle",
               "--schedule '", c.schedule, "' is not known; choose none, step, cosine, warmup-cosine or onecycle");
   NNLAB_CHECK(c.math == "fp32" || c.math == "tf32", "--math '", c.math, "' is not known; choose fp32 or tf32");
+  NNLAB_CHECK(c.denormals == "flush" || c.denormals == "keep", "--denormals '", c.denormals,
+              "' is not known; choose flush or keep");
   NNLAB_CHECK(c.threads >= 0, "--threads must be >= 0 (0 = all cores), got ", c.threads);
   check_finite_non_negative("--lr", c.optimizer.lr);
   check_finite_non_negative("--momentum", c.optimizer.momentum);

@@ -80,6 +80,7 @@ void install_stop_handlers() {
 Trainer::Trainer(TrainConfig config) : config_(std::move(config)) {
   prepare_checkpoint_dir();  // before anything slow: a bad folder fails at once
   set_cpu_threads(config_.threads);
+  set_cpu_denormals(config_.denormals == "keep" ? Denormals::keep : Denormals::flush);
   std::string why;
   device_ = resolve_device(config_.device, &why);
   if (config_.device == "auto") spdlog::info("{}", why);
@@ -254,8 +255,8 @@ EvalResult Trainer::evaluate(const Dataset& data) {
 EpochResult Trainer::run() {
   spdlog::info("model {} ({} parameters) on {}, data {} ({} train / {} test images from {})", config_.model,
                model_->parameter_count(), device_.str(), config_.data, train_.size(), test_.size(), config_.data_dir);
-  spdlog::info("optimizer {}, batch {}, {} epochs, seed {}, {} CPU threads", optimizer_->describe(), config_.batch,
-               config_.epochs, config_.seed, cpu_threads());
+  spdlog::info("optimizer {}, batch {}, {} epochs, seed {}, {} CPU threads (denormals: {})", optimizer_->describe(),
+               config_.batch, config_.epochs, config_.seed, cpu_threads(), denormals_name(cpu_denormals()));
   recorder_.write({{"type", "run"},
                    {"model", config_.model},
                    {"parameters", model_->parameter_count()},

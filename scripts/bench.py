@@ -47,7 +47,7 @@ def time_nnlab(a, model, batch):
 
 def time_torch(a, model, batch):
     text, rss = run([a.python, a.torch_script, "--model", model, "--batch", str(batch), "--epochs", str(a.epochs),
-                     "--threads", str(a.threads)])
+                     "--threads", str(a.threads)] + (["--flush-denormals"] if a.torch_flush_denormals else []))
     result = json.loads(text.strip().splitlines()[-1])
     return [e["seconds"] for e in result["epochs"][1:]], rss, result["epochs"][-1].get("test_acc")
 
@@ -67,6 +67,8 @@ def main():
     ap.add_argument("--nnlab", default=os.path.join(ROOT, "build", "nnlab"))
     ap.add_argument("--python", default="/usr/bin/python3", help="a Python with PyTorch")
     ap.add_argument("--torch-script", default=os.path.join(ROOT, "scripts", "torch_reference.py"))
+    ap.add_argument("--torch-flush-denormals", action="store_true",
+                    help="PyTorch flushes denormals to zero too (nnlab's default; the yardstick keeps them)")
     ap.add_argument("--out", default="", help="append the results as JSON lines to this file")
     ap.add_argument("--realtime", action="store_true",
                     help="run both frameworks under SCHED_FIFO (chrt -f 10, needs root) so background load on a "
@@ -82,7 +84,8 @@ def main():
     rate_before = sgemm_rate(a)
     print(f"# {time.strftime('%Y-%m-%d %H:%M')}  {cpu}, {os.cpu_count()} cores, threads {a.threads}, "
           f"commit {commit}, sgemm 1024³ {rate_before:.0f} GFLOP/s"
-          + (", both under SCHED_FIFO (chrt -f 10)" if a.realtime else ""))
+          + (", both under SCHED_FIFO (chrt -f 10)" if a.realtime else "")
+          + ("; denormals flushed in both" if a.torch_flush_denormals else "; denormals: nnlab flushes, PyTorch keeps"))
     print("| model | batch | round | nnlab s (median) | PyTorch s (median) | ratio | nnlab img/s | GFLOP/s | "
           "share of sgemm | nnlab RSS MiB | PyTorch RSS MiB |")
     print("|---|---|---|---|---|---|---|---|---|---|---|")

@@ -10,7 +10,7 @@ fastest set-up on small machines). The last line printed is one JSON object.
 
   /usr/bin/python3 scripts/torch_reference.py --model cnn --threads 2 --epochs 4
 """
-import argparse, gzip, json, os, struct, time
+import argparse, gzip, json, os, struct, sys, time
 
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
@@ -115,8 +115,12 @@ def main():
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--data", default="/usr/share/datasets/fashion-mnist")
+    ap.add_argument("--flush-denormals", action="store_true",
+                    help="torch.set_flush_denormal(True), as nnlab's default --denormals flush (the yardstick keeps them)")
     a = ap.parse_args()
     torch.set_num_threads(a.threads)
+    if a.flush_denormals and not torch.set_flush_denormal(True):
+        sys.exit("torch.set_flush_denormal: this CPU cannot flush denormals")
     torch.manual_seed(a.seed)
     build, make_opt, kind = ZOO[a.model]
     if kind == "idx":

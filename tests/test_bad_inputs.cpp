@@ -135,6 +135,7 @@ TEST_CASE("bad inputs: numbers and paths on the command line", "[bad_inputs]") {
   expect_refusal("--lr -1" + d, "--lr must be a finite number >= 0, got -1");
   expect_refusal("--batch 0" + d, "--batch must be at least 1");
   expect_refusal("--epochs -2" + d, "--epochs must be at least 1");
+  expect_refusal("--denormals sometimes" + d, "--denormals 'sometimes' is not known; choose flush or keep");
   expect_refusal("--data mnist --data-dir " + data.path.string() + "/absent",
                  "data directory " + data.path.string() + "/absent for mnist does not exist");
   expect_refusal("--checkpoint-dir /proc/nnlab-no-such-place" + d, "--checkpoint-dir /proc/nnlab-no-such-place cannot be created");

@@ -1,8 +1,12 @@
 // Tensors, views and the caching allocator.
 #include <catch2/catch.hpp>
+#include <omp.h>
+
+#include <vector>
 
 #include "core/allocator.h"
 #include "core/tensor.h"
+#include "devices/cpu/threads.h"
 #include "devices/registry.h"
 
 using namespace nnlab;
@@ -96,4 +100,28 @@ TEST_CASE("devices parse and an unusable CUDA device is refused clearly", "[devi
     CHECK(d == Device::cpu());
     CHECK_THROWS_WITH(resolve_device("cuda", nullptr), Catch::Contains("cannot be used"));
   }
+}
+
+// A float below 1.2e-38 is denormal; with the mode `flush` (the default) every CPU thread
+// reads it as zero (DAZ) and never produces one (FTZ), so the product below is exactly 0 on
+// the calling thread and on each thread of the OpenMP pool. `keep` gives back IEEE's value.
+TEST_CASE("denormals are flushed on every CPU thread unless kept", "[device]") {
+  auto product_on_each_thread = [] {
+    std::vector<float> seen(static_cast<size_t>(cpu_threads()) + 1, -1.0f);
+    volatile float denormal = 1e-39f, one = 1.0f;
+    seen.back() = denormal * one;
+#pragma omp parallel num_threads(cpu_threads())
+    seen[static_cast<size_t>(omp_get_thread_num())] = denormal * one;
+    return seen;
+  };
+  set_cpu_threads(2);
+  CHECK(cpu_denormals() == Denormals::flush);
+  for (float v : product_on_each_thread()) CHECK(v == 0.0f);
+
+  set_cpu_denormals(Denormals::keep);
+  for (float v : product_on_each_thread()) CHECK(v == 1e-39f);
+
+  set_cpu_denormals(Denormals::flush);  // back to the default for the other tests
+  for (float v : product_on_each_thread()) CHECK(v == 0.0f);
+  set_cpu_threads(0);
 }

@@ -5,6 +5,7 @@
 
 #include "devices/cpu/cpu_backend.h"
 #include "devices/cpu/dispatch.h"
+#include "devices/cpu/threads.h"
 
 namespace nnlab {
 
@@ -12,7 +13,9 @@ CpuBackend::CpuBackend()
     : Backend(Device::cpu()),
       allocator_(
           "cpu", [](size_t bytes) { return std::aligned_alloc(64, (bytes + 63) / 64 * 64); },
-          [](void* p) { std::free(p); }) {}
+          [](void* p) { std::free(p); }) {
+  cpu_threads();  // a program that set no thread count or denormal mode gets the defaults (threads.h)
+}
 
 void CpuBackend::copy_from_host(Tensor& dst, const void* src) {
   if (dst.nbytes()) std::memcpy(dst.raw_data(), src, dst.nbytes());

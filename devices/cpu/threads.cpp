@@ -3,6 +3,10 @@
 #include <omp.h>
 #include <sched.h>
 
+#if defined(__x86_64__) || defined(__i386__)
+#include <xmmintrin.h>
+#endif
+
 #include <fstream>
 #include <string>
 
@@ -15,7 +19,33 @@ namespace nnlab {
 
 namespace {
 int g_threads = 0;
+Denormals g_denormals = Denormals::flush;
+
+// Sets the calling thread's floating-point control register.
+void apply_denormals_here(Denormals mode) {
+#if defined(__x86_64__) || defined(__i386__)
+  constexpr unsigned kFlushToZero = 0x8000, kDenormalsAreZero = 0x0040;  // MXCSR bits 15 and 6
+  const unsigned csr = _mm_getcsr();
+  _mm_setcsr(mode == Denormals::flush ? csr | kFlushToZero | kDenormalsAreZero
+                                      : csr & ~(kFlushToZero | kDenormalsAreZero));
+#elif defined(__aarch64__)
+  constexpr unsigned long kFlushToZero = 1UL << 24;  // FPCR.FZ
+  unsigned long fpcr;
+  __asm__ volatile("mrs %0, fpcr" : "=r"(fpcr));
+  fpcr = mode == Denormals::flush ? fpcr | kFlushToZero : fpcr & ~kFlushToZero;
+  __asm__ volatile("msr fpcr, %0" : : "r"(fpcr));
+#else
+  (void)mode;  // other CPUs: their default (gradual underflow) stays
+#endif
 }
+
+// The calling thread and each thread of the OpenMP pool of g_threads threads.
+void apply_denormals_everywhere(Denormals mode) {
+  apply_denormals_here(mode);
+#pragma omp parallel num_threads(g_threads)
+  apply_denormals_here(mode);
+}
+}  // namespace
 
 int cpu_cores() {
   cpu_set_t set;
@@ -27,7 +57,17 @@ void set_cpu_threads(int n) {
   g_threads = n > 0 ? n : cpu_cores();
   omp_set_num_threads(g_threads);
   openblas_set_num_threads(g_threads);
+  apply_denormals_everywhere(g_denormals);
 }
+
+void set_cpu_denormals(Denormals mode) {
+  g_denormals = mode;
+  set_cpu_threads(g_threads);  // applies it; 0 (not set yet) means the default pool size
+}
+
+Denormals cpu_denormals() { return g_denormals; }
+
+const char* denormals_name(Denormals mode) { return mode == Denormals::flush ? "flush" : "keep"; }
 
 int cpu_threads() {
   if (g_threads == 0) set_cpu_threads(0);
