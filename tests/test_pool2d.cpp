@@ -133,6 +133,38 @@ TEST_CASE("pooling gradients match finite differences", "[pool2d][gradcheck]") {
   }
 }
 
+// The 2×2 kernel runs whole vector groups of 8 outputs on all but a plane's last rows (see
+// pool2d_cpu.cpp); widths from 2 to 35 give every tail length, the cnn's 28 and 14 included,
+// and odd sizes the dropped last row/column. dx must be dy at each window's winner, 0 elsewhere.
+TEST_CASE("max_pool2d 2x2: the winner of each window gets dy, every other cell 0, for every row length",
+          "[pool2d]") {
+  for (int64_t w = 2; w <= 35; ++w) {
+    for (DType dtype : {DType::Float64, DType::Float32}) {
+      const int64_t n = 2, c = 3, h = w % 3 ? 14 : 7, p = h / 2, q = w / 2;
+      INFO("h " << h << " w " << w << (dtype == DType::Float32 ? " float32" : " float64"));
+      const Tensor x64 = tie_free_tensor({n, c, h, w}, static_cast<uint32_t>(w));
+      Tensor x = x64.to(dtype).set_requires_grad(true);
+      Tensor y = max_pool2d(x, 2, 2, 0);
+      const Tensor dy = random_tensor(y.shape(), 50 + static_cast<uint32_t>(w), dtype);
+      y.backward(dy);
+      const std::vector<double> xv = x64.to_vector<double>(), yv = y.to_vector<double>();
+      const std::vector<double> dyv = dy.to_vector<double>(), dxv = x.grad().to_vector<double>();
+      std::vector<double> want_y, want_dx(xv.size(), 0.0);
+      for (int64_t plane = 0; plane < n * c; ++plane)
+        for (int64_t i = 0; i < p; ++i)
+          for (int64_t j = 0; j < q; ++j) {
+            int64_t best = (plane * h + 2 * i) * w + 2 * j;
+            for (int64_t cell : {best + 1, best + w, best + w + 1})
+              if (xv[cell] > xv[best]) best = cell;
+            want_y.push_back(xv[best]);
+            want_dx[best] = dyv[(plane * p + i) * q + j];
+          }
+      check_max_rel(yv, want_y, dtype == DType::Float32 ? 1e-6 : 0.0);
+      CHECK(dxv == want_dx);
+    }
+  }
+}
+
 TEST_CASE("adaptive_avg_pool2d_1x1 is the mean of each plane", "[pool2d]") {
   const Tensor x = random_tensor({3, 13, 5, 7}, 5);
   const Tensor y = adaptive_avg_pool2d_1x1(x);

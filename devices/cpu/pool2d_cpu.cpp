@@ -39,64 +39,103 @@ bool is_2x2(const Pool2dGeometry& g) {
   return g.kernel_h == 2 && g.kernel_w == 2 && g.stride_h == 2 && g.stride_w == 2 && g.pad_h == 0 && g.pad_w == 0;
 }
 
+// The 2×2, stride 2, unpadded window, the zoo's only max-pool, as vector loops over the
+// outputs of a row. Rows are short (14 or 7 outputs in the cnn), too short for the compiler's
+// loops, which leave up to 7 outputs of each row to scalar tails. So a row runs whole groups
+// of kLanes outputs: its last group computes up to kLanes − 1 outputs too many, reading
+// cells of the following input rows and writing after the row, where the rows written next
+// (same plane, same thread) overwrite them. A plane's last rows, whose groups would reach
+// beyond the plane, run the exact loop instead, so no thread writes outside its own planes.
+constexpr int64_t kLanes = 8;
+
+int64_t round_to_lanes(int64_t n) { return (n + kLanes - 1) / kLanes * kLanes; }
+
+// Output rows [0, fast) of a plane may run whole groups: the group's reads (2·q_rounded
+// cells of the bottom input row) and writes (q_rounded outputs, or dx cells) stay inside
+// the plane.
+int64_t rows_with_whole_groups(const Pool2dGeometry& g) {
+  const int64_t q_rounded = round_to_lanes(g.q);
+  int64_t fast = g.p;
+  while (fast > 0 && ((2 * fast - 1) * g.w + 2 * q_rounded > g.h * g.w || (fast - 1) * g.q + q_rounded > g.p * g.q))
+    --fast;
+  return fast;
+}
+
 // x: (n, c, h, w)  y: (n, c, p, q)  argmax: int32 (n, c, p, q)
 // y[i, j] = max over the window; argmax = its flat index r·w + s in the plane. The first
 // maximum wins ties; a NaN wins over any number (as in PyTorch), so a NaN input shows in the
-// output instead of vanishing.
-// The common 2×2, stride 2, unpadded window: the same comparisons in the same order as the
-// general loop below, written as selects instead of branches and run as one vector loop per
-// output row (omp simd). After a ReLU many windows tie at zero, which makes a branch
-// unpredictable; selects cost the same whatever the data.
+// output instead of vanishing. The four candidates are compared in the general loop's order
+// (below), written as selects instead of branches: after a ReLU many windows tie at zero,
+// which makes a branch unpredictable; selects cost the same whatever the data.
+template <typename T>
+inline void max_of_window(const T* top, const T* bottom, int32_t top_at, int32_t bottom_at, int32_t j, T& y,
+                          int32_t& arg) {
+  T best = top[2 * j];
+  int32_t best_at = top_at + 2 * j;
+  const T b = top[2 * j + 1], c = bottom[2 * j], d = bottom[2 * j + 1];
+  const bool take_b = b > best || b != b;  // a NaN wins
+  best = take_b ? b : best;
+  best_at = take_b ? top_at + 2 * j + 1 : best_at;
+  const bool take_c = c > best || c != c;
+  best = take_c ? c : best;
+  best_at = take_c ? bottom_at + 2 * j : best_at;
+  const bool take_d = d > best || d != d;
+  best = take_d ? d : best;
+  best_at = take_d ? bottom_at + 2 * j + 1 : best_at;
+  y = best;
+  arg = best_at;
+}
+
 template <typename T>
 void maxpool_2x2_plane(const Pool2dGeometry& g, const T* xp, T* yp, int32_t* ap) {
+  const int64_t fast = rows_with_whole_groups(g), q_rounded = round_to_lanes(g.q);
   for (int64_t i = 0; i < g.p; ++i) {
     const T* top = xp + 2 * i * g.w;
     const T* bottom = top + g.w;
     T* y = yp + i * g.q;
     int32_t* arg = ap + i * g.q;
     const int32_t top_at = static_cast<int32_t>(2 * i * g.w), bottom_at = top_at + static_cast<int32_t>(g.w);
-    const int32_t q = static_cast<int32_t>(g.q);
+    if (i < fast) {
+      for (int32_t j0 = 0; j0 < q_rounded; j0 += kLanes)
 #pragma omp simd
-    for (int32_t j = 0; j < q; ++j) {
-      T best = top[2 * j];
-      int32_t best_at = top_at + 2 * j;
-      const T b = top[2 * j + 1], c = bottom[2 * j], d = bottom[2 * j + 1];
-      const bool take_b = b > best || b != b;  // a NaN wins
-      best = take_b ? b : best;
-      best_at = take_b ? top_at + 2 * j + 1 : best_at;
-      const bool take_c = c > best || c != c;
-      best = take_c ? c : best;
-      best_at = take_c ? bottom_at + 2 * j : best_at;
-      const bool take_d = d > best || d != d;
-      best = take_d ? d : best;
-      best_at = take_d ? bottom_at + 2 * j + 1 : best_at;
-      y[j] = best;
-      arg[j] = best_at;
+        for (int32_t j = j0; j < j0 + kLanes; ++j) max_of_window(top, bottom, top_at, bottom_at, j, y[j], arg[j]);
+    } else {
+      for (int32_t j = 0; j < static_cast<int32_t>(g.q); ++j)
+        max_of_window(top, bottom, top_at, bottom_at, j, y[j], arg[j]);
     }
   }
 }
 
 // The backward of the 2×2 case: each input cell lies in exactly one window (h and w even,
 // or the odd last row/column in none), so dx is written cell by cell — dy where the cell
-// won its window, else 0 — with no zero fill and no scatter.
+// won its window, else 0 — with no zero fill and no scatter. The top and the bottom input
+// row of the windows are written by separate loops: a group's extra outputs write after the
+// top row, i.e. into the bottom row, which the second loop then writes properly.
+template <typename T>
+inline void row_gradient(const T* dy, const int32_t* arg, int32_t row_at, int32_t j, T* row) {
+  const int32_t at = arg[j];
+  row[2 * j] = at == row_at + 2 * j ? dy[j] : T(0);
+  row[2 * j + 1] = at == row_at + 2 * j + 1 ? dy[j] : T(0);
+}
+
 template <typename T>
 void maxpool_2x2_plane_backward(const Pool2dGeometry& g, const T* dyp, const int32_t* ap, T* dxp) {
+  const int64_t fast = rows_with_whole_groups(g), q_rounded = round_to_lanes(g.q);
   for (int64_t i = 0; i < g.p; ++i) {
-    T* top = dxp + 2 * i * g.w;
-    T* bottom = top + g.w;
     const T* dy = dyp + i * g.q;
     const int32_t* arg = ap + i * g.q;
-    const int32_t top_at = static_cast<int32_t>(2 * i * g.w), bottom_at = top_at + static_cast<int32_t>(g.w);
-    const int32_t q = static_cast<int32_t>(g.q);
+    for (int half = 0; half < 2; ++half) {  // top row first (see above)
+      T* row = dxp + (2 * i + half) * g.w;
+      const int32_t row_at = static_cast<int32_t>((2 * i + half) * g.w);
+      if (i < fast) {
+        for (int32_t j0 = 0; j0 < q_rounded; j0 += kLanes)
 #pragma omp simd
-    for (int32_t j = 0; j < q; ++j) {
-      const int32_t at = arg[j];
-      top[2 * j] = at == top_at + 2 * j ? dy[j] : T(0);
-      top[2 * j + 1] = at == top_at + 2 * j + 1 ? dy[j] : T(0);
-      bottom[2 * j] = at == bottom_at + 2 * j ? dy[j] : T(0);
-      bottom[2 * j + 1] = at == bottom_at + 2 * j + 1 ? dy[j] : T(0);
+          for (int32_t j = j0; j < j0 + kLanes; ++j) row_gradient(dy, arg, row_at, j, row);
+      } else {
+        for (int32_t j = 0; j < static_cast<int32_t>(g.q); ++j) row_gradient(dy, arg, row_at, j, row);
+      }
+      if (g.w % 2) row[g.w - 1] = T(0);  // the odd last column is in no window
     }
-    if (g.w % 2) top[g.w - 1] = bottom[g.w - 1] = T(0);  // the odd last column is in no window
   }
   if (g.h % 2) std::fill(dxp + (g.h - 1) * g.w, dxp + g.h * g.w, T(0));  // nor the odd last row
 }
