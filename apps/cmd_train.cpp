@@ -19,6 +19,11 @@ void register_train_command(CLI::App& app) {
   sub->add_flag("--check-numerics", config->check_numerics,
                 "Check every layer's output and gradient at every step and stop at the first that is NaN or "
                 "infinite, naming the layer (slow: waits for the device after every layer)");
+  // Train only: lets scripts/bench.py --interleave alternate nnlab and PyTorch epoch by epoch,
+  // so both see the same state of a machine whose speed drifts.
+  sub->add_flag("--pace-stdin", config->pace_stdin,
+                "Before each epoch print 'ready for epoch N' and wait for a line on standard input (for "
+                "benchmark drivers that alternate two programs epoch by epoch)");
   add_command(sub, [sub, config] {
     finalize_train_config(*sub, *config);
     Trainer trainer(*config);

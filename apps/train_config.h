@@ -29,8 +29,8 @@ struct TrainConfig {
   std::string denormals = "flush";  // CPU: flush (to zero, fast) | keep (IEEE gradual underflow); threads.h
   std::string device = "cpu";
   std::string math = "fp32";        // fp32 (strict, the default) | tf32 (CUDA tensor cores, recorded)
-  bool deterministic = false;
-  std::string conv_impl = "fast";   // reference | im2col | cudnn | fast (the device's fast path)       // CUDA: deterministic cuDNN algorithms, no Winograd/FFT
+  bool deterministic = false;      // CUDA: deterministic cuDNN algorithms, no Winograd/FFT
+  std::string conv_impl = "fast";   // reference | im2col | cudnn | fast (the device's fast path)
   int64_t log_interval = 100;     // steps between progress updates (and loss read-backs)
   int64_t max_steps = 0;          // stop after this many steps in all (0 = no limit)
   std::string metrics;            // JSON-lines file of run records ("" = none)
@@ -40,6 +40,7 @@ struct TrainConfig {
   double val_split = 0;           // fraction of the training set held out for validation (0 = none)
   std::string resume;             // checkpoint to continue from ("" = a fresh run)
   bool check_numerics = false;    // train: check every layer's output and gradient (synchronises)
+  bool pace_stdin = false;        // train: wait for a line on stdin before each epoch (benchmark drivers)
 };
 
 // Registers the training options on a (sub)command.

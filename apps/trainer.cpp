@@ -9,6 +9,8 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <iostream>
+#include <string>
 #include <tuple>
 
 #include <spdlog/spdlog.h>
@@ -252,6 +254,17 @@ EvalResult Trainer::evaluate(const Dataset& data) {
   return r;
 }
 
+// --pace-stdin: everything printed so far goes out, then one line of standard input starts the
+// epoch. The epoch's clock starts after it, so the wait is never timed.
+void Trainer::wait_for_go(int64_t epoch) {
+  spdlog::default_logger()->flush();
+  std::printf("ready for epoch %lld\n", static_cast<long long>(epoch));
+  std::fflush(stdout);
+  std::string line;
+  NNLAB_CHECK(static_cast<bool>(std::getline(std::cin, line)), "--pace-stdin: standard input closed before epoch ",
+              epoch, "; nothing is left to start it (run without --pace-stdin to train unpaced)");
+}
+
 EpochResult Trainer::run() {
   spdlog::info("model {} ({} parameters) on {}, data {} ({} train / {} test images from {})", config_.model,
                model_->parameter_count(), device_.str(), config_.data, train_.size(), test_.size(), config_.data_dir);
@@ -273,6 +286,7 @@ EpochResult Trainer::run() {
   g_stop_signal = 0;
   install_stop_handlers();
   for (int64_t e = start_epoch_; e <= config_.epochs && !reached_max_steps(); ++e) {
+    if (config_.pace_stdin) wait_for_go(e);
     last = train_epoch(e);
     if (last.interrupted) break;
     const std::string val =

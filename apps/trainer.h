@@ -58,6 +58,7 @@ class Trainer {
   Device device() const { return device_; }
 
  private:
+  void wait_for_go(int64_t epoch);  // --pace-stdin
   void prepare_checkpoint_dir() const;
   void resume_from(const std::string& path);
   void save_epoch_checkpoints(const EpochResult& r);

@@ -149,6 +149,29 @@ TEST_CASE("bad inputs: numbers and paths on the command line", "[bad_inputs]") {
   }
 }
 
+TEST_CASE("--pace-stdin: one line starts each epoch; a closed standard input ends the run clearly", "[bad_inputs]") {
+  TempDir data;
+  write_mnist(data, 8, 28);
+  const std::string train = std::string(NNLAB_CLI_PATH) + " train --epochs 2 --batch 4 --data mnist --data-dir " +
+                            data.path.string() + " --pace-stdin";
+  const CliResult paced = nnlab_test::run_shell("printf 'go\\ngo\\n' | " + train);
+  INFO(paced.output);
+  CHECK(paced.exit_code == 0);
+  const size_t ready1 = paced.output.find("ready for epoch 1\n"), epoch1 = paced.output.find("epoch 1/2");
+  const size_t ready2 = paced.output.find("ready for epoch 2\n"), epoch2 = paced.output.find("epoch 2/2");
+  REQUIRE(ready1 != std::string::npos);
+  REQUIRE(ready2 != std::string::npos);
+  CHECK(ready1 < epoch1);
+  CHECK(epoch1 < ready2);  // the first epoch's line is out before the run waits again
+  CHECK(ready2 < epoch2);
+
+  const CliResult cut = nnlab_test::run_shell("printf 'go\\n' | " + train);
+  INFO(cut.output);
+  CHECK(cut.exit_code == 1);
+  CHECK(cut.output.find("epoch 1/2") != std::string::npos);
+  CHECK(cut.output.find("nnlab: error: --pace-stdin: standard input closed before epoch 2") != std::string::npos);
+}
+
 TEST_CASE("bad inputs: an unwritable --metrics path fails before any training", "[bad_inputs]") {
   TempDir data, out;
   write_mnist(data, 8, 28);
