@@ -3,7 +3,7 @@
 
 For every model and batch size: R rounds; in each round both frameworks train E epochs
 (the first is warm-up, the rest are timed) one after the other, the order alternating
-between rounds; the figure of a round is the ratio of the two medians (nnlab / PyTorch), and
+between rounds (with --interleave: both at once, taking turns epoch by epoch); the figure of a round is the ratio of the two medians (nnlab / PyTorch), and
 a target holds only when it holds in every round. Also reported: images/s, achieved GFLOP/s
 (training FLOP per image × images / s), its share of the measured sgemm rate, peak RSS.
 
@@ -34,22 +34,94 @@ def run(cmd, env=None):
     return text, usage.ru_maxrss / 1024.0
 
 
-def time_nnlab(a, model, batch):
-    with tempfile.NamedTemporaryFile(suffix=".jsonl") as metrics:
-        cmd = [a.nnlab, "train", "--model", model, "--batch", str(batch), "--epochs", str(a.epochs),
-               "--threads", str(a.threads), "--seed", "0", "--metrics", metrics.name, "--log-interval", "1000000"]
-        if model == "cifar-cnn":
-            cmd += ["--data", "synthetic-cifar10"]
-        _, rss = run(cmd)
-        epochs = [json.loads(l) for l in open(metrics.name) if '"type":"epoch"' in l]
+def nnlab_cmd(a, model, batch, metrics):
+    cmd = [a.nnlab, "train", "--model", model, "--batch", str(batch), "--epochs", str(a.epochs),
+           "--threads", str(a.threads), "--seed", "0", "--metrics", metrics, "--log-interval", "1000000"]
+    return cmd + (["--data", "synthetic-cifar10"] if model == "cifar-cnn" else [])
+
+
+def nnlab_result(metrics, rss):
+    epochs = [json.loads(l) for l in open(metrics) if '"type":"epoch"' in l]
     return [e["seconds"] for e in epochs[1:]], rss, epochs[-1].get("test_accuracy")
 
 
-def time_torch(a, model, batch):
-    text, rss = run([a.python, a.torch_script, "--model", model, "--batch", str(batch), "--epochs", str(a.epochs),
-                     "--threads", str(a.threads)] + (["--flush-denormals"] if a.torch_flush_denormals else []))
+def torch_cmd(a, model, batch):
+    return [a.python, a.torch_script, "--model", model, "--batch", str(batch), "--epochs", str(a.epochs),
+            "--threads", str(a.threads)] + (["--flush-denormals"] if a.torch_flush_denormals else [])
+
+
+def torch_result(text, rss):
     result = json.loads(text.strip().splitlines()[-1])
     return [e["seconds"] for e in result["epochs"][1:]], rss, result["epochs"][-1].get("test_acc")
+
+
+def run_round(a, model, batch, order):
+    """Both frameworks one after the other, in `order`; returns {framework: (epochs, rss, acc)}."""
+    res = {}
+    with tempfile.NamedTemporaryFile(suffix=".jsonl") as metrics:
+        for fw in order:
+            if fw == "nnlab":
+                _, rss = run(nnlab_cmd(a, model, batch, metrics.name))
+                res[fw] = nnlab_result(metrics.name, rss)
+            else:
+                res[fw] = torch_result(*run(torch_cmd(a, model, batch)))
+    return res
+
+
+class Paced:
+    """A training process started with --pace-stdin: it prints 'ready for epoch N' and waits;
+    each line we send starts one epoch, whose clock starts after the line arrives."""
+
+    def __init__(self, cmd):
+        self.cmd = PREFIX + cmd + ["--pace-stdin"]
+        self.proc = subprocess.Popen(self.cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                     stderr=subprocess.STDOUT, text=True)
+        self.text = []
+
+    def wait_ready(self):
+        """Reads its output up to the next 'ready' line (or its exit after the last epoch)."""
+        for line in iter(self.proc.stdout.readline, ""):
+            self.text.append(line)
+            if line.startswith("ready for epoch"):
+                return
+
+    def run_epoch(self):
+        try:
+            self.proc.stdin.write("go\n")
+            self.proc.stdin.flush()
+        except BrokenPipeError:  # it has exited: finish() reports its exit and output
+            self.finish()
+            sys.exit(f"command ended before its last epoch: {' '.join(self.cmd)}")
+        self.wait_ready()
+
+    def finish(self):
+        """Waits for the exit; returns (everything it printed, its peak RSS in MiB)."""
+        try:
+            self.proc.stdin.close()
+        except BrokenPipeError:
+            pass
+        self.text.append(self.proc.stdout.read())
+        _, status, usage = os.wait4(self.proc.pid, 0)
+        text = "".join(self.text)
+        if os.waitstatus_to_exitcode(status) != 0:
+            sys.exit(f"command failed: {' '.join(self.cmd)}\n{text}")
+        return text, usage.ru_maxrss / 1024.0
+
+
+def run_round_interleaved(a, model, batch, order):
+    """Both frameworks alive at once, taking turns epoch by epoch: epoch e of one runs next to
+    epoch e of the other, so a machine whose speed drifts over minutes slows both alike. The
+    first to go alternates from epoch to epoch, starting with order[0]."""
+    with tempfile.NamedTemporaryFile(suffix=".jsonl") as metrics:
+        procs = {"nnlab": Paced(nnlab_cmd(a, model, batch, metrics.name)), "torch": Paced(torch_cmd(a, model, batch))}
+        for p in procs.values():  # data loading and model set-up, untimed
+            p.wait_ready()
+        for e in range(a.epochs):
+            for fw in (order if e % 2 == 0 else order[::-1]):
+                procs[fw].run_epoch()
+        n_text, n_rss = procs["nnlab"].finish()
+        t_text, t_rss = procs["torch"].finish()
+        return {"nnlab": nnlab_result(metrics.name, n_rss), "torch": torch_result(t_text, t_rss)}
 
 
 def sgemm_rate(a):
@@ -73,6 +145,9 @@ def main():
     ap.add_argument("--realtime", action="store_true",
                     help="run both frameworks under SCHED_FIFO (chrt -f 10, needs root) so background load on a "
                          "shared machine cannot take their cores; recorded in the output")
+    ap.add_argument("--interleave", action="store_true",
+                    help="run both frameworks at once and alternate them epoch by epoch (--pace-stdin) instead of "
+                         "one whole run after the other; recorded in the output")
     a = ap.parse_args()
     if a.realtime:
         PREFIX.extend(["chrt", "-f", "10"])
@@ -85,6 +160,7 @@ def main():
     print(f"# {time.strftime('%Y-%m-%d %H:%M')}  {cpu}, {os.cpu_count()} cores, threads {a.threads}, "
           f"commit {commit}, sgemm 1024³ {rate_before:.0f} GFLOP/s"
           + (", both under SCHED_FIFO (chrt -f 10)" if a.realtime else "")
+          + (", alternated epoch by epoch" if a.interleave else ", alternated run by run")
           + ("; denormals flushed in both" if a.torch_flush_denormals else "; denormals: nnlab flushes, PyTorch keeps"))
     print("| model | batch | round | nnlab s (median) | PyTorch s (median) | ratio | nnlab img/s | GFLOP/s | "
           "share of sgemm | nnlab RSS MiB | PyTorch RSS MiB |")
@@ -94,9 +170,7 @@ def main():
             ratios = []
             for r in range(a.rounds):
                 order = ["nnlab", "torch"] if r % 2 == 0 else ["torch", "nnlab"]
-                res = {}
-                for fw in order:
-                    res[fw] = (time_nnlab if fw == "nnlab" else time_torch)(a, model, batch)
+                res = (run_round_interleaved if a.interleave else run_round)(a, model, batch, order)
                 ns, ts = statistics.median(res["nnlab"][0]), statistics.median(res["torch"][0])
                 ratios.append(ns / ts)
                 n_img = TRAIN_IMAGES.get(model, 60000)
@@ -107,7 +181,8 @@ def main():
                        "torch_median": ts, "ratio": ns / ts, "nnlab_images_per_s": n_img / ns,
                        "gflops": gflops, "sgemm_gflops": rate_before, "nnlab_rss_mib": res["nnlab"][1],
                        "torch_rss_mib": res["torch"][1], "nnlab_acc": res["nnlab"][2], "torch_acc": res["torch"][2],
-                       "python": platform.python_version(), "realtime": a.realtime}
+                       "python": platform.python_version(), "realtime": a.realtime,
+                       "interleave": a.interleave}
                 print(f"| {model} | {batch} | {r + 1} | {ns:.2f} | {ts:.2f} | {ns / ts:.2f} | {n_img / ns:.0f} | "
                       f"{gflops:.1f} | {100 * gflops / rate_before:.0f}% | {res['nnlab'][1]:.0f} | "
                       f"{res['torch'][1]:.0f} |", flush=True)

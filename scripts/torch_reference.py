@@ -115,6 +115,9 @@ def main():
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--data", default="/usr/share/datasets/fashion-mnist")
+    ap.add_argument("--pace-stdin", action="store_true",
+                    help="before each epoch print 'ready for epoch N' and wait for a line on stdin, as nnlab train "
+                         "--pace-stdin (scripts/bench.py --interleave alternates the two epoch by epoch)")
     ap.add_argument("--flush-denormals", action="store_true",
                     help="torch.set_flush_denormal(True), as nnlab's default --denormals flush (the yardstick keeps them)")
     a = ap.parse_args()
@@ -134,6 +137,10 @@ def main():
     gen = torch.Generator().manual_seed(a.seed)
     n, records = x.shape[0], []
     for epoch in range(1, a.epochs + 1):
+        if a.pace_stdin:
+            print(f"ready for epoch {epoch}", flush=True)
+            if not sys.stdin.readline():
+                sys.exit(f"--pace-stdin: standard input closed before epoch {epoch}")
         model.train()
         start = time.perf_counter()
         order = torch.randperm(n, generator=gen)
