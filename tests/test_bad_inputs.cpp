@@ -149,7 +149,7 @@ TEST_CASE("bad inputs: numbers and paths on the command line", "[bad_inputs]") {
   }
 }
 
-TEST_CASE("--pace-stdin: one line starts each epoch; a closed standard input ends the run clearly", "[bad_inputs]") {
+TEST_CASE("train with pace-stdin: one line starts each epoch, and a closed standard input ends the run clearly", "[bad_inputs]") {
   TempDir data;
   write_mnist(data, 8, 28);
   const std::string train = std::string(NNLAB_CLI_PATH) + " train --epochs 2 --batch 4 --data mnist --data-dir " +

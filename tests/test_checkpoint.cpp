@@ -91,7 +91,7 @@ TEST_CASE("resume continues bit for bit, after a stop and after a crash at a mid
   CHECK(tail == std::vector<double>(expected.begin() + 4, expected.begin() + 12));
 }
 
-TEST_CASE("val-split keeps the best checkpoint; checkpoints name PyTorch's tensors", "[checkpoint]") {
+TEST_CASE("val-split keeps the best checkpoint, and checkpoints name PyTorch tensors", "[checkpoint]") {
   if (!fs::exists(kFashion)) return;
   const TempDir tmp("nnlab_ckpt");
   const std::string d = tmp / "best";

@@ -94,7 +94,7 @@ TEST_CASE("dataloader: every sample once per epoch, in the Philox order, last ba
   CHECK(batches[0].images.to_vector<float>()[kC * kH * kW - 1] == code(seen[0], kC - 1, kH - 1, kW - 1));
 }
 
-TEST_CASE("dataloader: order depends on seed and epoch only; shuffle off keeps it", "[dataloader]") {
+TEST_CASE("dataloader: order depends on seed and epoch only, and shuffle off keeps it", "[dataloader]") {
   const Dataset data = synthetic(40);
   DataLoader a(data, opts(8, 1)), b(data, opts(8, 1)), c(data, opts(8, 2));
   const auto a0 = all_values(epoch_batches(a, 0));

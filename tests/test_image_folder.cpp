@@ -244,7 +244,7 @@ TEST_CASE("image folders with train/ and test/ use them as the splits", "[folder
   fs::remove_all(root);
 }
 
-TEST_CASE("nnlab train --data folder trains on an image folder; bad files are named", "[folder]") {
+TEST_CASE("nnlab train --data folder trains on an image folder and names bad files", "[folder]") {
   const fs::path root = temp_dir("cli");
   for (int cls = 0; cls < 2; ++cls) {
     fs::create_directories(root / ("class" + std::to_string(cls)));
