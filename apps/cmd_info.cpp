@@ -2,6 +2,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <vector>
 
 #include "apps/commands.h"
@@ -31,6 +32,12 @@ void register_info_commands(CLI::App& app) {
     set_cpu_threads(*threads);
     std::printf("cpu: %s, %d cores, %d threads\n  OpenBLAS: %s\n", cpu_model_name().c_str(), cpu_cores(),
                 cpu_threads(), openblas_build());
+    // A kernel family forced from the environment is the user's choice and stays; but say so,
+    // since it can halve the sgemm rate (AVX2 kernels on an AVX-512 CPU).
+    if (const char* forced = std::getenv("OPENBLAS_CORETYPE"))
+      std::printf("  OPENBLAS_CORETYPE=%s is set in the environment: OpenBLAS runs those kernels, not the ones it "
+                  "would pick for this CPU%s\n",
+                  forced, cpu_has_avx512() ? " (which has AVX-512)" : "");
 #ifdef NNLAB_WITH_CUDA
     std::printf("%s\n", cuda_device_report().c_str());
 #else

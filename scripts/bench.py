@@ -124,6 +124,11 @@ def run_round_interleaved(a, model, batch, order):
         return {"nnlab": nnlab_result(metrics.name, n_rss), "torch": torch_result(t_text, t_rss)}
 
 
+# OpenBLAS settings from the environment reach both frameworks (PyTorch's Linear layers call
+# OpenBLAS too); OPENBLAS_CORETYPE can swap its kernels for narrower ones, so it is recorded.
+OPENBLAS_ENV = ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE", "OPENBLAS_NUM_THREADS")
+
+
 def sgemm_rate(a):
     text, _ = run([a.nnlab, "sgemm", "--threads", str(a.threads), "--size", "1024"])
     return float(re.search(r"median ([0-9.]+) GFLOP/s", text).group(1))
@@ -161,7 +166,8 @@ def main():
           f"commit {commit}, sgemm 1024³ {rate_before:.0f} GFLOP/s"
           + (", both under SCHED_FIFO (chrt -f 10)" if a.realtime else "")
           + (", alternated epoch by epoch" if a.interleave else ", alternated run by run")
-          + ("; denormals flushed in both" if a.torch_flush_denormals else "; denormals: nnlab flushes, PyTorch keeps"))
+          + ("; denormals flushed in both" if a.torch_flush_denormals else "; denormals: nnlab flushes, PyTorch keeps")
+          + "".join(f"; {k}={os.environ[k]}" for k in OPENBLAS_ENV if k in os.environ))
     print("| model | batch | round | nnlab s (median) | PyTorch s (median) | ratio | nnlab img/s | GFLOP/s | "
           "share of sgemm | nnlab RSS MiB | PyTorch RSS MiB |")
     print("|---|---|---|---|---|---|---|---|---|---|---|")
@@ -182,7 +188,8 @@ def main():
                        "gflops": gflops, "sgemm_gflops": rate_before, "nnlab_rss_mib": res["nnlab"][1],
                        "torch_rss_mib": res["torch"][1], "nnlab_acc": res["nnlab"][2], "torch_acc": res["torch"][2],
                        "python": platform.python_version(), "realtime": a.realtime,
-                       "interleave": a.interleave}
+                       "interleave": a.interleave,
+                       "openblas_env": {k: os.environ[k] for k in OPENBLAS_ENV if k in os.environ}}
                 print(f"| {model} | {batch} | {r + 1} | {ns:.2f} | {ts:.2f} | {ns / ts:.2f} | {n_img / ns:.0f} | "
                       f"{gflops:.1f} | {100 * gflops / rate_before:.0f}% | {res['nnlab'][1]:.0f} | "
                       f"{res['torch'][1]:.0f} |", flush=True)
