@@ -188,6 +188,10 @@ TEST_CASE("conv2d direct loops for few input channels match the reference on awk
   check_against_reference({5, 7, 9, 9, 37, 3, 3, 1, 1, 2, 0}, true);     // 37 columns: 3 chunks
   check_against_reference({2, 2, 3, 4, 4, 6, 6, 1, 1, 1, 1}, true);      // filter larger than the image
   check_against_reference({3, 1, 4, 11, 40, 5, 5, 1, 1, 2, 2}, true);    // one channel, 5×5, wide
+  // Filter gradient with the output channels in the lanes (k a multiple of 16, rows narrower
+  // than 16): 3×3 in passes of 3 filter rows, 3×5 in one pass of 2 rows and one of 1.
+  check_against_reference({3, 3, 32, 9, 11, 3, 3, 1, 1, 1, 1}, true);    // 32 channels: 2 lane blocks
+  check_against_reference({2, 5, 16, 8, 13, 3, 5, 1, 1, 1, 2}, false);   // 3×5 filter, 13 columns
 }
 
 TEST_CASE("conv2d picks Winograd and direct loops only where they apply, im2col on request", "[conv2d][winograd][direct]") {

@@ -21,8 +21,11 @@
 // Vectorisation: outputs are done kLanes columns at a time for kBlock output channels and two
 // rows at once, so 2 × kBlock vectors of accumulators stay in registers: one input vector per
 // row and (ci, ri, si) is used kBlock times, one weight twice. The filter gradient pairs two
-// neighbouring taps the same way, so each dy vector is used twice. Rows of `in` are long enough that a chunk of an output
-// row narrower than kLanes may read past the row's end (zeros); those lanes are never stored.
+// neighbouring taps the same way, so each dy vector is used twice. For rows narrower than
+// kLanes and k a multiple of kLanes (lenet5's second layer), the filter gradient puts the
+// output channels in the lanes instead (channel_taps), so no lane computes a missing column.
+// Rows of `in` are long enough that a chunk of an output row narrower than kLanes may read
+// past the row's end (zeros); those lanes are never stored.
 //
 // Threads: images are spread over the OpenMP threads (static schedule), each with its own
 // workspace; the filter gradient keeps per-thread partial sums (one per lane) that are added
@@ -183,6 +186,59 @@ void filter_sum(const T* in, const Bordered& b, const T* dy, long kblocks, long 
       }
 }
 
+// The filter gradient with the output channels in the vector lanes, for planes whose rows
+// are narrower than kLanes (lenet5's second layer: q = 10), where filter_taps would compute
+// 6 of every 16 columns for nothing. Needs k a multiple of kLanes:
+//   out[ri][si][lane] += Σ_y Σ_x dyt[y, x, o0 + lane] · in[y + ri, x + si]
+// For each output position one vector of dy (kLanes channels) meets kR · kS input values,
+// each broadcast: kR · kS accumulator vectors stay in registers, kR · kS + 1 loads feed as
+// many multiply-adds, and no lane is idle.
+// in: one bordered input channel at filter row ri0   dyt: dy of the image transposed to
+// (p, q, k), at channel o0   out: kR × kS × kLanes
+template <typename T, int kR, int kS>
+void channel_taps(const T* in, long stride, const T* dyt, long p, long q, long k, T* out) {
+  T acc[kR][kS][kLanes] = {};
+  for (long y = 0; y < p; ++y)
+    for (long x = 0; x < q; ++x) {
+      const T* g = dyt + (y * q + x) * k;
+      for (int ri = 0; ri < kR; ++ri)
+        for (int si = 0; si < kS; ++si) {
+          const T v = in[(y + ri) * stride + x + si];
+#pragma omp simd
+          for (long l = 0; l < kLanes; ++l) acc[ri][si][l] += g[l] * v;
+        }
+    }
+  for (int ri = 0; ri < kR; ++ri)
+    for (int si = 0; si < kS; ++si)
+      for (long l = 0; l < kLanes; ++l) out[(ri * kS + si) * kLanes + l] += acc[ri][si][l];
+}
+
+// The shapes channel_taps serves: whole lane blocks of output channels, rows that would
+// leave lanes of filter_taps idle, and a filter width with an instance below.
+bool channel_layout_pays(const Conv2dGeometry& g) {
+  return g.k % kLanes == 0 && g.q % kLanes != 0 && (g.s == 3 || g.s == 5);
+}
+
+// One image's filter gradient in the channel layout, all k blocks, c channels and r rows;
+// kRowsAtOnce filter rows per pass keep 9 or 10 accumulators, enough independent sums to
+// cover the multiply-add latency.
+// in: bordered x (c, p + r − 1, stride)   dyt: (p, q, k)   lanes: (k / kLanes, c, r, s, kLanes)
+template <typename T, int kS>
+void channel_filter_sum(const T* in, const Bordered& b, const T* dyt, const Conv2dGeometry& g, T* lanes) {
+  constexpr int kRowsAtOnce = kS == 3 ? 3 : 2;
+  for (long o0 = 0; o0 < g.k; o0 += kLanes)
+    for (long ci = 0; ci < g.c; ++ci) {
+      const T* plane = in + ci * b.rows * b.stride;
+      T* out = lanes + ((o0 / kLanes * g.c + ci) * g.r) * kS * kLanes;
+      long ri = 0;
+      for (; ri + kRowsAtOnce <= g.r; ri += kRowsAtOnce)
+        channel_taps<T, kRowsAtOnce, kS>(plane + ri * b.stride, b.stride, dyt + o0, g.p, g.q, g.k,
+                                         out + ri * kS * kLanes);
+      for (; ri < g.r; ++ri)
+        channel_taps<T, 1, kS>(plane + ri * b.stride, b.stride, dyt + o0, g.p, g.q, g.k, out + ri * kS * kLanes);
+    }
+}
+
 // Runs body(i, slot) for every image, spread over the threads when there are enough.
 template <typename Body>
 void for_each_image(long n, long work_per_image, Body&& body) {
@@ -235,11 +291,50 @@ void direct_backward_data(const Conv2dGeometry& g, const Tensor& dyt, const Tens
   });
 }
 
+namespace {
+
+// direct_backward_filter in the channel layout: per image, a bordered copy of x and dy
+// transposed to (p, q, k); per-thread partial sums added in thread order, so for a given
+// thread count results repeat bit for bit.
+template <typename T>
+void channel_backward_filter(const Conv2dGeometry& g, const Bordered& b, const Tensor& dyt, const Tensor& xt,
+                             Tensor& dwt) {
+  const long threads = omp_get_max_threads(), pq = g.p * g.q, dyt_size = pq * g.k;
+  const long lane_size = g.k * g.c * g.r * g.s;  // (k / kLanes, c, r, s, kLanes)
+  Tensor work = Tensor::empty({threads * (b.size() + dyt_size)}, xt.dtype(), xt.device());
+  Tensor lanes = Tensor::zeros({threads * lane_size}, xt.dtype(), xt.device());
+  const T *x = xt.data<T>(), *dy = dyt.data<T>();
+  T *ws = work.data<T>(), *acc = lanes.data<T>(), *dw = dwt.data<T>();
+  for_each_image(g.n, g.k * pq * g.c * g.r * g.s, [&](long i, int slot) {
+    T* in = ws + slot * (b.size() + dyt_size);
+    T* transposed = in + b.size();
+    copy_bordered(x + i * g.c * g.h * g.w, g.h, g.w, g.pad_h, g.pad_w, b, in);
+    const T* dyi = dy + i * g.k * pq;
+    for (long o = 0; o < g.k; ++o)
+      for (long j = 0; j < pq; ++j) transposed[j * g.k + o] = dyi[o * pq + j];
+    if (g.s == 3)
+      channel_filter_sum<T, 3>(in, b, transposed, g, acc + slot * lane_size);
+    else
+      channel_filter_sum<T, 5>(in, b, transposed, g, acc + slot * lane_size);
+  });
+  // dw[o, ci, ri, si] = Σ_thread lanes[thread][o / kLanes][ci][ri][si][o % kLanes]
+  const long crs = g.c * g.r * g.s;
+  for (long o = 0; o < g.k; ++o)
+    for (long j = 0; j < crs; ++j) {
+      T sum = T(0);
+      for (long t = 0; t < threads; ++t) sum += acc[t * lane_size + ((o / kLanes) * crs + j) * kLanes + o % kLanes];
+      dw[o * crs + j] = sum;
+    }
+}
+
+}  // namespace
+
 // dy: (n, k, p, q)  x: (n, c, h, w)  dw: (k, c, r, s)
 void direct_backward_filter(const Conv2dGeometry& g, const Tensor& dyt, const Tensor& xt, Tensor& dwt) {
   dispatch_float("conv2d_backward_filter", dyt, [&](auto tag) {
     using T = decltype(tag);
     const Bordered b = bordered(g.c, g.p, g.q, g.r, g.s);
+    if (channel_layout_pays(g)) return channel_backward_filter<T>(g, b, dyt, xt, dwt);
     const long kblocks = (g.k + kBlock - 1) / kBlock, qp = round_up(g.q, kLanes);
     const long dy_size = kblocks * kBlock * g.p * qp, lane_size = kblocks * g.c * g.r * g.s * kBlock * kLanes;
     const long threads = omp_get_max_threads();
