@@ -33,6 +33,7 @@
 #include <omp.h>
 
 #include <algorithm>
+#include <type_traits>
 
 #include "devices/cpu/conv2d_direct.h"
 #include "devices/cpu/dispatch.h"
@@ -69,15 +70,15 @@ void copy_bordered(const T* src, long h, long w, long top, long left, const Bord
     }
 }
 
-// Weights regrouped for correlate, kBlock output channels innermost:
-//   packed[block][i][ri][si][o] = w[block·kBlock + o, i, ri, si]                (forward)
-//   packed[block][i][ri][si][o] = w[i, block·kBlock + o, r − 1 − ri, s − 1 − si]  (rotate: backward
+// Weights regrouped for correlate, kB output channels innermost:
+//   packed[block][i][ri][si][o] = w[block·kB + o, i, ri, si]                (forward)
+//   packed[block][i][ri][si][o] = w[i, block·kB + o, r − 1 − ri, s − 1 − si]  (rotate: backward
 //                                 data, whose outputs are the layer's c inputs and inputs its k outputs)
-// zero for the channels past the last, so every block runs all kBlock accumulators.
-template <typename T>
+// zero for the channels past the last, so every block runs all kB accumulators.
+template <typename T, long kB>
 Tensor pack_weights(const Tensor& wt, long k, long c, long r, long s, bool rotate) {
-  const long out = rotate ? c : k, in = rotate ? k : c, blocks = (out + kBlock - 1) / kBlock;
-  Tensor result = Tensor::zeros({blocks * in * r * s * kBlock}, wt.dtype(), wt.device());
+  const long out = rotate ? c : k, in = rotate ? k : c, blocks = (out + kB - 1) / kB;
+  Tensor result = Tensor::zeros({blocks * in * r * s * kB}, wt.dtype(), wt.device());
   const T* w = wt.data<T>();
   T* packed = result.data<T>();
   for (long o = 0; o < out; ++o)
@@ -85,25 +86,25 @@ Tensor pack_weights(const Tensor& wt, long k, long c, long r, long s, bool rotat
       for (long ri = 0; ri < r; ++ri)
         for (long si = 0; si < s; ++si) {
           const T v = rotate ? w[((i * c + o) * r + (r - 1 - ri)) * s + (s - 1 - si)] : w[((o * c + i) * r + ri) * s + si];
-          packed[((((o / kBlock) * in + i) * r + ri) * s + si) * kBlock + o % kBlock] = v;
+          packed[((((o / kB) * in + i) * r + ri) * s + si) * kB + o % kB] = v;
         }
   return result;
 }
 
 // kRows output rows (y, y + 1, …) of one chunk of kLanes columns at x0, for one block of
-// kBlock output channels. Each weight loaded is used by kRows rows: with 2, 16 accumulator
-// vectors stay in registers and the loop does 16 multiply-adds per 10 loads (one row alone:
-// 8 per 9). A row narrower than kLanes stores only its q columns.
-template <typename T, int kRows>
+// kB output channels. Each weight loaded is used by kRows rows: with 2 and kB = 8, 16
+// accumulator vectors stay in registers and the loop does 16 multiply-adds per 10 loads (one
+// row alone: 8 per 9). A row narrower than kLanes stores only its q columns.
+template <typename T, int kRows, long kB>
 void correlate_rows(const T* in, const Bordered& b, const T* wblock, long ob, long r, long s, const T* bias,
                     T* out, long p, long q, long y, long x0) {
-  T acc[kRows][kBlock][kLanes] = {};
+  T acc[kRows][kB][kLanes] = {};
   const T* wv = wblock;
   for (long ci = 0; ci < b.channels; ++ci)
     for (long ri = 0; ri < r; ++ri) {
       const T* row = in + (ci * b.rows + y + ri) * b.stride + x0;
-      for (long si = 0; si < s; ++si, wv += kBlock)
-        for (long o = 0; o < kBlock; ++o) {
+      for (long si = 0; si < s; ++si, wv += kB)
+        for (long o = 0; o < kB; ++o) {
           const T w = wv[o];
           for (int t = 0; t < kRows; ++t) {
 #pragma omp simd
@@ -125,13 +126,13 @@ void correlate_rows(const T* in, const Bordered& b, const T* wblock, long ob, lo
 }
 
 // in: bordered (cin, p + r − 1, stride)   packed: as above   out: (cout, p, q)
-template <typename T>
+template <typename T, long kB>
 void correlate(const T* in, const Bordered& b, const T* packed, long cout, long r, long s, const T* bias, T* out,
                long p, long q) {
   const long taps = b.channels * r * s;
-  for (long o0 = 0; o0 < cout; o0 += kBlock) {
-    const T* wblock = packed + (o0 / kBlock) * taps * kBlock;
-    const long ob = std::min(kBlock, cout - o0);
+  for (long o0 = 0; o0 < cout; o0 += kB) {
+    const T* wblock = packed + (o0 / kB) * taps * kB;
+    const long ob = std::min(kB, cout - o0);
     const T* block_bias = bias ? bias + o0 : nullptr;
     T* block_out = out + o0 * p * q;
     for (long chunk = 0; chunk < q; chunk += kLanes) {
@@ -139,10 +140,22 @@ void correlate(const T* in, const Bordered& b, const T* packed, long cout, long 
       // every store is a whole vector (the overlap is computed twice, identically).
       const long x0 = q >= kLanes ? std::min(chunk, q - kLanes) : 0;
       long y = 0;
-      for (; y + 2 <= p; y += 2) correlate_rows<T, 2>(in, b, wblock, ob, r, s, block_bias, block_out, p, q, y, x0);
-      if (y < p) correlate_rows<T, 1>(in, b, wblock, ob, r, s, block_bias, block_out, p, q, y, x0);
+      for (; y + 2 <= p; y += 2)
+        correlate_rows<T, 2, kB>(in, b, wblock, ob, r, s, block_bias, block_out, p, q, y, x0);
+      if (y < p) correlate_rows<T, 1, kB>(in, b, wblock, ob, r, s, block_bias, block_out, p, q, y, x0);
     }
   }
+}
+
+// Output channels per correlate pass: all of them for a layer with at most 6 (lenet5's first
+// layer and its second's input gradient), else blocks of kBlock. A block of 8 over 6
+// channels would compute 2 of every 8 accumulators for nothing.
+template <typename Body>
+void with_output_block(long out_channels, Body&& body) {
+  if (out_channels <= 6)
+    body(std::integral_constant<long, 6>{});
+  else
+    body(std::integral_constant<long, kBlock>{});
 }
 
 // The filter gradient of kTaps neighbouring taps (si, si + 1, …) of one input channel and
@@ -261,14 +274,17 @@ void direct_forward(const Conv2dGeometry& g, const Tensor& xt, const Tensor& wt,
   dispatch_float("conv2d_forward", xt, [&](auto tag) {
     using T = decltype(tag);
     const Bordered b = bordered(g.c, g.p, g.q, g.r, g.s);
-    const Tensor packed = pack_weights<T>(wt, g.k, g.c, g.r, g.s, false);
     Tensor work = Tensor::empty({omp_get_max_threads() * b.size()}, xt.dtype(), xt.device());
     const T *x = xt.data<T>(), *bias = bt && bt->defined() ? bt->data<T>() : nullptr;
     T *y = yt.data<T>(), *ws = work.data<T>();
-    for_each_image(g.n, g.k * g.p * g.q * g.c * g.r * g.s, [&](long i, int slot) {
-      T* in = ws + slot * b.size();
-      copy_bordered(x + i * g.c * g.h * g.w, g.h, g.w, g.pad_h, g.pad_w, b, in);
-      correlate(in, b, packed.data<T>(), g.k, g.r, g.s, bias, y + i * g.k * g.p * g.q, g.p, g.q);
+    with_output_block(g.k, [&](auto block) {
+      constexpr long kB = decltype(block)::value;
+      const Tensor packed = pack_weights<T, kB>(wt, g.k, g.c, g.r, g.s, false);
+      for_each_image(g.n, g.k * g.p * g.q * g.c * g.r * g.s, [&](long i, int slot) {
+        T* in = ws + slot * b.size();
+        copy_bordered(x + i * g.c * g.h * g.w, g.h, g.w, g.pad_h, g.pad_w, b, in);
+        correlate<T, kB>(in, b, packed.data<T>(), g.k, g.r, g.s, bias, y + i * g.k * g.p * g.q, g.p, g.q);
+      });
     });
   });
 }
@@ -278,15 +294,18 @@ void direct_backward_data(const Conv2dGeometry& g, const Tensor& dyt, const Tens
   dispatch_float("conv2d_backward_data", dyt, [&](auto tag) {
     using T = decltype(tag);
     const Bordered b = bordered(g.k, g.h, g.w, g.r, g.s);  // dy bordered by r − 1 − pad, read as (k, h + r − 1, …)
-    const Tensor packed = pack_weights<T>(wt, g.k, g.c, g.r, g.s, true);
     Tensor work = Tensor::empty({omp_get_max_threads() * b.size()}, dyt.dtype(), dyt.device());
     const T* dy = dyt.data<T>();
     T *dx = dxt.data<T>(), *ws = work.data<T>();
-    for_each_image(g.n, g.k * g.p * g.q * g.c * g.r * g.s, [&](long i, int slot) {
-      T* in = ws + slot * b.size();
-      copy_bordered(dy + i * g.k * g.p * g.q, g.p, g.q, g.r - 1 - g.pad_h, g.s - 1 - g.pad_w, b, in);
-      correlate(in, b, packed.data<T>(), g.c, g.r, g.s, static_cast<const T*>(nullptr), dx + i * g.c * g.h * g.w, g.h,
-                g.w);
+    with_output_block(g.c, [&](auto block) {
+      constexpr long kB = decltype(block)::value;
+      const Tensor packed = pack_weights<T, kB>(wt, g.k, g.c, g.r, g.s, true);
+      for_each_image(g.n, g.k * g.p * g.q * g.c * g.r * g.s, [&](long i, int slot) {
+        T* in = ws + slot * b.size();
+        copy_bordered(dy + i * g.k * g.p * g.q, g.p, g.q, g.r - 1 - g.pad_h, g.s - 1 - g.pad_w, b, in);
+        correlate<T, kB>(in, b, packed.data<T>(), g.c, g.r, g.s, static_cast<const T*>(nullptr),
+                         dx + i * g.c * g.h * g.w, g.h, g.w);
+      });
     });
   });
 }
