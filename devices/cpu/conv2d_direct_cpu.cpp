@@ -48,25 +48,26 @@ constexpr long kBlock = 8;   // output channels per pass
 long round_up(long v, long m) { return (v + m - 1) / m * m; }
 
 // A zero-bordered copy of `channels` planes (h, w): `top` and `left` zero rows and columns
-// before the data, zeros after it up to (rows, stride).
+// before the data, zeros after it up to (rows, stride); rows [top, top + data_rows) hold data.
 struct Bordered {
-  long channels, rows, stride;
+  long channels, rows, stride, top, data_rows;
   long size() const { return channels * rows * stride; }
 };
 
-// Border for an output of (p, q) from a filter (r, s): rows = p + r − 1; every chunk of
-// kLanes columns starting below q plus s − 1 more must lie inside a row.
-Bordered bordered(long channels, long p, long q, long r, long s) {
-  return {channels, p + r - 1, round_up(q, kLanes) + s - 1};
+// Border for an output of (p, q) from a filter (r, s) over h data rows after `top` zero rows:
+// rows = p + r − 1; every chunk of kLanes columns starting below q plus s − 1 more must lie
+// inside a row.
+Bordered bordered(long channels, long p, long q, long r, long s, long top, long h) {
+  return {channels, p + r - 1, round_up(q, kLanes) + s - 1, top, h};
 }
 
 template <typename T>
-void copy_bordered(const T* src, long h, long w, long top, long left, const Bordered& b, T* dst) {
+void copy_bordered(const T* src, long w, long left, const Bordered& b, T* dst) {
   std::fill(dst, dst + b.size(), T(0));
   for (long c = 0; c < b.channels; ++c)
-    for (long y = 0; y < h; ++y) {
-      const T* from = src + (c * h + y) * w;
-      std::copy(from, from + w, dst + (c * b.rows + y + top) * b.stride + left);
+    for (long y = 0; y < b.data_rows; ++y) {
+      const T* from = src + (c * b.data_rows + y) * w;
+      std::copy(from, from + w, dst + (c * b.rows + y + b.top) * b.stride + left);
     }
 }
 
@@ -95,14 +96,17 @@ Tensor pack_weights(const Tensor& wt, long k, long c, long r, long s, bool rotat
 // kB output channels. Each weight loaded is used by kRows rows: with 2 and kB = 8, 16
 // accumulator vectors stay in registers and the loop does 16 multiply-adds per 10 loads (one
 // row alone: 8 per 9). A row narrower than kLanes stores only its q columns.
+// Filter rows that would only meet zero rows of `in` (its top and bottom border, 4 of 5 rows
+// at the edges of lenet5's input gradient) are skipped: their products are exact zeros.
 template <typename T, int kRows, long kB>
 void correlate_rows(const T* in, const Bordered& b, const T* wblock, long ob, long r, long s, const T* bias,
                     T* out, long p, long q, long y, long x0) {
   T acc[kRows][kB][kLanes] = {};
-  const T* wv = wblock;
+  const long ri_begin = std::max(0L, b.top - (y + kRows - 1)), ri_end = std::min(r, b.top + b.data_rows - y);
   for (long ci = 0; ci < b.channels; ++ci)
-    for (long ri = 0; ri < r; ++ri) {
+    for (long ri = ri_begin; ri < ri_end; ++ri) {
       const T* row = in + (ci * b.rows + y + ri) * b.stride + x0;
+      const T* wv = wblock + (ci * r + ri) * s * kB;
       for (long si = 0; si < s; ++si, wv += kB)
         for (long o = 0; o < kB; ++o) {
           const T w = wv[o];
@@ -273,7 +277,7 @@ bool direct_applies(const Conv2dGeometry& g, ConvDirection direction) {
 void direct_forward(const Conv2dGeometry& g, const Tensor& xt, const Tensor& wt, const Tensor* bt, Tensor& yt) {
   dispatch_float("conv2d_forward", xt, [&](auto tag) {
     using T = decltype(tag);
-    const Bordered b = bordered(g.c, g.p, g.q, g.r, g.s);
+    const Bordered b = bordered(g.c, g.p, g.q, g.r, g.s, g.pad_h, g.h);
     Tensor work = Tensor::empty({omp_get_max_threads() * b.size()}, xt.dtype(), xt.device());
     const T *x = xt.data<T>(), *bias = bt && bt->defined() ? bt->data<T>() : nullptr;
     T *y = yt.data<T>(), *ws = work.data<T>();
@@ -282,7 +286,7 @@ void direct_forward(const Conv2dGeometry& g, const Tensor& xt, const Tensor& wt,
       const Tensor packed = pack_weights<T, kB>(wt, g.k, g.c, g.r, g.s, false);
       for_each_image(g.n, g.k * g.p * g.q * g.c * g.r * g.s, [&](long i, int slot) {
         T* in = ws + slot * b.size();
-        copy_bordered(x + i * g.c * g.h * g.w, g.h, g.w, g.pad_h, g.pad_w, b, in);
+        copy_bordered(x + i * g.c * g.h * g.w, g.w, g.pad_w, b, in);
         correlate<T, kB>(in, b, packed.data<T>(), g.k, g.r, g.s, bias, y + i * g.k * g.p * g.q, g.p, g.q);
       });
     });
@@ -293,7 +297,8 @@ void direct_forward(const Conv2dGeometry& g, const Tensor& xt, const Tensor& wt,
 void direct_backward_data(const Conv2dGeometry& g, const Tensor& dyt, const Tensor& wt, Tensor& dxt) {
   dispatch_float("conv2d_backward_data", dyt, [&](auto tag) {
     using T = decltype(tag);
-    const Bordered b = bordered(g.k, g.h, g.w, g.r, g.s);  // dy bordered by r − 1 − pad, read as (k, h + r − 1, …)
+    // dy bordered by r − 1 − pad, read as (k, h + r − 1, …)
+    const Bordered b = bordered(g.k, g.h, g.w, g.r, g.s, g.r - 1 - g.pad_h, g.p);
     Tensor work = Tensor::empty({omp_get_max_threads() * b.size()}, dyt.dtype(), dyt.device());
     const T* dy = dyt.data<T>();
     T *dx = dxt.data<T>(), *ws = work.data<T>();
@@ -302,7 +307,7 @@ void direct_backward_data(const Conv2dGeometry& g, const Tensor& dyt, const Tens
       const Tensor packed = pack_weights<T, kB>(wt, g.k, g.c, g.r, g.s, true);
       for_each_image(g.n, g.k * g.p * g.q * g.c * g.r * g.s, [&](long i, int slot) {
         T* in = ws + slot * b.size();
-        copy_bordered(dy + i * g.k * g.p * g.q, g.p, g.q, g.r - 1 - g.pad_h, g.s - 1 - g.pad_w, b, in);
+        copy_bordered(dy + i * g.k * g.p * g.q, g.q, g.s - 1 - g.pad_w, b, in);
         correlate<T, kB>(in, b, packed.data<T>(), g.c, g.r, g.s, static_cast<const T*>(nullptr),
                          dx + i * g.c * g.h * g.w, g.h, g.w);
       });
@@ -327,7 +332,7 @@ void channel_backward_filter(const Conv2dGeometry& g, const Bordered& b, const T
   for_each_image(g.n, g.k * pq * g.c * g.r * g.s, [&](long i, int slot) {
     T* in = ws + slot * (b.size() + dyt_size);
     T* transposed = in + b.size();
-    copy_bordered(x + i * g.c * g.h * g.w, g.h, g.w, g.pad_h, g.pad_w, b, in);
+    copy_bordered(x + i * g.c * g.h * g.w, g.w, g.pad_w, b, in);
     const T* dyi = dy + i * g.k * pq;
     for (long o = 0; o < g.k; ++o)
       for (long j = 0; j < pq; ++j) transposed[j * g.k + o] = dyi[o * pq + j];
@@ -352,7 +357,7 @@ void channel_backward_filter(const Conv2dGeometry& g, const Bordered& b, const T
 void direct_backward_filter(const Conv2dGeometry& g, const Tensor& dyt, const Tensor& xt, Tensor& dwt) {
   dispatch_float("conv2d_backward_filter", dyt, [&](auto tag) {
     using T = decltype(tag);
-    const Bordered b = bordered(g.c, g.p, g.q, g.r, g.s);
+    const Bordered b = bordered(g.c, g.p, g.q, g.r, g.s, g.pad_h, g.h);
     if (channel_layout_pays(g)) return channel_backward_filter<T>(g, b, dyt, xt, dwt);
     const long kblocks = (g.k + kBlock - 1) / kBlock, qp = round_up(g.q, kLanes);
     const long dy_size = kblocks * kBlock * g.p * qp, lane_size = kblocks * g.c * g.r * g.s * kBlock * kLanes;
@@ -364,9 +369,9 @@ void direct_backward_filter(const Conv2dGeometry& g, const Tensor& dyt, const Te
     for_each_image(g.n, g.k * g.p * g.q * g.c * g.r * g.s, [&](long i, int slot) {
       T* in = ws + slot * (b.size() + dy_size);
       T* grad = in + b.size();
-      copy_bordered(x + i * g.c * g.h * g.w, g.h, g.w, g.pad_h, g.pad_w, b, in);
+      copy_bordered(x + i * g.c * g.h * g.w, g.w, g.pad_w, b, in);
       // dy[i] with zero columns up to qp and zero channels up to kblocks · kBlock.
-      const Bordered dyb{kblocks * kBlock, g.p, qp};
+      const Bordered dyb{kblocks * kBlock, g.p, qp, 0, g.p};
       std::fill(grad, grad + dy_size, T(0));
       for (long o = 0; o < g.k; ++o)
         for (long y = 0; y < g.p; ++y) {
