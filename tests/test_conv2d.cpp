@@ -194,6 +194,24 @@ TEST_CASE("conv2d direct loops for few input channels match the reference on awk
   check_against_reference({2, 5, 16, 8, 13, 3, 5, 1, 1, 1, 2}, false);   // 3×5 filter, 13 columns
 }
 
+TEST_CASE("nnlab explain names the direct loops' layout: channels in the lanes for lenet5's filter gradient", "[conv2d][direct]") {
+  ConvImplScope fast(ConvImpl::Fast);
+  Tensor x = random_tensor({2, 6, 14, 14}, 41), w = random_tensor({16, 6, 5, 5}, 42);
+  set_kernel_log_enabled(true);
+  conv2d(x, w, Tensor(), 1, 1, 0, 0).backward(Tensor::full({2, 16, 10, 10}, 1.0, DType::Float64));
+  set_kernel_log_enabled(false);
+  std::vector<std::string> details;
+  for (const KernelCall& call : take_kernel_calls())
+    if (call.family == "direct") details.push_back(call.detail);
+  REQUIRE(details.size() == 3);
+  for (const std::string& detail : details) {
+    const bool filter = detail.find("bwd filter") != std::string::npos;
+    INFO(detail);
+    CHECK((detail.find("output channels in the vector lanes") != std::string::npos) == filter);
+    CHECK((detail.find("vector loops over shifted rows") != std::string::npos) == !filter);
+  }
+}
+
 TEST_CASE("conv2d picks Winograd and direct loops only where they apply, im2col on request", "[conv2d][winograd][direct]") {
   auto ran = [](const std::vector<std::string>& families, const std::string& family) {
     return std::count(families.begin(), families.end(), family);

@@ -154,7 +154,7 @@ bool use_direct(const Conv2dGeometry& g, cpu::ConvDirection which, const char* d
   if (kernel_log_enabled())
     record_kernel("direct", std::string("conv2d ") + direction + " x " + dims_text({g.n, g.c, g.h, g.w}) + " w " +
                                 dims_text({g.k, g.c, g.r, g.s}) + " p" + std::to_string(g.pad_h) +
-                                ": vector loops over shifted rows");
+                                ": " + cpu::direct_method(g, which));
   return true;
 }
 

@@ -21,6 +21,11 @@ enum class ConvDirection { Forward, BackwardData, BackwardFilter };
 // for many channels over large planes im2col + sgemm was faster (scripts/bench_conv.cpp,
 // docs/benchmarks.md).
 bool direct_applies(const Conv2dGeometry& g, ConvDirection direction);
+// How the direct loops lay out a direction's work, for `nnlab explain`.
+const char* direct_method(const Conv2dGeometry& g, ConvDirection direction);
+// The filter gradient of layers whose output channels fill whole vectors (a multiple of 16)
+// over rows narrower than a vector puts the channels in the lanes.
+bool channel_layout_pays(const Conv2dGeometry& g);
 void direct_forward(const Conv2dGeometry& g, const Tensor& x, const Tensor& w, const Tensor* b, Tensor& y);
 void direct_backward_data(const Conv2dGeometry& g, const Tensor& dy, const Tensor& w, Tensor& dx);
 void direct_backward_filter(const Conv2dGeometry& g, const Tensor& dy, const Tensor& x, Tensor& dw);

@@ -230,12 +230,6 @@ void channel_taps(const T* in, long stride, const T* dyt, long p, long q, long k
       for (long l = 0; l < kLanes; ++l) out[(ri * kS + si) * kLanes + l] += acc[ri][si][l];
 }
 
-// The shapes channel_taps serves: whole lane blocks of output channels, rows that would
-// leave lanes of filter_taps idle, and a filter width with an instance below.
-bool channel_layout_pays(const Conv2dGeometry& g) {
-  return g.k % kLanes == 0 && g.q % kLanes != 0 && (g.s == 3 || g.s == 5);
-}
-
 // One image's filter gradient in the channel layout, all k blocks, c channels and r rows;
 // kRowsAtOnce filter rows per pass keep 9 or 10 accumulators, enough independent sums to
 // cover the multiply-add latency.
@@ -264,7 +258,53 @@ void for_each_image(long n, long work_per_image, Body&& body) {
   for (long i = 0; i < n; ++i) body(i, parallel ? omp_get_thread_num() : 0);
 }
 
+// direct_backward_filter in the channel layout: per image, a bordered copy of x and dy
+// transposed to (p, q, k); per-thread partial sums added in thread order, so for a given
+// thread count results repeat bit for bit.
+template <typename T>
+void channel_backward_filter(const Conv2dGeometry& g, const Bordered& b, const Tensor& dyt, const Tensor& xt,
+                             Tensor& dwt) {
+  const long threads = omp_get_max_threads(), pq = g.p * g.q, dyt_size = pq * g.k;
+  const long lane_size = g.k * g.c * g.r * g.s;  // (k / kLanes, c, r, s, kLanes)
+  Tensor work = Tensor::empty({threads * (b.size() + dyt_size)}, xt.dtype(), xt.device());
+  Tensor lanes = Tensor::zeros({threads * lane_size}, xt.dtype(), xt.device());
+  const T *x = xt.data<T>(), *dy = dyt.data<T>();
+  T *ws = work.data<T>(), *acc = lanes.data<T>(), *dw = dwt.data<T>();
+  for_each_image(g.n, g.k * pq * g.c * g.r * g.s, [&](long i, int slot) {
+    T* in = ws + slot * (b.size() + dyt_size);
+    T* transposed = in + b.size();
+    copy_bordered(x + i * g.c * g.h * g.w, g.w, g.pad_w, b, in);
+    const T* dyi = dy + i * g.k * pq;
+    for (long o = 0; o < g.k; ++o)
+      for (long j = 0; j < pq; ++j) transposed[j * g.k + o] = dyi[o * pq + j];
+    if (g.s == 3)
+      channel_filter_sum<T, 3>(in, b, transposed, g, acc + slot * lane_size);
+    else
+      channel_filter_sum<T, 5>(in, b, transposed, g, acc + slot * lane_size);
+  });
+  // dw[o, ci, ri, si] = Σ_thread lanes[thread][o / kLanes][ci][ri][si][o % kLanes]
+  const long crs = g.c * g.r * g.s;
+  for (long o = 0; o < g.k; ++o)
+    for (long j = 0; j < crs; ++j) {
+      T sum = T(0);
+      for (long t = 0; t < threads; ++t) sum += acc[t * lane_size + ((o / kLanes) * crs + j) * kLanes + o % kLanes];
+      dw[o * crs + j] = sum;
+    }
+}
+
 }  // namespace
+
+// The shapes channel_taps serves: whole lane blocks of output channels, rows that would
+// leave lanes of filter_taps idle, and a filter width with a channel_filter_sum instance.
+bool channel_layout_pays(const Conv2dGeometry& g) {
+  return g.k % kLanes == 0 && g.q % kLanes != 0 && (g.s == 3 || g.s == 5);
+}
+
+const char* direct_method(const Conv2dGeometry& g, ConvDirection direction) {
+  return direction == ConvDirection::BackwardFilter && channel_layout_pays(g)
+             ? "output channels in the vector lanes"
+             : "vector loops over shifted rows";
+}
 
 bool direct_applies(const Conv2dGeometry& g, ConvDirection direction) {
   const bool shape = g.stride_h == 1 && g.stride_w == 1 && g.pad_h < g.r && g.pad_w < g.s &&
@@ -314,44 +354,6 @@ void direct_backward_data(const Conv2dGeometry& g, const Tensor& dyt, const Tens
     });
   });
 }
-
-namespace {
-
-// direct_backward_filter in the channel layout: per image, a bordered copy of x and dy
-// transposed to (p, q, k); per-thread partial sums added in thread order, so for a given
-// thread count results repeat bit for bit.
-template <typename T>
-void channel_backward_filter(const Conv2dGeometry& g, const Bordered& b, const Tensor& dyt, const Tensor& xt,
-                             Tensor& dwt) {
-  const long threads = omp_get_max_threads(), pq = g.p * g.q, dyt_size = pq * g.k;
-  const long lane_size = g.k * g.c * g.r * g.s;  // (k / kLanes, c, r, s, kLanes)
-  Tensor work = Tensor::empty({threads * (b.size() + dyt_size)}, xt.dtype(), xt.device());
-  Tensor lanes = Tensor::zeros({threads * lane_size}, xt.dtype(), xt.device());
-  const T *x = xt.data<T>(), *dy = dyt.data<T>();
-  T *ws = work.data<T>(), *acc = lanes.data<T>(), *dw = dwt.data<T>();
-  for_each_image(g.n, g.k * pq * g.c * g.r * g.s, [&](long i, int slot) {
-    T* in = ws + slot * (b.size() + dyt_size);
-    T* transposed = in + b.size();
-    copy_bordered(x + i * g.c * g.h * g.w, g.w, g.pad_w, b, in);
-    const T* dyi = dy + i * g.k * pq;
-    for (long o = 0; o < g.k; ++o)
-      for (long j = 0; j < pq; ++j) transposed[j * g.k + o] = dyi[o * pq + j];
-    if (g.s == 3)
-      channel_filter_sum<T, 3>(in, b, transposed, g, acc + slot * lane_size);
-    else
-      channel_filter_sum<T, 5>(in, b, transposed, g, acc + slot * lane_size);
-  });
-  // dw[o, ci, ri, si] = Σ_thread lanes[thread][o / kLanes][ci][ri][si][o % kLanes]
-  const long crs = g.c * g.r * g.s;
-  for (long o = 0; o < g.k; ++o)
-    for (long j = 0; j < crs; ++j) {
-      T sum = T(0);
-      for (long t = 0; t < threads; ++t) sum += acc[t * lane_size + ((o / kLanes) * crs + j) * kLanes + o % kLanes];
-      dw[o * crs + j] = sum;
-    }
-}
-
-}  // namespace
 
 // dy: (n, k, p, q)  x: (n, c, h, w)  dw: (k, c, r, s)
 void direct_backward_filter(const Conv2dGeometry& g, const Tensor& dyt, const Tensor& xt, Tensor& dwt) {
