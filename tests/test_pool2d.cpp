@@ -165,6 +165,30 @@ TEST_CASE("max_pool2d 2x2: the winner of each window gets dy, every other cell 0
   }
 }
 
+TEST_CASE("max_pool2d 2x2 in float32 picks the same winners as float64: ties, NaN and infinities", "[pool2d]") {
+  // Float32 may run its own vector kernel (AVX-512), float64 the portable loops: on values
+  // that both represent exactly, with many ties, NaNs and infinities, both must choose the
+  // same cell of every window (the first maximum; a NaN over any number; the last NaN).
+  const float inf = std::numeric_limits<float>::infinity(), nan = std::numeric_limits<float>::quiet_NaN();
+  const float palette[] = {0.0f, 1.0f, -1.0f, 2.5f, nan, inf, -inf, 1.0f, 0.0f};
+  for (int64_t w : {2, 5, 14, 16, 17, 31, 32, 33, 40}) {
+    const int64_t n = 2, c = 3, h = 9;
+    INFO("w " << w);
+    std::vector<float> values(n * c * h * w);
+    for (size_t i = 0; i < values.size(); ++i) values[i] = palette[(i * 7 + i / 5) % 9];
+    Tensor x32 = Tensor::from_vector(values, {n, c, h, w}).set_requires_grad(true);
+    Tensor x64 = x32.detach().to(DType::Float64).set_requires_grad(true);
+    Tensor y32 = max_pool2d(x32, 2, 2, 0), y64 = max_pool2d(x64, 2, 2, 0);
+    const std::vector<double> a = y32.to_vector<double>(), b = y64.to_vector<double>();
+    REQUIRE(a.size() == b.size());
+    for (size_t i = 0; i < a.size(); ++i) CHECK((a[i] == b[i] || (std::isnan(a[i]) && std::isnan(b[i]))));
+    const Tensor dy = random_tensor(y64.shape(), 60 + static_cast<uint32_t>(w), DType::Float32);  // exact in both
+    y32.backward(dy);
+    y64.backward(dy.to(DType::Float64));
+    CHECK(x32.grad().to_vector<double>() == x64.grad().to_vector<double>());
+  }
+}
+
 TEST_CASE("adaptive_avg_pool2d_1x1 is the mean of each plane", "[pool2d]") {
   const Tensor x = random_tensor({3, 13, 5, 7}, 5);
   const Tensor y = adaptive_avg_pool2d_1x1(x);
