@@ -35,6 +35,7 @@
 
 #include "devices/cpu/conv2d_winograd.h"
 #include "devices/cpu/dispatch.h"
+#include "devices/cpu/even_odd.h"
 
 namespace nnlab::cpu {
 
@@ -104,11 +105,12 @@ template <typename T>
 void place_plane(const T* plane, long h, long w, long top, long left, long hc, T* even, T* odd) {
   const long first_even = left & 1;  // the first input column that lands on an even padded column
   for (long r = 0; r < h; ++r) {
-    const T* src = plane + r * w;
-    T* to_even = even + (top + r) * hc + (left + first_even) / 2;
-    T* to_odd = odd + (top + r) * hc + (left + 1 - first_even) / 2;
-    for (long j = first_even, k = 0; j < w; j += 2, ++k) to_even[k] = src[j];
-    for (long j = 1 - first_even, k = 0; j < w; j += 2, ++k) to_odd[k] = src[j];
+    T* to_even = even + (top + r) * hc + (left + first_even) / 2;  // gets src[first_even + 2k]
+    T* to_odd = odd + (top + r) * hc + (left + 1 - first_even) / 2;   // gets src[1 − first_even + 2k]
+    if (first_even == 0)
+      split_even_odd(plane + r * w, w, to_even, to_odd);
+    else
+      split_even_odd(plane + r * w, w, to_odd, to_even);
   }
 }
 
@@ -195,12 +197,7 @@ void output_transform(const T* in, long stride, const Tiling& t, T bias, T* scra
     for (int half = 0; half < 2 && row + half < t.p; ++half) {
       const T* ev = half ? bottom_even : top_even;
       const T* od = half ? bottom_odd : top_odd;
-      T* dst = y + (row + half) * t.q;
-      for (long l = 0; l < t.q / 2; ++l) {
-        dst[2 * l] = ev[l];
-        dst[2 * l + 1] = od[l];
-      }
-      if (t.q % 2) dst[t.q - 1] = ev[t.q / 2];
+      merge_even_odd(ev, od, t.q, y + (row + half) * t.q);
     }
   }
 }

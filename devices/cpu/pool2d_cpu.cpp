@@ -8,12 +8,9 @@
 // counts them as zeros (count_include_pad=True, PyTorch's default).
 #include <algorithm>
 #include <cmath>
-#if defined(__AVX512F__)
-#include <immintrin.h>
-#endif
-
 #include "devices/cpu/cpu_backend.h"
 #include "devices/cpu/dispatch.h"
+#include "devices/cpu/even_odd.h"
 #include "devices/kernel_log.h"
 
 namespace nnlab {
@@ -152,18 +149,7 @@ void maxpool_2x2_plane_backward(const Pool2dGeometry& g, const T* dyp, const int
 // for bit. Float64 (the gradchecks) keeps the portable loops, which the tests then cover too.
 //
 // Lanes: a row's inputs x[0 … 31] sit in two vectors lo (0–15) and hi (16–31); a window's left
-// cells are the even ones (lane 2j), its right cells the odd ones (2j + 1).
-namespace avx512 {
-
-inline __mmask16 first_lanes(int64_t count) {  // lanes [0, count) of 16, count clipped to [0, 16]
-  return count >= 16 ? __mmask16(0xFFFF) : count <= 0 ? __mmask16(0) : __mmask16((1u << count) - 1);
-}
-const __m512i kEven = _mm512_setr_epi32(  // also 2 · lane
-    0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
-const __m512i kOdd = _mm512_setr_epi32(1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31);
-const __m512i kInterleaveLo = _mm512_setr_epi32(0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22, 7, 23);
-const __m512i kInterleaveHi = _mm512_setr_epi32(8, 24, 9, 25, 10, 26, 11, 27, 12, 28, 13, 29, 14, 30, 15, 31);
-
+// cells are the even ones (lane 2j), its right cells the odd ones (2j + 1) (even_odd.h).
 // Candidate v at flat indices at: taken when greater than the best so far, or a NaN.
 inline void challenge(__m512 v, __m512i at, __m512& best, __m512i& best_at) {
   const __mmask16 take = _mm512_cmp_ps_mask(v, best, _CMP_GT_OQ) | _mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q);
@@ -171,10 +157,8 @@ inline void challenge(__m512 v, __m512i at, __m512& best, __m512i& best_at) {
   best_at = _mm512_mask_mov_epi32(best_at, take, at);
 }
 
-}  // namespace avx512
-
 void maxpool_2x2_plane(const Pool2dGeometry& g, const float* xp, float* yp, int32_t* ap) {
-  using namespace avx512;
+  using namespace cpu::avx512;
   for (int64_t i = 0; i < g.p; ++i)
     for (int64_t j0 = 0; j0 < g.q; j0 += 16) {
       const int64_t outputs = std::min<int64_t>(16, g.q - j0);
@@ -183,21 +167,21 @@ void maxpool_2x2_plane(const Pool2dGeometry& g, const float* xp, float* yp, int3
       const float* bottom = top + g.w;
       const __m512 top_lo = _mm512_maskz_loadu_ps(lo, top), top_hi = _mm512_maskz_loadu_ps(hi, top + 16);
       const __m512 bottom_lo = _mm512_maskz_loadu_ps(lo, bottom), bottom_hi = _mm512_maskz_loadu_ps(hi, bottom + 16);
-      const __m512i top_at = _mm512_add_epi32(_mm512_set1_epi32(static_cast<int32_t>(2 * i * g.w + 2 * j0)), kEven);
+      const __m512i top_at = _mm512_add_epi32(_mm512_set1_epi32(static_cast<int32_t>(2 * i * g.w + 2 * j0)), even_lanes());
       const __m512i bottom_at = _mm512_add_epi32(top_at, _mm512_set1_epi32(static_cast<int32_t>(g.w)));
       const __m512i one = _mm512_set1_epi32(1);
-      __m512 best = _mm512_permutex2var_ps(top_lo, kEven, top_hi);  // top-left
+      __m512 best = _mm512_permutex2var_ps(top_lo, even_lanes(), top_hi);  // top-left
       __m512i best_at = top_at;
-      challenge(_mm512_permutex2var_ps(top_lo, kOdd, top_hi), _mm512_add_epi32(top_at, one), best, best_at);
-      challenge(_mm512_permutex2var_ps(bottom_lo, kEven, bottom_hi), bottom_at, best, best_at);
-      challenge(_mm512_permutex2var_ps(bottom_lo, kOdd, bottom_hi), _mm512_add_epi32(bottom_at, one), best, best_at);
+      challenge(_mm512_permutex2var_ps(top_lo, odd_lanes(), top_hi), _mm512_add_epi32(top_at, one), best, best_at);
+      challenge(_mm512_permutex2var_ps(bottom_lo, even_lanes(), bottom_hi), bottom_at, best, best_at);
+      challenge(_mm512_permutex2var_ps(bottom_lo, odd_lanes(), bottom_hi), _mm512_add_epi32(bottom_at, one), best, best_at);
       _mm512_mask_storeu_ps(yp + i * g.q + j0, out, best);
       _mm512_mask_storeu_epi32(ap + i * g.q + j0, out, best_at);
     }
 }
 
 void maxpool_2x2_plane_backward(const Pool2dGeometry& g, const float* dyp, const int32_t* ap, float* dxp) {
-  using namespace avx512;
+  using namespace cpu::avx512;
   for (int64_t i = 0; i < g.p; ++i) {
     for (int64_t j0 = 0; j0 < g.q; j0 += 16) {
       const int64_t outputs = std::min<int64_t>(16, g.q - j0);
@@ -206,12 +190,12 @@ void maxpool_2x2_plane_backward(const Pool2dGeometry& g, const float* dyp, const
       const __m512i arg = _mm512_maskz_loadu_epi32(out, ap + i * g.q + j0);
       for (int half = 0; half < 2; ++half) {  // the windows' top, then bottom input row
         const int64_t row_at = (2 * i + half) * g.w + 2 * j0;
-        const __m512i left_at = _mm512_add_epi32(_mm512_set1_epi32(static_cast<int32_t>(row_at)), kEven);
+        const __m512i left_at = _mm512_add_epi32(_mm512_set1_epi32(static_cast<int32_t>(row_at)), even_lanes());
         const __m512i right_at = _mm512_add_epi32(left_at, _mm512_set1_epi32(1));
         const __m512 left = _mm512_maskz_mov_ps(_mm512_cmpeq_epi32_mask(arg, left_at), dy);  // dy where it won
         const __m512 right = _mm512_maskz_mov_ps(_mm512_cmpeq_epi32_mask(arg, right_at), dy);
-        _mm512_mask_storeu_ps(dxp + row_at, lo, _mm512_permutex2var_ps(left, kInterleaveLo, right));
-        _mm512_mask_storeu_ps(dxp + row_at + 16, hi, _mm512_permutex2var_ps(left, kInterleaveHi, right));
+        _mm512_mask_storeu_ps(dxp + row_at, lo, _mm512_permutex2var_ps(left, interleave_lo(), right));
+        _mm512_mask_storeu_ps(dxp + row_at + 16, hi, _mm512_permutex2var_ps(left, interleave_hi(), right));
       }
     }
     if (g.w % 2) dxp[(2 * i) * g.w + g.w - 1] = dxp[(2 * i + 1) * g.w + g.w - 1] = 0.0f;  // in no window
