@@ -150,6 +150,7 @@ void maxpool_2x2_plane_backward(const Pool2dGeometry& g, const T* dyp, const int
 //
 // Lanes: a row's inputs x[0 … 31] sit in two vectors lo (0–15) and hi (16–31); a window's left
 // cells are the even ones (lane 2j), its right cells the odd ones (2j + 1) (even_odd.h).
+
 // Candidate v at flat indices at: taken when greater than the best so far, or a NaN.
 inline void challenge(__m512 v, __m512i at, __m512& best, __m512i& best_at) {
   const __mmask16 take = _mm512_cmp_ps_mask(v, best, _CMP_GT_OQ) | _mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q);
@@ -157,6 +158,7 @@ inline void challenge(__m512 v, __m512i at, __m512& best, __m512i& best_at) {
   best_at = _mm512_mask_mov_epi32(best_at, take, at);
 }
 
+// One plane: x (h, w) → y, argmax (p, q), 16 outputs of a row at a time.
 void maxpool_2x2_plane(const Pool2dGeometry& g, const float* xp, float* yp, int32_t* ap) {
   using namespace cpu::avx512;
   for (int64_t i = 0; i < g.p; ++i)
@@ -180,6 +182,7 @@ void maxpool_2x2_plane(const Pool2dGeometry& g, const float* xp, float* yp, int3
     }
 }
 
+// One plane: dy, argmax (p, q) → dx (h, w), both input rows of 16 windows at a time.
 void maxpool_2x2_plane_backward(const Pool2dGeometry& g, const float* dyp, const int32_t* ap, float* dxp) {
   using namespace cpu::avx512;
   for (int64_t i = 0; i < g.p; ++i) {
