@@ -7,7 +7,8 @@
 //   split_even_odd(src, n, even, odd):  even[k] = src[2k] (⌈n/2⌉ of them), odd[k] = src[2k + 1] (⌊n/2⌋)
 //   merge_even_odd(even, odd, n, dst):  dst[i] = i even ? even[i/2] : odd[i/2]   for i < n
 //
-// The vector versions touch exactly these elements: masked loads and stores, no tails.
+// The vector versions touch exactly these elements: masked loads and stores, no tails. Their
+// register halves, load_even_odd and store_even_odd, also serve the 2×2 max-pool.
 #pragma once
 #include <cstdint>
 
@@ -35,13 +36,25 @@ inline __mmask16 first_lanes(int64_t count) {
   return count >= 16 ? __mmask16(0xFFFF) : count <= 0 ? __mmask16(0) : __mmask16((1u << count) - 1);
 }
 
-// Index vectors for _mm512_permutex2var_ps(lo, index, hi), which picks lane index[l] of the
-// 32 lanes lo:hi. kEven (also 2·lane) and kOdd gather src[2l] and src[2l + 1] of a 32-float
-// row; kInterleaveLo/Hi put even[l] and odd[l] side by side again.
-inline __m512i even_lanes() { return _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30); }
-inline __m512i odd_lanes() { return _mm512_setr_epi32(1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31); }
-inline __m512i interleave_lo() { return _mm512_setr_epi32(0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22, 7, 23); }
-inline __m512i interleave_hi() { return _mm512_setr_epi32(8, 24, 9, 25, 10, 26, 11, 27, 12, 28, 13, 29, 14, 30, 15, 31); }
+// Up to 32 consecutive floats (count, clipped to [0, 32]) of src as two vectors: even[l] =
+// src[2l], odd[l] = src[2l + 1]. Lanes past the count are zero; nothing past it is read.
+// _mm512_permutex2var_ps(lo, index, hi) picks lane index[l] of the 32 lanes lo:hi.
+inline void load_even_odd(const float* src, int64_t count, __m512& even, __m512& odd) {
+  const __m512i even_lanes = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
+  const __m512i odd_lanes = _mm512_setr_epi32(1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31);
+  const __m512 lo = _mm512_maskz_loadu_ps(first_lanes(count), src);
+  const __m512 hi = _mm512_maskz_loadu_ps(first_lanes(count - 16), src + 16);
+  even = _mm512_permutex2var_ps(lo, even_lanes, hi);
+  odd = _mm512_permutex2var_ps(lo, odd_lanes, hi);
+}
+
+// The reverse: dst[2l] = even[l], dst[2l + 1] = odd[l] for the first count floats of dst.
+inline void store_even_odd(float* dst, int64_t count, __m512 even, __m512 odd) {
+  const __m512i lo = _mm512_setr_epi32(0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22, 7, 23);
+  const __m512i hi = _mm512_setr_epi32(8, 24, 9, 25, 10, 26, 11, 27, 12, 28, 13, 29, 14, 30, 15, 31);
+  _mm512_mask_storeu_ps(dst, first_lanes(count), _mm512_permutex2var_ps(even, lo, odd));
+  _mm512_mask_storeu_ps(dst + 16, first_lanes(count - 16), _mm512_permutex2var_ps(even, hi, odd));
+}
 
 }  // namespace avx512
 
@@ -49,10 +62,10 @@ inline void split_even_odd(const float* src, int64_t n, float* even, float* odd)
   using namespace avx512;
   for (int64_t i = 0; i < n; i += 32, src += 32, even += 16, odd += 16) {
     const int64_t left = n - i;  // elements of src still to go
-    const __m512 lo = _mm512_maskz_loadu_ps(first_lanes(left), src);
-    const __m512 hi = _mm512_maskz_loadu_ps(first_lanes(left - 16), src + 16);
-    _mm512_mask_storeu_ps(even, first_lanes((left + 1) / 2), _mm512_permutex2var_ps(lo, even_lanes(), hi));
-    _mm512_mask_storeu_ps(odd, first_lanes(left / 2), _mm512_permutex2var_ps(lo, odd_lanes(), hi));
+    __m512 e, o;
+    load_even_odd(src, left, e, o);
+    _mm512_mask_storeu_ps(even, first_lanes((left + 1) / 2), e);
+    _mm512_mask_storeu_ps(odd, first_lanes(left / 2), o);
   }
 }
 
@@ -60,10 +73,8 @@ inline void merge_even_odd(const float* even, const float* odd, int64_t n, float
   using namespace avx512;
   for (int64_t i = 0; i < n; i += 32, dst += 32, even += 16, odd += 16) {
     const int64_t left = n - i;  // elements of dst still to go
-    const __m512 e = _mm512_maskz_loadu_ps(first_lanes((left + 1) / 2), even);
-    const __m512 o = _mm512_maskz_loadu_ps(first_lanes(left / 2), odd);
-    _mm512_mask_storeu_ps(dst, first_lanes(left), _mm512_permutex2var_ps(e, interleave_lo(), o));
-    _mm512_mask_storeu_ps(dst + 16, first_lanes(left - 16), _mm512_permutex2var_ps(e, interleave_hi(), o));
+    store_even_odd(dst, left, _mm512_maskz_loadu_ps(first_lanes((left + 1) / 2), even),
+                   _mm512_maskz_loadu_ps(first_lanes(left / 2), odd));
   }
 }
 #endif

@@ -8,6 +8,7 @@
 // counts them as zeros (count_include_pad=True, PyTorch's default).
 #include <algorithm>
 #include <cmath>
+
 #include "devices/cpu/cpu_backend.h"
 #include "devices/cpu/dispatch.h"
 #include "devices/cpu/even_odd.h"
@@ -148,8 +149,8 @@ void maxpool_2x2_plane_backward(const Pool2dGeometry& g, const T* dyp, const int
 // compared in the same order with the same NaN rule, so results match the loops above bit
 // for bit. Float64 (the gradchecks) keeps the portable loops, which the tests then cover too.
 //
-// Lanes: a row's inputs x[0 … 31] sit in two vectors lo (0–15) and hi (16–31); a window's left
-// cells are the even ones (lane 2j), its right cells the odd ones (2j + 1) (even_odd.h).
+// A window's left cells are a row's even elements, its right cells the odd ones: even_odd.h's
+// load_even_odd and store_even_odd move 32 cells of a row into and out of those two vectors.
 
 // Candidate v at flat indices at: taken when greater than the best so far, or a NaN.
 inline void challenge(__m512 v, __m512i at, __m512& best, __m512i& best_at) {
@@ -161,44 +162,43 @@ inline void challenge(__m512 v, __m512i at, __m512& best, __m512i& best_at) {
 // One plane: x (h, w) → y, argmax (p, q), 16 outputs of a row at a time.
 void maxpool_2x2_plane(const Pool2dGeometry& g, const float* xp, float* yp, int32_t* ap) {
   using namespace cpu::avx512;
+  const __m512i twice_lane = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
+  const __m512i one = _mm512_set1_epi32(1), row = _mm512_set1_epi32(static_cast<int32_t>(g.w));
   for (int64_t i = 0; i < g.p; ++i)
     for (int64_t j0 = 0; j0 < g.q; j0 += 16) {
       const int64_t outputs = std::min<int64_t>(16, g.q - j0);
-      const __mmask16 out = first_lanes(outputs), lo = first_lanes(2 * outputs), hi = first_lanes(2 * outputs - 16);
       const float* top = xp + 2 * i * g.w + 2 * j0;
-      const float* bottom = top + g.w;
-      const __m512 top_lo = _mm512_maskz_loadu_ps(lo, top), top_hi = _mm512_maskz_loadu_ps(hi, top + 16);
-      const __m512 bottom_lo = _mm512_maskz_loadu_ps(lo, bottom), bottom_hi = _mm512_maskz_loadu_ps(hi, bottom + 16);
-      const __m512i top_at = _mm512_add_epi32(_mm512_set1_epi32(static_cast<int32_t>(2 * i * g.w + 2 * j0)), even_lanes());
-      const __m512i bottom_at = _mm512_add_epi32(top_at, _mm512_set1_epi32(static_cast<int32_t>(g.w)));
-      const __m512i one = _mm512_set1_epi32(1);
-      __m512 best = _mm512_permutex2var_ps(top_lo, even_lanes(), top_hi);  // top-left
+      __m512 top_left, top_right, bottom_left, bottom_right;
+      load_even_odd(top, 2 * outputs, top_left, top_right);
+      load_even_odd(top + g.w, 2 * outputs, bottom_left, bottom_right);
+      const __m512i top_at = _mm512_add_epi32(_mm512_set1_epi32(static_cast<int32_t>(2 * i * g.w + 2 * j0)), twice_lane);
+      const __m512i bottom_at = _mm512_add_epi32(top_at, row);
+      __m512 best = top_left;
       __m512i best_at = top_at;
-      challenge(_mm512_permutex2var_ps(top_lo, odd_lanes(), top_hi), _mm512_add_epi32(top_at, one), best, best_at);
-      challenge(_mm512_permutex2var_ps(bottom_lo, even_lanes(), bottom_hi), bottom_at, best, best_at);
-      challenge(_mm512_permutex2var_ps(bottom_lo, odd_lanes(), bottom_hi), _mm512_add_epi32(bottom_at, one), best, best_at);
-      _mm512_mask_storeu_ps(yp + i * g.q + j0, out, best);
-      _mm512_mask_storeu_epi32(ap + i * g.q + j0, out, best_at);
+      challenge(top_right, _mm512_add_epi32(top_at, one), best, best_at);
+      challenge(bottom_left, bottom_at, best, best_at);
+      challenge(bottom_right, _mm512_add_epi32(bottom_at, one), best, best_at);
+      _mm512_mask_storeu_ps(yp + i * g.q + j0, first_lanes(outputs), best);
+      _mm512_mask_storeu_epi32(ap + i * g.q + j0, first_lanes(outputs), best_at);
     }
 }
 
 // One plane: dy, argmax (p, q) → dx (h, w), both input rows of 16 windows at a time.
 void maxpool_2x2_plane_backward(const Pool2dGeometry& g, const float* dyp, const int32_t* ap, float* dxp) {
   using namespace cpu::avx512;
+  const __m512i twice_lane = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
+  const __m512i one = _mm512_set1_epi32(1);
   for (int64_t i = 0; i < g.p; ++i) {
     for (int64_t j0 = 0; j0 < g.q; j0 += 16) {
       const int64_t outputs = std::min<int64_t>(16, g.q - j0);
-      const __mmask16 out = first_lanes(outputs), lo = first_lanes(2 * outputs), hi = first_lanes(2 * outputs - 16);
-      const __m512 dy = _mm512_maskz_loadu_ps(out, dyp + i * g.q + j0);
-      const __m512i arg = _mm512_maskz_loadu_epi32(out, ap + i * g.q + j0);
+      const __m512 dy = _mm512_maskz_loadu_ps(first_lanes(outputs), dyp + i * g.q + j0);
+      const __m512i arg = _mm512_maskz_loadu_epi32(first_lanes(outputs), ap + i * g.q + j0);
       for (int half = 0; half < 2; ++half) {  // the windows' top, then bottom input row
         const int64_t row_at = (2 * i + half) * g.w + 2 * j0;
-        const __m512i left_at = _mm512_add_epi32(_mm512_set1_epi32(static_cast<int32_t>(row_at)), even_lanes());
-        const __m512i right_at = _mm512_add_epi32(left_at, _mm512_set1_epi32(1));
+        const __m512i left_at = _mm512_add_epi32(_mm512_set1_epi32(static_cast<int32_t>(row_at)), twice_lane);
         const __m512 left = _mm512_maskz_mov_ps(_mm512_cmpeq_epi32_mask(arg, left_at), dy);  // dy where it won
-        const __m512 right = _mm512_maskz_mov_ps(_mm512_cmpeq_epi32_mask(arg, right_at), dy);
-        _mm512_mask_storeu_ps(dxp + row_at, lo, _mm512_permutex2var_ps(left, interleave_lo(), right));
-        _mm512_mask_storeu_ps(dxp + row_at + 16, hi, _mm512_permutex2var_ps(left, interleave_hi(), right));
+        const __m512 right = _mm512_maskz_mov_ps(_mm512_cmpeq_epi32_mask(arg, _mm512_add_epi32(left_at, one)), dy);
+        store_even_odd(dxp + row_at, 2 * outputs, left, right);
       }
     }
     if (g.w % 2) dxp[(2 * i) * g.w + g.w - 1] = dxp[(2 * i + 1) * g.w + g.w - 1] = 0.0f;  // in no window
