@@ -12,7 +12,8 @@
 //        ⎣0  1  0 -1⎦        ⎣ 0    0    1 ⎦
 // Summed over input channels, each of the 16 tile positions ξ becomes one matrix product:
 //   M[ξ] (k × tiles) = U[ξ] (k × c) · V[ξ] (c × tiles),  U = G g Gᵀ,  V = Bᵀ d B,
-// so 2.25× fewer flops go through the same OpenBLAS sgemm, plus cheap add-only transforms.
+// so 2.25× fewer flops go through 16 small matrix products (small_gemm.h), plus cheap add-only
+// transforms.
 //
 // The three directions:
 //   forward          y  = the product above, then Aᵀ M A per tile (+ bias)
@@ -25,7 +26,7 @@
 // in the forward; in the filter gradient their dY cells count as zero.
 //
 // Threads: images go in chunks sized so one chunk's transformed tiles stay in a core's L2
-// cache; chunks are spread over the OpenMP threads and OpenBLAS runs single-threaded inside.
+// cache; chunks are spread over the OpenMP threads and each runs its products single-threaded.
 // Every output element comes from one chunk in a fixed order; the filter gradient sums
 // per-thread partials in thread order, so for a given thread count results repeat bit for bit.
 #include <cblas.h>
@@ -36,6 +37,7 @@
 #include "devices/cpu/conv2d_winograd.h"
 #include "devices/cpu/dispatch.h"
 #include "devices/cpu/even_odd.h"
+#include "devices/cpu/small_gemm.h"
 
 namespace nnlab::cpu {
 
@@ -44,13 +46,17 @@ namespace {
 constexpr int kTile = 16;                      // 4×4 transformed positions ξ
 constexpr long kChunkBytes = 1L << 20;         // transformed tiles of one chunk: about a core's L2
 
-void gemm_rm(bool tb, long m, long n, long k, float beta, const float* a, const float* b, float* c) {
-  cblas_sgemm(CblasRowMajor, CblasNoTrans, tb ? CblasTrans : CblasNoTrans, int(m), int(n), int(k), 1.0f, a, int(k),
-              b, int(tb ? k : n), beta, c, int(n));
+// The per-position products: float32 through small_gemm.h's register-blocked loops, float64
+// (gradcheck) through OpenBLAS.
+//   C (m × n)  = A (m × k) · B (k × n)
+void product(long m, long n, long k, const float* a, const float* b, float* c) { small_gemm_nn(m, n, k, a, b, c, false); }
+void product(long m, long n, long k, const double* a, const double* b, double* c) {
+  cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, int(m), int(n), int(k), 1.0, a, int(k), b, int(n), 0.0, c, int(n));
 }
-void gemm_rm(bool tb, long m, long n, long k, double beta, const double* a, const double* b, double* c) {
-  cblas_dgemm(CblasRowMajor, CblasNoTrans, tb ? CblasTrans : CblasNoTrans, int(m), int(n), int(k), 1.0, a, int(k), b,
-              int(tb ? k : n), beta, c, int(n));
+//   C (m × n) += A (m × t) · B (n × t)ᵀ
+void add_product_nt(long m, long n, long t, const float* a, const float* b, float* c) { small_gemm_nt(m, n, t, a, b, c); }
+void add_product_nt(long m, long n, long t, const double* a, const double* b, double* c) {
+  cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasTrans, int(m), int(n), int(t), 1.0, a, int(t), b, int(t), 1.0, c, int(n));
 }
 
 // One plane's tiling: tiles of 2×2 outputs, the input tile of tile (ty, tx) starting at
@@ -288,7 +294,7 @@ void winograd_convolve(DType dtype, const T* x, long n, long cin, const Tiling& 
     std::fill(padded, padded + scratch_floats(t), T(0));
     transform_inputs(x, cin, t, first, count, padded, v);
     for (int xi = 0; xi < kTile; ++xi)
-      gemm_rm(false, cout, tiles, cin, T(0), u + xi * cout * cin, v + xi * v_stride, m + xi * m_stride);
+      product(cout, tiles, cin, u + xi * cout * cin, v + xi * v_stride, m + xi * m_stride);
     for (long i = 0; i < count; ++i)
       for (long co = 0; co < cout; ++co) {
         T* plane = y + ((first + i) * cout + co) * t.p * t.q;
@@ -373,7 +379,7 @@ void winograd_backward_filter(const Conv2dGeometry& g, const Tensor& dyt, const 
         }
       T* s = part + slot * kTile * kc;  // S[ξ] (k × c) += Z[ξ] · V[ξ]ᵀ
       for (int xi = 0; xi < kTile; ++xi)
-        gemm_rm(true, g.k, g.c, tiles, T(1), z + xi * z_stride, v + xi * v_stride, s + xi * kc);
+        add_product_nt(g.k, g.c, tiles, z + xi * z_stride, v + xi * v_stride, s + xi * kc);
     }
     T* dw = dwt.data<T>();
 #pragma omp parallel for schedule(static) if (kc * kTile > kParallelGrain)

@@ -1,0 +1,29 @@
+// Matrix products of the small, cache-resident float32 matrices that Winograd's 16 (or 36)
+// per-position products need: M[ξ] = U[ξ] · V[ξ] (a few dozen rows and columns, a few hundred
+// tiles), all row-major.
+//
+//   small_gemm_nn(m, n, k, a, b, c, accumulate):  C (m × n) [+]= A (m × k) · B (k × n)
+//   small_gemm_nt(m, n, t, a, b, c):              C (m × n)  += A (m × t) · B (n × t)ᵀ
+//
+// Why not OpenBLAS: these products are too small for its packing to pay (a 64 × 147 × 32
+// product is 0.6 MFLOP), and the machine's OPENBLAS_CORETYPE may pin it to 256-bit kernels.
+// OpenBLAS's Haswell kernels reach 83–106 GFLOP/s on these shapes on one Zen 5 core; the
+// register-blocked AVX-512 loops below reach 200–240 (nn) and about 190 (nt), out of the
+// core's 247 (scripts and figures in docs/benchmarks.md). Without AVX-512 the functions call
+// cblas_sgemm.
+//
+// nn: an 8 × 32 block of C lives in 16 registers; each step p broadcasts A[i][p] for its 8 rows
+// and multiplies two 16-wide vectors of B's row p. Columns past n are masked, so no tails.
+// nt: both operands run along t, so a 4 × 4 block of C is 16 vector accumulators of partial
+// dot products over t; at the end one shuffle tree adds all 16 across their lanes at once.
+// Blocks at the right and bottom edges are 4 × 1, 1 × 4 or 1 × 1.
+// Every C element is summed in a fixed order: results repeat bit for bit.
+#pragma once
+#include <cstdint>
+
+namespace nnlab::cpu {
+
+void small_gemm_nn(int64_t m, int64_t n, int64_t k, const float* a, const float* b, float* c, bool accumulate);
+void small_gemm_nt(int64_t m, int64_t n, int64_t t, const float* a, const float* b, float* c);
+
+}  // namespace nnlab::cpu

@@ -1,0 +1,92 @@
+// The Winograd products' own float32 matrix multiply (devices/cpu/small_gemm.h): every block
+// and tail of its register blocking against a float64 sum, with guard cells around C.
+#include <catch2/catch.hpp>
+
+#include <cmath>
+#include <vector>
+
+#include "devices/cpu/small_gemm.h"
+
+using namespace nnlab;
+
+namespace {
+
+std::vector<float> filled(int64_t count, uint32_t seed) {
+  std::vector<float> v(count);
+  uint32_t state = seed * 2654435761u + 1;
+  for (auto& x : v) {  // values in [-1, 1) from a small LCG: enough for a product test
+    state = state * 1664525u + 1013904223u;
+    x = static_cast<float>(state >> 8) / 8388608.0f - 1.0f;
+  }
+  return v;
+}
+
+constexpr float kGuard = 1234.5f;  // the cells around C must keep it
+
+// C sits inside a buffer with `pad` guard cells before and after it.
+void check_result(const std::vector<float>& buffer, int64_t pad, const std::vector<double>& expected,
+                  const std::vector<double>& magnitude) {
+  const int64_t count = static_cast<int64_t>(expected.size());
+  for (int64_t i = 0; i < pad; ++i) {
+    CHECK(buffer[i] == kGuard);
+    CHECK(buffer[pad + count + i] == kGuard);
+  }
+  for (int64_t e = 0; e < count; ++e) {
+    INFO("element " << e);
+    // float32 sums of up to a few hundred products: error bounded by a few ulps of Σ|a·b|
+    CHECK(std::fabs(buffer[pad + e] - expected[e]) <= 1e-6 * (4.0 + magnitude[e]));
+  }
+}
+
+}  // namespace
+
+TEST_CASE("small_gemm_nn matches a float64 product on every block and tail shape", "[gemm][winograd]") {
+  const int64_t pad = 40;
+  for (int64_t m : {1, 3, 7, 8, 9, 17})
+    for (int64_t n : {1, 15, 16, 17, 31, 32, 33, 70})
+      for (int64_t k : {1, 2, 13, 32})
+        for (bool accumulate : {false, true}) {
+          INFO("m " << m << " n " << n << " k " << k << " accumulate " << accumulate);
+          const auto a = filled(m * k, 1), b = filled(k * n, 2), c0 = filled(m * n, 3);
+          std::vector<float> buffer(m * n + 2 * pad, kGuard);
+          std::copy(c0.begin(), c0.end(), buffer.begin() + pad);
+          cpu::small_gemm_nn(m, n, k, a.data(), b.data(), buffer.data() + pad, accumulate);
+          std::vector<double> expected(m * n), magnitude(m * n);
+          for (int64_t i = 0; i < m; ++i)
+            for (int64_t j = 0; j < n; ++j) {
+              double sum = accumulate ? c0[i * n + j] : 0.0, size = std::fabs(sum);
+              for (int64_t p = 0; p < k; ++p) {
+                sum += double(a[i * k + p]) * b[p * n + j];
+                size += std::fabs(double(a[i * k + p]) * b[p * n + j]);
+              }
+              expected[i * n + j] = sum;
+              magnitude[i * n + j] = size;
+            }
+          check_result(buffer, pad, expected, magnitude);
+        }
+}
+
+TEST_CASE("small_gemm_nt adds a float64 product on every block and tail shape", "[gemm][winograd]") {
+  const int64_t pad = 8;
+  for (int64_t m : {1, 3, 4, 5, 8, 13})
+    for (int64_t n : {1, 2, 4, 6, 9, 32})
+      for (int64_t t : {1, 15, 16, 17, 49, 147}) {
+        INFO("m " << m << " n " << n << " t " << t);
+        const auto a = filled(m * t, 4), b = filled(n * t, 5), c0 = filled(m * n, 6);
+        std::vector<float> buffer(m * n + 2 * pad, kGuard);
+        std::copy(c0.begin(), c0.end(), buffer.begin() + pad);
+        cpu::small_gemm_nt(m, n, t, a.data(), b.data(), buffer.data() + pad);
+        std::vector<double> expected(m * n), magnitude(m * n);
+        for (int64_t i = 0; i < m; ++i)
+          for (int64_t j = 0; j < n; ++j) {
+            double sum = c0[i * n + j], size = std::fabs(sum);
+            for (int64_t p = 0; p < t; ++p) {
+              sum += double(a[i * t + p]) * b[j * t + p];
+              size += std::fabs(double(a[i * t + p]) * b[j * t + p]);
+            }
+            expected[i * n + j] = sum;
+            magnitude[i * n + j] = size;
+          }
+        check_result(buffer, pad, expected, magnitude);
+      }
+}
