@@ -138,6 +138,7 @@ TEST_CASE("conv2d forward and gradients match direct loops on awkward shapes", "
   check_against_reference({3, 4, 6, 8, 8, 3, 3, 1, 1, 1, 1}, false);    // no bias
   check_against_reference({2, 2, 3, 5, 5, 5, 5, 3, 3, 0, 0}, true);     // kernel = image: 1×1 output
   check_against_reference({2, 3, 2, 4, 4, 6, 6, 1, 1, 1, 1}, true);     // kernel larger than the image
+  check_against_reference({4, 1, 32, 28, 27, 3, 3, 1, 1, 1, 1}, true);   // the cnn's c1: c·r·s = 9 (small_gemm)
 }
 
 TEST_CASE("conv2d is right whether images or loops are spread over the threads", "[conv2d]") {

@@ -1,4 +1,5 @@
-// Convolution on the CPU: im2col + OpenBLAS GEMM, one image per thread.
+// Convolution on the CPU: im2col + GEMM (OpenBLAS, or small_gemm.h for a short c·r·s), one
+// image per thread.
 //
 // For image i, im2col lays every receptive field out as a column:
 //   cols: (c·r·s, p·q)    cols[(ci·r + ri)·s + si, pi·q + qi]
@@ -33,15 +34,31 @@
 #include "devices/cpu/conv2d_winograd.h"
 #include "devices/cpu/cpu_backend.h"
 #include "devices/cpu/dispatch.h"
+#include "devices/cpu/small_gemm.h"
 #include "devices/kernel_log.h"
 
 namespace nnlab {
 
 namespace {
 
-// Row-major C(m×n) = alpha · op(A) · op(B) + beta · C, as Backend::gemm, on raw pointers.
+// Float32 products whose inner dimension c·r·s is short (the first layers: 9 or 27) go to
+// small_gemm.h's register-blocked loops, which need no packing: OpenBLAS's kernels spend
+// more on packing than on multiplying there. Forward (k × crs · crs × pq) and filter
+// gradient (k × pq · (crs × pq)ᵀ) qualify; the rest stays with OpenBLAS.
+constexpr long kSmallGemmMaxDepth = 64;
+
+bool small_gemm_serves(bool ta, bool tb, long n, long k, float beta) {
+  if (ta) return false;
+  return tb ? n <= kSmallGemmMaxDepth && beta == 1.0f : k <= kSmallGemmMaxDepth && (beta == 0.0f || beta == 1.0f);
+}
+
+// Row-major C(m×n) = op(A) · op(B) + beta · C, as Backend::gemm, on raw pointers.
 void gemm_rm(bool ta, bool tb, long m, long n, long k, float alpha, const float* a, const float* b, float beta,
              float* c) {
+  if (alpha == 1.0f && small_gemm_serves(ta, tb, n, k, beta)) {
+    if (tb) return cpu::small_gemm_nt(m, n, k, a, b, c);
+    return cpu::small_gemm_nn(m, n, k, a, b, c, beta == 1.0f);
+  }
   cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, int(m), int(n), int(k),
               alpha, a, int(ta ? m : k), b, int(tb ? k : n), beta, c, int(n));
 }
@@ -136,7 +153,8 @@ void log_conv(const char* direction, const Conv2dGeometry& g, bool trans_a, bool
   record_kernel("im2col+sgemm", std::string("conv2d ") + direction + " x " + dims_text({g.n, g.c, g.h, g.w}) +
                                     " w " + dims_text({g.k, g.c, g.r, g.s}) + " s" + std::to_string(g.stride_h) +
                                     " p" + std::to_string(g.pad_h));
-  record_kernel("cblas_sgemm", std::string(trans_a ? "T" : "N") + (trans_b ? "T" : "N") + " " +
+  const bool small = g.c * g.r * g.s <= kSmallGemmMaxDepth && !trans_a;  // float32 only, see gemm_rm
+  record_kernel(small ? "small_gemm (float32) / cblas_sgemm" : "cblas_sgemm", std::string(trans_a ? "T" : "N") + (trans_b ? "T" : "N") + " " +
                                    dims_text({m, n, k}) + " ×" + std::to_string(g.n) + " images");
 }
 
