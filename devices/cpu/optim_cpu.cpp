@@ -56,6 +56,35 @@ void CpuBackend::sgd_step(Tensor& param, const Tensor& grad, Tensor& momentum_bu
   });
 }
 
+namespace {
+
+// The scalars of one Adam step, in the parameter's dtype.
+template <typename T>
+struct AdamScalars {
+  T step_size, bc2_sqrt, b1, b2, eps, one_minus_b1, one_minus_b2, wd, decay;
+};
+enum class AdamDecay { None, L2, Decoupled };
+
+// Elements [0, n) of one Adam step, the kind of weight decay fixed at compile time: with the
+// choice made inside the loop GCC kept it scalar (0.53 ms for the cnn's 401,408-weight layer).
+template <AdamDecay Decay, typename T>
+void adam_elements(long n, T* p, const T* gr, T* m, T* v, const AdamScalars<T>& s) {
+#pragma omp parallel for simd schedule(static) if (n > cpu::kParallelGrain)
+  for (long i = 0; i < n; ++i) {
+    T g = gr[i];
+    if constexpr (Decay == AdamDecay::L2) g += s.wd * p[i];
+    T pi = p[i];
+    if constexpr (Decay == AdamDecay::Decoupled) pi *= s.decay;
+    const T mi = s.b1 * m[i] + s.one_minus_b1 * g;
+    const T vi = s.b2 * v[i] + s.one_minus_b2 * g * g;
+    m[i] = mi;
+    v[i] = vi;
+    p[i] = pi - s.step_size * (mi / (std::sqrt(vi) / s.bc2_sqrt + s.eps));
+  }
+}
+
+}  // namespace
+
 // m = β1·m + (1 − β1)·g;  v = β2·v + (1 − β2)·g²;  p −= lr/(1 − β1ᵗ) · m / (√v / √(1 − β2ᵗ) + eps)
 void CpuBackend::adam_step(Tensor& param, const Tensor& grad, Tensor& exp_avg, Tensor& exp_avg_sq,
                            const AdamParams& hp, int64_t step, const Tensor* skip_flag) {
@@ -70,24 +99,17 @@ void CpuBackend::adam_step(Tensor& param, const Tensor& grad, Tensor& exp_avg, T
     // The bias corrections are scalars, computed in double as PyTorch does in Python.
     const double bc1 = 1.0 - std::pow(hp.beta1, static_cast<double>(step));
     const double bc2 = 1.0 - std::pow(hp.beta2, static_cast<double>(step));
-    const T step_size = static_cast<T>(hp.lr / bc1), bc2_sqrt = static_cast<T>(std::sqrt(bc2));
-    const T b1 = static_cast<T>(hp.beta1), b2 = static_cast<T>(hp.beta2), eps = static_cast<T>(hp.eps);
     // 1 − β in double, then rounded, as PyTorch passes it (alpha/value = 1 − beta): in float32,
     // 1 − float(0.999) would be off by 1.3e-5 relative.
-    const T one_minus_b1 = static_cast<T>(1.0 - hp.beta1), one_minus_b2 = static_cast<T>(1.0 - hp.beta2);
-    const T wd = static_cast<T>(hp.weight_decay), decay = static_cast<T>(1.0 - hp.lr * hp.weight_decay);
+    const AdamScalars<T> s{static_cast<T>(hp.lr / bc1),          static_cast<T>(std::sqrt(bc2)),
+                           static_cast<T>(hp.beta1),             static_cast<T>(hp.beta2),
+                           static_cast<T>(hp.eps),               static_cast<T>(1.0 - hp.beta1),
+                           static_cast<T>(1.0 - hp.beta2),       static_cast<T>(hp.weight_decay),
+                           static_cast<T>(1.0 - hp.lr * hp.weight_decay)};
     const long n = static_cast<long>(param.numel());
-    // omp simd: without it the three pointers kept the loop scalar; the mode tests become selects.
-    const int mode = hp.weight_decay == 0.0 ? 0 : hp.decoupled_weight_decay ? 2 : 1;
-#pragma omp parallel for simd schedule(static) if (n > cpu::kParallelGrain)
-    for (long i = 0; i < n; ++i) {
-      T g = gr[i];
-      if (mode == 1) g += wd * p[i];
-      if (mode == 2) p[i] *= decay;
-      m[i] = b1 * m[i] + one_minus_b1 * g;
-      v[i] = b2 * v[i] + one_minus_b2 * g * g;
-      p[i] -= step_size * (m[i] / (std::sqrt(v[i]) / bc2_sqrt + eps));
-    }
+    if (hp.weight_decay == 0.0) adam_elements<AdamDecay::None>(n, p, gr, m, v, s);
+    else if (hp.decoupled_weight_decay) adam_elements<AdamDecay::Decoupled>(n, p, gr, m, v, s);
+    else adam_elements<AdamDecay::L2>(n, p, gr, m, v, s);
   });
 }
 
