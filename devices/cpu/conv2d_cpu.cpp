@@ -183,7 +183,7 @@ bool use_winograd(const Conv2dGeometry& g, const char* direction) {
   if (kernel_log_enabled())
     record_kernel("winograd", std::string("F(2×2,3×3) conv2d ") + direction + " x " +
                                   dims_text({g.n, g.c, g.h, g.w}) + " w " + dims_text({g.k, g.c, g.r, g.s}) + " p" +
-                                  std::to_string(g.pad_h) + ": 16 sgemm per image chunk");
+                                  std::to_string(g.pad_h) + ": 16 products per image chunk");
   return true;
 }
 
