@@ -7,10 +7,9 @@
 //
 // Why not OpenBLAS: these products are too small for its packing to pay (a 64 × 147 × 32
 // product is 0.6 MFLOP), and the machine's OPENBLAS_CORETYPE may pin it to 256-bit kernels.
-// OpenBLAS's Haswell kernels reach 83–106 GFLOP/s on these shapes on one Zen 5 core; the
-// register-blocked AVX-512 loops below reach 200–240 (nn) and about 190 (nt), out of the
-// core's 247 (scripts and figures in docs/benchmarks.md). Without AVX-512 the functions call
-// cblas_sgemm.
+// OpenBLAS's Haswell kernels reach 84–109 GFLOP/s on these shapes on one Zen 5 core; the
+// register-blocked AVX-512 loops reach 203–230 (nn) and 170–196 (nt), out of the core's 247
+// (docs/benchmarks.md, 2026-11-23 night). Without AVX-512 they call cblas_sgemm.
 //
 // nn: an 8 × 32 block of C lives in 16 registers; each step p broadcasts A[i][p] for its 8 rows
 // and multiplies two 16-wide vectors of B's row p. Columns past n are masked, so no tails.
