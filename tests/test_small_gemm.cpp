@@ -38,6 +38,24 @@ void check_result(const std::vector<float>& buffer, int64_t pad, const std::vect
   }
 }
 
+// C0 (m × n) [+] Σ_p a(i, p) · b(p, j) over p < depth in float64, and Σ of the terms' magnitudes.
+template <typename AAt, typename BAt>
+void reference_product(int64_t m, int64_t n, int64_t depth, AAt a, BAt b, const std::vector<float>& c0, bool accumulate,
+                       std::vector<double>& expected, std::vector<double>& magnitude) {
+  expected.assign(m * n, 0.0);
+  magnitude.assign(m * n, 0.0);
+  for (int64_t i = 0; i < m; ++i)
+    for (int64_t j = 0; j < n; ++j) {
+      double sum = accumulate ? c0[i * n + j] : 0.0, size = std::fabs(sum);
+      for (int64_t p = 0; p < depth; ++p) {
+        sum += double(a(i, p)) * b(p, j);
+        size += std::fabs(double(a(i, p)) * b(p, j));
+      }
+      expected[i * n + j] = sum;
+      magnitude[i * n + j] = size;
+    }
+}
+
 }  // namespace
 
 TEST_CASE("small_gemm_nn matches a float64 product on every block and tail shape", "[gemm][winograd]") {
@@ -51,17 +69,10 @@ TEST_CASE("small_gemm_nn matches a float64 product on every block and tail shape
           std::vector<float> buffer(m * n + 2 * pad, kGuard);
           std::copy(c0.begin(), c0.end(), buffer.begin() + pad);
           cpu::small_gemm_nn(m, n, k, a.data(), b.data(), buffer.data() + pad, accumulate);
-          std::vector<double> expected(m * n), magnitude(m * n);
-          for (int64_t i = 0; i < m; ++i)
-            for (int64_t j = 0; j < n; ++j) {
-              double sum = accumulate ? c0[i * n + j] : 0.0, size = std::fabs(sum);
-              for (int64_t p = 0; p < k; ++p) {
-                sum += double(a[i * k + p]) * b[p * n + j];
-                size += std::fabs(double(a[i * k + p]) * b[p * n + j]);
-              }
-              expected[i * n + j] = sum;
-              magnitude[i * n + j] = size;
-            }
+          std::vector<double> expected, magnitude;
+          reference_product(
+              m, n, k, [&](int64_t i, int64_t p) { return a[i * k + p]; },
+              [&](int64_t p, int64_t j) { return b[p * n + j]; }, c0, accumulate, expected, magnitude);
           check_result(buffer, pad, expected, magnitude);
         }
 }
@@ -76,17 +87,10 @@ TEST_CASE("small_gemm_nt adds a float64 product on every block and tail shape", 
         std::vector<float> buffer(m * n + 2 * pad, kGuard);
         std::copy(c0.begin(), c0.end(), buffer.begin() + pad);
         cpu::small_gemm_nt(m, n, t, a.data(), b.data(), buffer.data() + pad);
-        std::vector<double> expected(m * n), magnitude(m * n);
-        for (int64_t i = 0; i < m; ++i)
-          for (int64_t j = 0; j < n; ++j) {
-            double sum = c0[i * n + j], size = std::fabs(sum);
-            for (int64_t p = 0; p < t; ++p) {
-              sum += double(a[i * t + p]) * b[j * t + p];
-              size += std::fabs(double(a[i * t + p]) * b[j * t + p]);
-            }
-            expected[i * n + j] = sum;
-            magnitude[i * n + j] = size;
-          }
+        std::vector<double> expected, magnitude;
+        reference_product(
+            m, n, t, [&](int64_t i, int64_t p) { return a[i * t + p]; },
+            [&](int64_t p, int64_t j) { return b[j * t + p]; }, c0, true, expected, magnitude);
         check_result(buffer, pad, expected, magnitude);
       }
 }

@@ -47,17 +47,15 @@ namespace {
 // gradient (k × pq · (crs × pq)ᵀ) qualify; the rest stays with OpenBLAS.
 constexpr long kSmallGemmMaxDepth = 64;
 
-bool small_gemm_serves(bool ta, bool tb, long n, long k, float beta) {
-  if (ta) return false;
-  return tb ? n <= kSmallGemmMaxDepth && beta == 1.0f : k <= kSmallGemmMaxDepth && (beta == 0.0f || beta == 1.0f);
-}
+// Whether op(A) · op(B), m × n with inner dimension k, has a shape small_gemm takes.
+bool small_gemm_shape(bool ta, bool tb, long n, long k) { return !ta && (tb ? n : k) <= kSmallGemmMaxDepth; }
 
-// Row-major C(m×n) = op(A) · op(B) + beta · C, as Backend::gemm, on raw pointers.
+// Row-major C(m×n) = alpha · op(A) · op(B) + beta · C, as Backend::gemm, on raw pointers.
 void gemm_rm(bool ta, bool tb, long m, long n, long k, float alpha, const float* a, const float* b, float beta,
              float* c) {
-  if (alpha == 1.0f && small_gemm_serves(ta, tb, n, k, beta)) {
-    if (tb) return cpu::small_gemm_nt(m, n, k, a, b, c);
-    return cpu::small_gemm_nn(m, n, k, a, b, c, beta == 1.0f);
+  if (alpha == 1.0f && small_gemm_shape(ta, tb, n, k)) {  // small_gemm: C = or += the product
+    if (tb && beta == 1.0f) return cpu::small_gemm_nt(m, n, k, a, b, c);
+    if (!tb && (beta == 0.0f || beta == 1.0f)) return cpu::small_gemm_nn(m, n, k, a, b, c, beta == 1.0f);
   }
   cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, int(m), int(n), int(k),
               alpha, a, int(ta ? m : k), b, int(tb ? k : n), beta, c, int(n));
@@ -153,9 +151,9 @@ void log_conv(const char* direction, const Conv2dGeometry& g, bool trans_a, bool
   record_kernel("im2col+sgemm", std::string("conv2d ") + direction + " x " + dims_text({g.n, g.c, g.h, g.w}) +
                                     " w " + dims_text({g.k, g.c, g.r, g.s}) + " s" + std::to_string(g.stride_h) +
                                     " p" + std::to_string(g.pad_h));
-  const bool small = g.c * g.r * g.s <= kSmallGemmMaxDepth && !trans_a;  // float32 only, see gemm_rm
-  record_kernel(small ? "small_gemm (float32) / cblas_sgemm" : "cblas_sgemm", std::string(trans_a ? "T" : "N") + (trans_b ? "T" : "N") + " " +
-                                   dims_text({m, n, k}) + " ×" + std::to_string(g.n) + " images");
+  const char* gemm = small_gemm_shape(trans_a, trans_b, n, k) ? "small_gemm (float32)" : "cblas_sgemm";
+  record_kernel(gemm, std::string(trans_a ? "T" : "N") + (trans_b ? "T" : "N") + " " + dims_text({m, n, k}) + " ×" +
+                          std::to_string(g.n) + " images");
 }
 
 // Throws when the selected implementation is not one the CPU runs (cudnn).

@@ -49,14 +49,20 @@ constexpr long kChunkBytes = 1L << 20;         // transformed tiles of one chunk
 // The per-position products: float32 through small_gemm.h's register-blocked loops, float64
 // (gradcheck) through OpenBLAS.
 //   C (m × n)  = A (m × k) · B (k × n)
-void product(long m, long n, long k, const float* a, const float* b, float* c) { small_gemm_nn(m, n, k, a, b, c, false); }
+void product(long m, long n, long k, const float* a, const float* b, float* c) {
+  small_gemm_nn(m, n, k, a, b, c, false);
+}
 void product(long m, long n, long k, const double* a, const double* b, double* c) {
-  cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, int(m), int(n), int(k), 1.0, a, int(k), b, int(n), 0.0, c, int(n));
+  cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, int(m), int(n), int(k), 1.0, a, int(k), b, int(n), 0.0, c,
+              int(n));
 }
 //   C (m × n) += A (m × t) · B (n × t)ᵀ
-void add_product_nt(long m, long n, long t, const float* a, const float* b, float* c) { small_gemm_nt(m, n, t, a, b, c); }
+void add_product_nt(long m, long n, long t, const float* a, const float* b, float* c) {
+  small_gemm_nt(m, n, t, a, b, c);
+}
 void add_product_nt(long m, long n, long t, const double* a, const double* b, double* c) {
-  cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasTrans, int(m), int(n), int(t), 1.0, a, int(t), b, int(t), 1.0, c, int(n));
+  cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasTrans, int(m), int(n), int(t), 1.0, a, int(t), b, int(t), 1.0, c,
+              int(n));
 }
 
 // One plane's tiling: tiles of 2×2 outputs, the input tile of tile (ty, tx) starting at
