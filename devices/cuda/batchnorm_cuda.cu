@@ -110,11 +110,10 @@ void CudaBackend::batchnorm_forward_train(const Tensor& x, const Tensor& gamma, 
   cuda::require_f32("batchnorm_forward_train", x);
   const ChannelLayout L = layout_of(x);
   NNLAB_CHECK(L.n * L.inner > 1, "batchnorm: training needs more than one value per channel, got ", x.describe());
-  batchnorm_forward_train_kernel<<<static_cast<unsigned>(L.c), cuda::kThreads, 0, ctx_->stream>>>(
-      cuda::ptr<float>(x), cuda::ptr<float>(gamma), cuda::ptr<float>(beta), cuda::ptr<float>(running_mean),
-      cuda::ptr<float>(running_var), momentum, eps, cuda::ptr<float>(y),
-      cuda::ptr<float>(save_mean), cuda::ptr<float>(save_invstd), L.n, L.c, L.inner);
-  NNLAB_CUDA_LAUNCH_CHECK("batchnorm_forward_train_kernel");
+  cuda::launch("batchnorm_forward_train_kernel", batchnorm_forward_train_kernel, static_cast<unsigned>(L.c),
+               cuda::kThreads, ctx_->stream, cuda::ptr<float>(x), cuda::ptr<float>(gamma), cuda::ptr<float>(beta),
+               cuda::ptr<float>(running_mean), cuda::ptr<float>(running_var), momentum, eps, cuda::ptr<float>(y),
+               cuda::ptr<float>(save_mean), cuda::ptr<float>(save_invstd), L.n, L.c, L.inner);
 }
 
 void CudaBackend::batchnorm_forward_eval(const Tensor& x, const Tensor& gamma, const Tensor& beta,
@@ -124,10 +123,10 @@ void CudaBackend::batchnorm_forward_eval(const Tensor& x, const Tensor& gamma, c
   cuda::require_f32("batchnorm_forward_eval", x);
   const ChannelLayout L = layout_of(x);
   if (!x.numel()) return;
-  batchnorm_forward_eval_kernel<<<cuda::grid_for(x.numel()), cuda::kThreads, 0, ctx_->stream>>>(
-      cuda::ptr<float>(x), cuda::ptr<float>(gamma), cuda::ptr<float>(beta), cuda::ptr<float>(running_mean),
-      cuda::ptr<float>(running_var), eps, cuda::ptr<float>(y), L.c, L.inner, x.numel());
-  NNLAB_CUDA_LAUNCH_CHECK("batchnorm_forward_eval_kernel");
+  cuda::launch("batchnorm_forward_eval_kernel", batchnorm_forward_eval_kernel, cuda::grid_for(x.numel()),
+               cuda::kThreads, ctx_->stream, cuda::ptr<float>(x), cuda::ptr<float>(gamma), cuda::ptr<float>(beta),
+               cuda::ptr<float>(running_mean), cuda::ptr<float>(running_var), eps, cuda::ptr<float>(y), L.c, L.inner,
+               x.numel());
 }
 
 void CudaBackend::batchnorm_backward(const Tensor& x, const Tensor& dy, const Tensor& gamma, const Tensor& save_mean,
@@ -135,11 +134,10 @@ void CudaBackend::batchnorm_backward(const Tensor& x, const Tensor& dy, const Te
   NNLAB_LOG_KERNEL("batchnorm_backward", x);  // nnlab explain: record the call
   cuda::require_f32("batchnorm_backward", x);
   const ChannelLayout L = layout_of(x);
-  batchnorm_backward_kernel<<<static_cast<unsigned>(L.c), cuda::kThreads, 0, ctx_->stream>>>(
-      cuda::ptr<float>(x), cuda::ptr<float>(dy), cuda::ptr<float>(gamma), cuda::ptr<float>(save_mean),
-      cuda::ptr<float>(save_invstd), cuda::ptr<float>(dx), cuda::ptr<float>(dgamma), cuda::ptr<float>(dbeta), L.n,
-      L.c, L.inner);
-  NNLAB_CUDA_LAUNCH_CHECK("batchnorm_backward_kernel");
+  cuda::launch("batchnorm_backward_kernel", batchnorm_backward_kernel, static_cast<unsigned>(L.c), cuda::kThreads,
+               ctx_->stream, cuda::ptr<float>(x), cuda::ptr<float>(dy), cuda::ptr<float>(gamma),
+               cuda::ptr<float>(save_mean), cuda::ptr<float>(save_invstd), cuda::ptr<float>(dx),
+               cuda::ptr<float>(dgamma), cuda::ptr<float>(dbeta), L.n, L.c, L.inner);
 }
 
 }  // namespace nnlab

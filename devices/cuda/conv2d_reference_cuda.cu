@@ -97,27 +97,25 @@ void conv2d_reference_forward(Context& c, const Conv2dGeometry& g, const Tensor&
                               Tensor& y) {
   require_f32("conv2d_reference_forward", x);
   if (kernel_log_enabled()) record_kernel("conv2d_reference_forward_kernel", conv_text(g));
-  conv2d_reference_forward_kernel<<<grid_for(y.numel()), kThreads, 0, c.stream>>>(
-      geo_of(g), ptr<float>(x), ptr<float>(w), b && b->defined() ? ptr<float>(*b) : nullptr, ptr<float>(y));
-  NNLAB_CUDA_LAUNCH_CHECK("conv2d_reference_forward_kernel");
+  cuda::launch("conv2d_reference_forward_kernel", conv2d_reference_forward_kernel, grid_for(y.numel()), kThreads,
+               c.stream, geo_of(g), ptr<float>(x), ptr<float>(w), b && b->defined() ? ptr<float>(*b) : nullptr,
+               ptr<float>(y));
 }
 
 void conv2d_reference_backward_data(Context& c, const Conv2dGeometry& g, const Tensor& dy, const Tensor& w,
                                     Tensor& dx) {
   require_f32("conv2d_reference_backward_data", dy);
   if (kernel_log_enabled()) record_kernel("conv2d_reference_backward_data_kernel", conv_text(g));
-  conv2d_reference_backward_data_kernel<<<grid_for(dx.numel()), kThreads, 0, c.stream>>>(
-      geo_of(g), ptr<float>(dy), ptr<float>(w), ptr<float>(dx));
-  NNLAB_CUDA_LAUNCH_CHECK("conv2d_reference_backward_data_kernel");
+  cuda::launch("conv2d_reference_backward_data_kernel", conv2d_reference_backward_data_kernel, grid_for(dx.numel()),
+               kThreads, c.stream, geo_of(g), ptr<float>(dy), ptr<float>(w), ptr<float>(dx));
 }
 
 void conv2d_reference_backward_filter(Context& c, const Conv2dGeometry& g, const Tensor& dy, const Tensor& x,
                                       Tensor& dw) {
   require_f32("conv2d_reference_backward_filter", dy);
   if (kernel_log_enabled()) record_kernel("conv2d_reference_backward_filter_kernel", conv_text(g));
-  conv2d_reference_backward_filter_kernel<<<grid_for(dw.numel()), kThreads, 0, c.stream>>>(
-      geo_of(g), ptr<float>(dy), ptr<float>(x), ptr<float>(dw));
-  NNLAB_CUDA_LAUNCH_CHECK("conv2d_reference_backward_filter_kernel");
+  cuda::launch("conv2d_reference_backward_filter_kernel", conv2d_reference_backward_filter_kernel, grid_for(dw.numel()),
+               kThreads, c.stream, geo_of(g), ptr<float>(dy), ptr<float>(x), ptr<float>(dw));
 }
 
 }  // namespace cuda

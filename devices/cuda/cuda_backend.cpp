@@ -10,6 +10,9 @@
 #include <vector>
 
 #include "devices/cuda/cuda_context.h"
+#ifdef NNLAB_CUDA_SIMULATOR
+#include "devices/cuda/sim/sim.h"
+#endif
 
 namespace nnlab {
 
@@ -34,8 +37,17 @@ const char* cublas_status_name(cublasStatus_t status) {
 void check_launch(const char* kernel, const char* file, int line) {
   const cudaError_t err = cudaGetLastError();
   if (err != cudaSuccess)
-    fail("launch of ", kernel, " failed: ", cudaGetErrorString(err), " (", cudaGetErrorName(err), ") at ", file,
-         ":", line);
+    fail("launch of ", kernel, " failed: ", cudaGetErrorString(err), " (", cudaGetErrorName(err), ")",
+         simulator_detail(), " at ", file, ":", line);
+}
+
+std::string simulator_detail() {
+#ifdef NNLAB_CUDA_SIMULATOR
+  const std::string& detail = sim::last_diagnostic();
+  return detail.empty() ? std::string() : " (" + detail + ")";
+#else
+  return std::string();
+#endif
 }
 
 void Context::raise_device_fault() {
@@ -181,6 +193,14 @@ Backend& cuda_backend(int index) {
 std::string cuda_device_report() {
   const CudaStatus s = cuda_probe();
   if (!s.usable) return "no usable CUDA GPU: " + s.reason;
+#ifdef NNLAB_CUDA_SIMULATOR
+  cudaDeviceProp sim{};
+  cudaGetDeviceProperties(&sim, 0);
+  return "cuda:0: " + std::string(sim.name) + ": the CUDA backend's kernels, cuBLAS and cuDNN calls run on " +
+         std::to_string(sim.multiProcessorCount) + " CPU thread(s) (devices/cuda/sim), " +
+         std::to_string(sim.totalGlobalMem >> 20) + " MiB of simulated device memory; its times are CPU times, "
+         "not GPU times";
+#endif
   int driver = 0, runtime = 0, cublas_major = 0, cublas_minor = 0, cublas_patch = 0;
   cudaDriverGetVersion(&driver);
   cudaRuntimeGetVersion(&runtime);

@@ -7,14 +7,21 @@
 #include <cuda_runtime.h>
 #include <cudnn.h>
 
+#include <string>
+
 #include "core/error.h"
 
 namespace nnlab::cuda {
 
 const char* cublas_status_name(cublasStatus_t status);
 
-// Kernel launches report errors lazily; this picks up a bad launch configuration at once.
+// Kernel launches report errors lazily; this picks up a bad launch configuration at once
+// (cuda::launch in devices/cuda/launch.h calls it after every launch).
 void check_launch(const char* kernel, const char* file, int line);
+
+// On the CUDA simulator: what the simulator found wrong in the last failed call (which
+// pointer was host memory, which range ran past its allocation), as " (...)"; "" on a GPU.
+std::string simulator_detail();
 
 }  // namespace nnlab::cuda
 
@@ -23,23 +30,21 @@ void check_launch(const char* kernel, const char* file, int line);
     const cudaError_t nnlab_err_ = (call);                                                                \
     if (nnlab_err_ != cudaSuccess)                                                                        \
       ::nnlab::fail(#call, " failed: ", cudaGetErrorString(nnlab_err_), " (", cudaGetErrorName(nnlab_err_), \
-                    ") at ", __FILE__, ":", __LINE__);                                                    \
+                    ")", ::nnlab::cuda::simulator_detail(), " at ", __FILE__, ":", __LINE__);             \
   } while (0)
 
 #define NNLAB_CUBLAS_CHECK(call)                                                                   \
   do {                                                                                             \
     const cublasStatus_t nnlab_st_ = (call);                                                       \
     if (nnlab_st_ != CUBLAS_STATUS_SUCCESS)                                                        \
-      ::nnlab::fail(#call, " failed: ", ::nnlab::cuda::cublas_status_name(nnlab_st_), " at ", __FILE__, \
-                    ":", __LINE__);                                                                \
+      ::nnlab::fail(#call, " failed: ", ::nnlab::cuda::cublas_status_name(nnlab_st_),              \
+                    ::nnlab::cuda::simulator_detail(), " at ", __FILE__, ":", __LINE__);           \
   } while (0)
 
 #define NNLAB_CUDNN_CHECK(call)                                                                            \
   do {                                                                                                     \
     const cudnnStatus_t nnlab_st_ = (call);                                                                \
     if (nnlab_st_ != CUDNN_STATUS_SUCCESS)                                                                 \
-      ::nnlab::fail(#call, " failed: ", cudnnGetErrorString(nnlab_st_), " at ", __FILE__, ":", __LINE__); \
+      ::nnlab::fail(#call, " failed: ", cudnnGetErrorString(nnlab_st_), ::nnlab::cuda::simulator_detail(), \
+                    " at ", __FILE__, ":", __LINE__);                                                    \
   } while (0)
-
-// After a <<<...>>> launch: NNLAB_CUDA_LAUNCH_CHECK("relu_forward_kernel");
-#define NNLAB_CUDA_LAUNCH_CHECK(kernel) ::nnlab::cuda::check_launch(kernel, __FILE__, __LINE__)

@@ -11,6 +11,7 @@
 #include "core/tensor.h"
 #include "devices/backend.h"
 #include "devices/cuda/cuda_check.h"
+#include "devices/cuda/launch.h"
 
 namespace nnlab::cuda {
 

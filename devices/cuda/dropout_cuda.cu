@@ -53,10 +53,9 @@ void CudaBackend::dropout_forward(const Tensor& x, double p, uint64_t seed, uint
   check_dtype("dropout_forward", mask, DType::UInt8);
   const int64_t n = x.numel();
   if (!n) return;
-  dropout_forward_kernel<<<cuda::grid_for((n + 3) / 4), cuda::kThreads, 0, ctx_->stream>>>(
-      cuda::ptr<float>(x), cuda::ptr<float>(y), cuda::ptr<uint8_t>(mask), n, keep_threshold(p),
-      static_cast<float>(1.0 / (1.0 - p)), seed, stream);
-  NNLAB_CUDA_LAUNCH_CHECK("dropout_forward_kernel");
+  cuda::launch("dropout_forward_kernel", dropout_forward_kernel, cuda::grid_for((n + 3) / 4), cuda::kThreads,
+               ctx_->stream, cuda::ptr<float>(x), cuda::ptr<float>(y), cuda::ptr<uint8_t>(mask), n, keep_threshold(p),
+               static_cast<float>(1.0 / (1.0 - p)), seed, stream);
 }
 
 void CudaBackend::dropout_backward(const Tensor& dy, const Tensor& mask, double p, Tensor& dx) {
@@ -64,9 +63,9 @@ void CudaBackend::dropout_backward(const Tensor& dy, const Tensor& mask, double 
   cuda::require_f32("dropout_backward", dy);
   const int64_t n = dy.numel();
   if (!n) return;
-  dropout_backward_kernel<<<cuda::grid_for(n), cuda::kThreads, 0, ctx_->stream>>>(
-      cuda::ptr<float>(dy), cuda::ptr<uint8_t>(mask), static_cast<float>(1.0 / (1.0 - p)), cuda::ptr<float>(dx), n);
-  NNLAB_CUDA_LAUNCH_CHECK("dropout_backward_kernel");
+  cuda::launch("dropout_backward_kernel", dropout_backward_kernel, cuda::grid_for(n), cuda::kThreads, ctx_->stream,
+               cuda::ptr<float>(dy), cuda::ptr<uint8_t>(mask), static_cast<float>(1.0 / (1.0 - p)),
+               cuda::ptr<float>(dx), n);
 }
 
 }  // namespace nnlab

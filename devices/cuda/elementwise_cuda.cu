@@ -40,7 +40,7 @@ __global__ void binary_forward_kernel(BinaryOp op, const float* a, int64_t na, c
 __global__ void binary_backward_full_kernel(BinaryOp op, const float* a, int64_t na, const float* b, int64_t nb,
                                             const float* dy, float* da, float* db, int64_t n) {
   NNLAB_GRID_STRIDE(i, n) {
-    float pa, pb;
+    float pa = 0.0f, pb = 0.0f;
     binary_partials(op, a[i % na], b[i % nb], pa, pb);
     if (da) da[i] = dy[i] * pa;
     if (db) db[i] = dy[i] * pb;
@@ -56,7 +56,7 @@ __global__ void binary_backward_reduce_kernel(BinaryOp op, const float* a, int64
     float sa = 0.0f, sb = 0.0f;
     for (int64_t o = 0; o < outer; ++o) {
       const int64_t i = o * inner + j;
-      float pa, pb;
+      float pa = 0.0f, pb = 0.0f;
       binary_partials(op, a[i % na], b[i % nb], pa, pb);
       sa += dy[i] * pa;
       sb += dy[i] * pb;
@@ -116,9 +116,8 @@ void CudaBackend::binary_forward(BinaryOp op, const Tensor& a, const Tensor& b, 
   cuda::require_f32("binary_forward", y);
   const Broadcast B = broadcast_of(a, b, y);
   if (!B.n) return;
-  binary_forward_kernel<<<cuda::grid_for(B.n), cuda::kThreads, 0, ctx_->stream>>>(
-      op, cuda::ptr<float>(a), B.na, cuda::ptr<float>(b), B.nb, cuda::ptr<float>(y), B.n);
-  NNLAB_CUDA_LAUNCH_CHECK("binary_forward_kernel");
+  cuda::launch("binary_forward_kernel", binary_forward_kernel, cuda::grid_for(B.n), cuda::kThreads, ctx_->stream, op,
+               cuda::ptr<float>(a), B.na, cuda::ptr<float>(b), B.nb, cuda::ptr<float>(y), B.n);
 }
 
 void CudaBackend::binary_backward(BinaryOp op, const Tensor& a, const Tensor& b, const Tensor& dy, Tensor* da,
@@ -135,14 +134,13 @@ void CudaBackend::binary_backward(BinaryOp op, const Tensor& a, const Tensor& b,
   const float* ap = cuda::ptr<float>(a);
   const float* bp = cuda::ptr<float>(b);
   if (da_full || db_full) {
-    binary_backward_full_kernel<<<cuda::grid_for(B.n), cuda::kThreads, 0, ctx_->stream>>>(
-        op, ap, B.na, bp, B.nb, cuda::ptr<float>(dy), da_full, db_full, B.n);
-    NNLAB_CUDA_LAUNCH_CHECK("binary_backward_full_kernel");
+    cuda::launch("binary_backward_full_kernel", binary_backward_full_kernel, cuda::grid_for(B.n), cuda::kThreads,
+                 ctx_->stream, op, ap, B.na, bp, B.nb, cuda::ptr<float>(dy), da_full, db_full, B.n);
   }
   if (da_small || db_small) {
-    binary_backward_reduce_kernel<<<cuda::grid_for(B.inner), cuda::kThreads, 0, ctx_->stream>>>(
-        op, ap, B.na, bp, B.nb, cuda::ptr<float>(dy), da_small, db_small, B.outer, B.inner);
-    NNLAB_CUDA_LAUNCH_CHECK("binary_backward_reduce_kernel");
+    cuda::launch("binary_backward_reduce_kernel", binary_backward_reduce_kernel, cuda::grid_for(B.inner),
+                 cuda::kThreads, ctx_->stream, op, ap, B.na, bp, B.nb, cuda::ptr<float>(dy), da_small, db_small,
+                 B.outer, B.inner);
   }
 }
 
@@ -150,9 +148,8 @@ void CudaBackend::unary_forward(UnaryOp op, const Tensor& x, Tensor& y) {
   NNLAB_LOG_KERNEL(std::string("unary_forward ") + unary_op_name(op), x);  // nnlab explain: record the call
   cuda::require_f32("unary_forward", x);
   if (!x.numel()) return;
-  unary_forward_kernel<<<cuda::grid_for(x.numel()), cuda::kThreads, 0, ctx_->stream>>>(
-      op, cuda::ptr<float>(x), cuda::ptr<float>(y), x.numel());
-  NNLAB_CUDA_LAUNCH_CHECK("unary_forward_kernel");
+  cuda::launch("unary_forward_kernel", unary_forward_kernel, cuda::grid_for(x.numel()), cuda::kThreads, ctx_->stream,
+               op, cuda::ptr<float>(x), cuda::ptr<float>(y), x.numel());
 }
 
 void CudaBackend::unary_backward(UnaryOp op, const Tensor& x, const Tensor& y, const Tensor& dy, Tensor& dx) {
@@ -164,9 +161,8 @@ void CudaBackend::unary_backward(UnaryOp op, const Tensor& x, const Tensor& y, c
   const float* yp = y.defined() ? cuda::ptr<float>(y) : nullptr;
   NNLAB_CHECK(op == UnaryOp::Relu ? xp != nullptr : yp != nullptr, "unary_backward (", unary_op_name(op),
               "): the forward ", op == UnaryOp::Relu ? "input" : "output", " is missing");
-  unary_backward_kernel<<<cuda::grid_for(dy.numel()), cuda::kThreads, 0, ctx_->stream>>>(
-      op, xp, yp, cuda::ptr<float>(dy), cuda::ptr<float>(dx), dy.numel());
-  NNLAB_CUDA_LAUNCH_CHECK("unary_backward_kernel");
+  cuda::launch("unary_backward_kernel", unary_backward_kernel, cuda::grid_for(dy.numel()), cuda::kThreads, ctx_->stream,
+               op, xp, yp, cuda::ptr<float>(dy), cuda::ptr<float>(dx), dy.numel());
 }
 
 void CudaBackend::axpby(double alpha, const Tensor& x, double beta, Tensor& y) {
@@ -174,9 +170,9 @@ void CudaBackend::axpby(double alpha, const Tensor& x, double beta, Tensor& y) {
   cuda::require_f32("axpby", y);
   NNLAB_CHECK(x.numel() == y.numel(), "axpby: ", x.describe(), " and ", y.describe());
   if (!y.numel()) return;
-  axpby_kernel<<<cuda::grid_for(y.numel()), cuda::kThreads, 0, ctx_->stream>>>(
-      static_cast<float>(alpha), cuda::ptr<float>(x), static_cast<float>(beta), cuda::ptr<float>(y), y.numel());
-  NNLAB_CUDA_LAUNCH_CHECK("axpby_kernel");
+  cuda::launch("axpby_kernel", axpby_kernel, cuda::grid_for(y.numel()), cuda::kThreads, ctx_->stream,
+               static_cast<float>(alpha), cuda::ptr<float>(x), static_cast<float>(beta), cuda::ptr<float>(y),
+               y.numel());
 }
 
 }  // namespace nnlab

@@ -49,16 +49,14 @@ __global__ void gather_rows_kernel(const W* rows, const int32_t* index, W* out, 
 
 template <typename T>
 void launch_fill(const cuda::Context& c, const Tensor& t, double value) {
-  fill_kernel<T><<<cuda::grid_for(t.numel()), cuda::kThreads, 0, c.stream>>>(cuda::ptr<T>(t), static_cast<T>(value),
-                                                                             t.numel());
-  NNLAB_CUDA_LAUNCH_CHECK("fill_kernel");
+  cuda::launch("fill_kernel", fill_kernel<T>, cuda::grid_for(t.numel()), cuda::kThreads, c.stream, cuda::ptr<T>(t),
+               static_cast<T>(value), t.numel());
 }
 
 template <typename From, typename To>
 void launch_cast(const cuda::Context& c, const Tensor& src, const Tensor& dst) {
-  cast_kernel<From, To><<<cuda::grid_for(src.numel()), cuda::kThreads, 0, c.stream>>>(
-      cuda::ptr<From>(src), cuda::ptr<To>(dst), src.numel());
-  NNLAB_CUDA_LAUNCH_CHECK("cast_kernel");
+  cuda::launch("cast_kernel", cast_kernel<From, To>, cuda::grid_for(src.numel()), cuda::kThreads, c.stream,
+               cuda::ptr<From>(src), cuda::ptr<To>(dst), src.numel());
 }
 
 template <typename From>
@@ -142,14 +140,15 @@ void CudaBackend::gather_rows(const Tensor& rows, const Tensor& index, Tensor& o
   cuda::Context& c = *ctx_;
   if (row_bytes % 4 == 0) {
     const int64_t row = static_cast<int64_t>(row_bytes / 4);
-    gather_rows_kernel<uint32_t><<<cuda::grid_for(b * row), cuda::kThreads, 0, c.stream>>>(
-        cuda::ptr<uint32_t>(rows), cuda::ptr<int32_t>(index), cuda::ptr<uint32_t>(out), b, row, n, c.fault_device);
+    cuda::launch("gather_rows_kernel", gather_rows_kernel<uint32_t>, cuda::grid_for(b * row), cuda::kThreads, c.stream,
+                 cuda::ptr<uint32_t>(rows), cuda::ptr<int32_t>(index), cuda::ptr<uint32_t>(out), b, row, n,
+                 c.fault_device);
   } else {
     const int64_t row = static_cast<int64_t>(row_bytes);
-    gather_rows_kernel<uint8_t><<<cuda::grid_for(b * row), cuda::kThreads, 0, c.stream>>>(
-        cuda::ptr<uint8_t>(rows), cuda::ptr<int32_t>(index), cuda::ptr<uint8_t>(out), b, row, n, c.fault_device);
+    cuda::launch("gather_rows_kernel", gather_rows_kernel<uint8_t>, cuda::grid_for(b * row), cuda::kThreads, c.stream,
+                 cuda::ptr<uint8_t>(rows), cuda::ptr<int32_t>(index), cuda::ptr<uint8_t>(out), b, row, n,
+                 c.fault_device);
   }
-  NNLAB_CUDA_LAUNCH_CHECK("gather_rows_kernel");
 }
 
 }  // namespace nnlab

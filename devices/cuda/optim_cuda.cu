@@ -76,9 +76,8 @@ void CudaBackend::sgd_step(Tensor& param, const Tensor& grad, Tensor& momentum_b
                   static_cast<float>(1.0 - hp.dampening), static_cast<float>(hp.weight_decay),
                   hp.nesterov,                         first_step};
   float* buf = momentum_buf.defined() ? cuda::ptr<float>(momentum_buf) : nullptr;
-  sgd_step_kernel<<<cuda::grid_for(param.numel()), cuda::kThreads, 0, ctx_->stream>>>(
-      cuda::ptr<float>(param), cuda::ptr<float>(grad), buf, a, param.numel(), skip_ptr(skip_flag));
-  NNLAB_CUDA_LAUNCH_CHECK("sgd_step_kernel");
+  cuda::launch("sgd_step_kernel", sgd_step_kernel, cuda::grid_for(param.numel()), cuda::kThreads, ctx_->stream,
+               cuda::ptr<float>(param), cuda::ptr<float>(grad), buf, a, param.numel(), skip_ptr(skip_flag));
 }
 
 void CudaBackend::adam_step(Tensor& param, const Tensor& grad, Tensor& exp_avg, Tensor& exp_avg_sq,
@@ -99,10 +98,9 @@ void CudaBackend::adam_step(Tensor& param, const Tensor& grad, Tensor& exp_avg, 
                    static_cast<float>(1.0 - hp.beta1),
                    static_cast<float>(1.0 - hp.beta2),
                    hp.decoupled_weight_decay};
-  adam_step_kernel<<<cuda::grid_for(param.numel()), cuda::kThreads, 0, ctx_->stream>>>(
-      cuda::ptr<float>(param), cuda::ptr<float>(grad), cuda::ptr<float>(exp_avg), cuda::ptr<float>(exp_avg_sq), a,
-      param.numel(), skip_ptr(skip_flag));
-  NNLAB_CUDA_LAUNCH_CHECK("adam_step_kernel");
+  cuda::launch("adam_step_kernel", adam_step_kernel, cuda::grid_for(param.numel()), cuda::kThreads, ctx_->stream,
+               cuda::ptr<float>(param), cuda::ptr<float>(grad), cuda::ptr<float>(exp_avg), cuda::ptr<float>(exp_avg_sq),
+               a, param.numel(), skip_ptr(skip_flag));
 }
 
 }  // namespace nnlab

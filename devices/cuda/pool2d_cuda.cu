@@ -118,9 +118,8 @@ void CudaBackend::maxpool2d_forward(const Pool2dGeometry& g, const Tensor& x, Te
   check_dtype("maxpool2d_forward", argmax, DType::Int32);
   const int64_t total = g.n * g.c * g.p * g.q;
   if (!total) return;
-  maxpool2d_forward_kernel<<<cuda::grid_for(total), cuda::kThreads, 0, ctx_->stream>>>(
-      g, cuda::ptr<float>(x), cuda::ptr<float>(y), cuda::ptr<int32_t>(argmax), total);
-  NNLAB_CUDA_LAUNCH_CHECK("maxpool2d_forward_kernel");
+  cuda::launch("maxpool2d_forward_kernel", maxpool2d_forward_kernel, cuda::grid_for(total), cuda::kThreads,
+               ctx_->stream, g, cuda::ptr<float>(x), cuda::ptr<float>(y), cuda::ptr<int32_t>(argmax), total);
 }
 
 void CudaBackend::maxpool2d_backward(const Pool2dGeometry& g, const Tensor& dy, const Tensor& argmax, Tensor& dx) {
@@ -128,9 +127,8 @@ void CudaBackend::maxpool2d_backward(const Pool2dGeometry& g, const Tensor& dy, 
   cuda::require_f32("maxpool2d_backward", dy);
   const int64_t total = g.n * g.c * g.h * g.w;
   if (!total) return;
-  maxpool2d_backward_kernel<<<cuda::grid_for(total), cuda::kThreads, 0, ctx_->stream>>>(
-      g, cuda::ptr<float>(dy), cuda::ptr<int32_t>(argmax), cuda::ptr<float>(dx), total);
-  NNLAB_CUDA_LAUNCH_CHECK("maxpool2d_backward_kernel");
+  cuda::launch("maxpool2d_backward_kernel", maxpool2d_backward_kernel, cuda::grid_for(total), cuda::kThreads,
+               ctx_->stream, g, cuda::ptr<float>(dy), cuda::ptr<int32_t>(argmax), cuda::ptr<float>(dx), total);
 }
 
 void CudaBackend::avgpool2d_forward(const Pool2dGeometry& g, const Tensor& x, Tensor& y) {
@@ -138,9 +136,8 @@ void CudaBackend::avgpool2d_forward(const Pool2dGeometry& g, const Tensor& x, Te
   cuda::require_f32("avgpool2d_forward", x);
   const int64_t total = g.n * g.c * g.p * g.q;
   if (!total) return;
-  avgpool2d_forward_kernel<<<cuda::grid_for(total), cuda::kThreads, 0, ctx_->stream>>>(g, cuda::ptr<float>(x),
-                                                                                      cuda::ptr<float>(y), total);
-  NNLAB_CUDA_LAUNCH_CHECK("avgpool2d_forward_kernel");
+  cuda::launch("avgpool2d_forward_kernel", avgpool2d_forward_kernel, cuda::grid_for(total), cuda::kThreads,
+               ctx_->stream, g, cuda::ptr<float>(x), cuda::ptr<float>(y), total);
 }
 
 void CudaBackend::avgpool2d_backward(const Pool2dGeometry& g, const Tensor& dy, Tensor& dx) {
@@ -148,9 +145,8 @@ void CudaBackend::avgpool2d_backward(const Pool2dGeometry& g, const Tensor& dy, 
   cuda::require_f32("avgpool2d_backward", dy);
   const int64_t total = g.n * g.c * g.h * g.w;
   if (!total) return;
-  avgpool2d_backward_kernel<<<cuda::grid_for(total), cuda::kThreads, 0, ctx_->stream>>>(g, cuda::ptr<float>(dy),
-                                                                                       cuda::ptr<float>(dx), total);
-  NNLAB_CUDA_LAUNCH_CHECK("avgpool2d_backward_kernel");
+  cuda::launch("avgpool2d_backward_kernel", avgpool2d_backward_kernel, cuda::grid_for(total), cuda::kThreads,
+               ctx_->stream, g, cuda::ptr<float>(dy), cuda::ptr<float>(dx), total);
 }
 
 }  // namespace nnlab

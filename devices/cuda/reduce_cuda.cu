@@ -60,18 +60,16 @@ template <bool Square>
 void launch_sum(cuda::Context& c, const Tensor& x, double scale, Tensor& out) {
   NNLAB_CHECK(out.numel() == 1, "sum: the output must be a scalar, got ", out.describe());
   cuda::Scratch partial(*c.allocator, kReduceBlocks * sizeof(double));
-  sum_partial_kernel<Square><<<kReduceBlocks, cuda::kThreads, 0, c.stream>>>(cuda::ptr<float>(x), x.numel(),
-                                                                            partial.as<double>());
-  NNLAB_CUDA_LAUNCH_CHECK("sum_partial_kernel");
+  cuda::launch("sum_partial_kernel", sum_partial_kernel<Square>, kReduceBlocks, cuda::kThreads, c.stream,
+               cuda::ptr<float>(x), x.numel(), partial.as<double>());
   if (out.dtype() == DType::Float64) {
-    sum_final_kernel<double><<<1, cuda::kThreads, 0, c.stream>>>(partial.as<double>(), kReduceBlocks, scale,
-                                                                cuda::ptr<double>(out));
+    cuda::launch("sum_final_kernel", sum_final_kernel<double>, 1, cuda::kThreads, c.stream, partial.as<double>(),
+                 kReduceBlocks, scale, cuda::ptr<double>(out));
   } else {
     cuda::require_f32("sum", out);
-    sum_final_kernel<float><<<1, cuda::kThreads, 0, c.stream>>>(partial.as<double>(), kReduceBlocks, scale,
-                                                               cuda::ptr<float>(out));
+    cuda::launch("sum_final_kernel", sum_final_kernel<float>, 1, cuda::kThreads, c.stream, partial.as<double>(),
+                 kReduceBlocks, scale, cuda::ptr<float>(out));
   }
-  NNLAB_CUDA_LAUNCH_CHECK("sum_final_kernel");
 }
 
 }  // namespace
@@ -83,9 +81,8 @@ void CudaBackend::bias_forward(Tensor& y, const Tensor& b, int64_t inner) {
   NNLAB_CHECK(c > 0 && inner > 0 && y.numel() % (c * inner) == 0, "bias_forward: ", y.describe(), " is not (outer, ",
               c, ", ", inner, ")");
   if (!y.numel()) return;
-  bias_forward_kernel<<<cuda::grid_for(y.numel()), cuda::kThreads, 0, ctx_->stream>>>(
-      cuda::ptr<float>(y), cuda::ptr<float>(b), c, inner, y.numel());
-  NNLAB_CUDA_LAUNCH_CHECK("bias_forward_kernel");
+  cuda::launch("bias_forward_kernel", bias_forward_kernel, cuda::grid_for(y.numel()), cuda::kThreads, ctx_->stream,
+               cuda::ptr<float>(y), cuda::ptr<float>(b), c, inner, y.numel());
 }
 
 void CudaBackend::bias_backward(const Tensor& dy, Tensor& db, int64_t inner) {
@@ -94,9 +91,8 @@ void CudaBackend::bias_backward(const Tensor& dy, Tensor& db, int64_t inner) {
   const int64_t c = db.numel();
   NNLAB_CHECK(c > 0 && inner > 0 && dy.numel() % (c * inner) == 0, "bias_backward: ", dy.describe(),
               " is not (outer, ", c, ", ", inner, ")");
-  bias_backward_kernel<<<static_cast<unsigned>(c), cuda::kThreads, 0, ctx_->stream>>>(
-      cuda::ptr<float>(dy), cuda::ptr<float>(db), c, inner, dy.numel() / (c * inner));
-  NNLAB_CUDA_LAUNCH_CHECK("bias_backward_kernel");
+  cuda::launch("bias_backward_kernel", bias_backward_kernel, static_cast<unsigned>(c), cuda::kThreads, ctx_->stream,
+               cuda::ptr<float>(dy), cuda::ptr<float>(db), c, inner, dy.numel() / (c * inner));
 }
 
 void CudaBackend::sum_all(const Tensor& x, double scale, Tensor& out) {

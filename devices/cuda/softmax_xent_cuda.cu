@@ -124,9 +124,8 @@ void CudaBackend::log_softmax_forward(const Tensor& x, Tensor& y) {
   cuda::require_f32("log_softmax_forward", x);
   const int64_t n = rows_of(x), c = cols_of(x);
   if (!n || !c) return;
-  log_softmax_forward_kernel<<<cuda::grid_for(n), cuda::kThreads, 0, ctx_->stream>>>(cuda::ptr<float>(x),
-                                                                                    cuda::ptr<float>(y), n, c);
-  NNLAB_CUDA_LAUNCH_CHECK("log_softmax_forward_kernel");
+  cuda::launch("log_softmax_forward_kernel", log_softmax_forward_kernel, cuda::grid_for(n), cuda::kThreads,
+               ctx_->stream, cuda::ptr<float>(x), cuda::ptr<float>(y), n, c);
 }
 
 void CudaBackend::log_softmax_backward(const Tensor& y, const Tensor& dy, Tensor& dx) {
@@ -134,9 +133,8 @@ void CudaBackend::log_softmax_backward(const Tensor& y, const Tensor& dy, Tensor
   cuda::require_f32("log_softmax_backward", y);
   const int64_t n = rows_of(y), c = cols_of(y);
   if (!n || !c) return;
-  log_softmax_backward_kernel<<<cuda::grid_for(n), cuda::kThreads, 0, ctx_->stream>>>(
-      cuda::ptr<float>(y), cuda::ptr<float>(dy), cuda::ptr<float>(dx), n, c);
-  NNLAB_CUDA_LAUNCH_CHECK("log_softmax_backward_kernel");
+  cuda::launch("log_softmax_backward_kernel", log_softmax_backward_kernel, cuda::grid_for(n), cuda::kThreads,
+               ctx_->stream, cuda::ptr<float>(y), cuda::ptr<float>(dy), cuda::ptr<float>(dx), n, c);
 }
 
 void CudaBackend::softmax_xent_forward(const Tensor& logits, const Tensor& labels, Tensor& probs, Tensor& loss,
@@ -148,14 +146,12 @@ void CudaBackend::softmax_xent_forward(const Tensor& logits, const Tensor& label
   NNLAB_CHECK(n > 0 && c > 0, "cross_entropy: empty logits ", logits.describe());
   cuda::Context& ctx = *ctx_;
   cuda::Scratch row_loss(*ctx.allocator, static_cast<size_t>(n) * sizeof(float));
-  softmax_xent_rows_kernel<<<cuda::grid_for(n), cuda::kThreads, 0, ctx.stream>>>(
-      cuda::ptr<float>(logits), cuda::ptr<int32_t>(labels), cuda::ptr<float>(probs), row_loss.as<float>(), n, c,
-      ctx.fault_device);
-  NNLAB_CUDA_LAUNCH_CHECK("softmax_xent_rows_kernel");
+  cuda::launch("softmax_xent_rows_kernel", softmax_xent_rows_kernel, cuda::grid_for(n), cuda::kThreads, ctx.stream,
+               cuda::ptr<float>(logits), cuda::ptr<int32_t>(labels), cuda::ptr<float>(probs), row_loss.as<float>(), n,
+               c, ctx.fault_device);
   int32_t* flag = nonfinite_flag && nonfinite_flag->defined() ? cuda::ptr<int32_t>(*nonfinite_flag) : nullptr;
-  xent_mean_kernel<<<1, cuda::kThreads, 0, ctx.stream>>>(row_loss.as<float>(), n, cuda::ptr<float>(loss), flag,
-                                                         mark);
-  NNLAB_CUDA_LAUNCH_CHECK("xent_mean_kernel");
+  cuda::launch("xent_mean_kernel", xent_mean_kernel, 1, cuda::kThreads, ctx.stream, row_loss.as<float>(), n,
+               cuda::ptr<float>(loss), flag, mark);
 }
 
 void CudaBackend::softmax_xent_backward(const Tensor& probs, const Tensor& labels, const Tensor& dloss,
@@ -164,9 +160,9 @@ void CudaBackend::softmax_xent_backward(const Tensor& probs, const Tensor& label
   cuda::require_f32("softmax_xent_backward", probs);
   const int64_t n = probs.dim(0), c = probs.dim(1);
   if (!n || !c) return;
-  softmax_xent_backward_kernel<<<cuda::grid_for(n * c), cuda::kThreads, 0, ctx_->stream>>>(
-      cuda::ptr<float>(probs), cuda::ptr<int32_t>(labels), cuda::ptr<float>(dloss), cuda::ptr<float>(dlogits), n, c);
-  NNLAB_CUDA_LAUNCH_CHECK("softmax_xent_backward_kernel");
+  cuda::launch("softmax_xent_backward_kernel", softmax_xent_backward_kernel, cuda::grid_for(n * c), cuda::kThreads,
+               ctx_->stream, cuda::ptr<float>(probs), cuda::ptr<int32_t>(labels), cuda::ptr<float>(dloss),
+               cuda::ptr<float>(dlogits), n, c);
 }
 
 void CudaBackend::count_correct(const Tensor& logits, const Tensor& labels, Tensor& correct) {
@@ -175,9 +171,8 @@ void CudaBackend::count_correct(const Tensor& logits, const Tensor& labels, Tens
   check_dtype("count_correct", correct, DType::Int32);
   const int64_t n = logits.dim(0), c = logits.dim(1);
   if (!n || !c) return;
-  count_correct_kernel<<<cuda::grid_for(n), cuda::kThreads, 0, ctx_->stream>>>(
-      cuda::ptr<float>(logits), cuda::ptr<int32_t>(labels), n, c, cuda::ptr<int32_t>(correct));
-  NNLAB_CUDA_LAUNCH_CHECK("count_correct_kernel");
+  cuda::launch("count_correct_kernel", count_correct_kernel, cuda::grid_for(n), cuda::kThreads, ctx_->stream,
+               cuda::ptr<float>(logits), cuda::ptr<int32_t>(labels), n, c, cuda::ptr<int32_t>(correct));
 }
 
 void CudaBackend::check_finite(const Tensor& x, Tensor& flag, NonFiniteMark mark) {
@@ -185,9 +180,8 @@ void CudaBackend::check_finite(const Tensor& x, Tensor& flag, NonFiniteMark mark
   cuda::require_f32("check_finite", x);
   check_dtype("check_finite", flag, DType::Int32);
   if (!x.numel()) return;
-  check_finite_kernel<<<cuda::grid_for(x.numel()), cuda::kThreads, 0, ctx_->stream>>>(
-      cuda::ptr<float>(x), x.numel(), cuda::ptr<int32_t>(flag), mark);
-  NNLAB_CUDA_LAUNCH_CHECK("check_finite_kernel");
+  cuda::launch("check_finite_kernel", check_finite_kernel, cuda::grid_for(x.numel()), cuda::kThreads, ctx_->stream,
+               cuda::ptr<float>(x), x.numel(), cuda::ptr<int32_t>(flag), mark);
 }
 
 }  // namespace nnlab
