@@ -1,0 +1,192 @@
+// The CUDA simulator's cuda_runtime.h: what nnlab's .cu files use of the CUDA language and
+// runtime, for the host compiler. Only the simulator build (NNLAB_CUDA_SIMULATOR) puts this
+// folder on the include path, ahead of the toolkit's headers; under nvcc the real header is used.
+//
+// The language: __global__/__device__ are plain functions, __shared__ is a thread_local
+// static (one block runs at a time on each CPU thread, so its threads share it, as a block
+// shares shared memory), threadIdx/blockIdx/blockDim/gridDim read the running CUDA thread's
+// coordinates, and __syncthreads() suspends the thread's fiber until every thread of the block
+// has arrived (devices/cuda/sim/sim_threads.cpp). Values and error codes match the toolkit's,
+// so messages read the same on the simulator and on a GPU.
+#pragma once
+#include <math.h>
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <type_traits>
+
+#define NNLAB_CUDA_SIMULATOR_HEADERS 1
+#define CUDART_VERSION 13000
+
+#define __global__
+#define __device__
+#define __host__
+#define __forceinline__ inline
+#define __shared__ static thread_local
+#define __restrict__ __restrict
+
+struct dim3 {
+  unsigned x = 1, y = 1, z = 1;
+  constexpr dim3(unsigned x_ = 1, unsigned y_ = 1, unsigned z_ = 1) : x(x_), y(y_), z(z_) {}
+};
+using uint3 = dim3;
+
+enum cudaError_t {
+  cudaSuccess = 0,
+  cudaErrorInvalidValue = 1,
+  cudaErrorMemoryAllocation = 2,
+  cudaErrorInvalidConfiguration = 9,
+  cudaErrorInvalidMemcpyDirection = 21,
+  cudaErrorInsufficientDriver = 35,
+  cudaErrorNoDevice = 100,
+  cudaErrorInvalidDevice = 101,
+  cudaErrorInvalidResourceHandle = 400,
+  cudaErrorNotReady = 600,
+  cudaErrorIllegalAddress = 700,
+  cudaErrorLaunchFailure = 719,
+};
+using cudaError = cudaError_t;
+
+enum cudaMemcpyKind {
+  cudaMemcpyHostToHost = 0,
+  cudaMemcpyHostToDevice = 1,
+  cudaMemcpyDeviceToHost = 2,
+  cudaMemcpyDeviceToDevice = 3,
+  cudaMemcpyDefault = 4,
+};
+
+struct CUstream_st;
+using cudaStream_t = CUstream_st*;
+struct CUevent_st;
+using cudaEvent_t = CUevent_st*;
+
+constexpr unsigned cudaStreamDefault = 0x0, cudaStreamNonBlocking = 0x1;
+constexpr unsigned cudaHostAllocDefault = 0x0, cudaHostAllocPortable = 0x1, cudaHostAllocMapped = 0x2;
+constexpr unsigned cudaEventDefault = 0x0, cudaEventDisableTiming = 0x2;
+
+struct cudaDeviceProp {
+  char name[256];
+  size_t totalGlobalMem;
+  size_t sharedMemPerBlock;
+  int warpSize;
+  int maxThreadsPerBlock;
+  int maxThreadsDim[3];
+  int maxGridSize[3];
+  int major;
+  int minor;
+  int multiProcessorCount;
+  int canMapHostMemory;
+  int unifiedAddressing;
+};
+
+// ---- runtime API (devices/cuda/sim/sim_runtime.cpp) --------------------------------------
+const char* cudaGetErrorString(cudaError_t error);
+const char* cudaGetErrorName(cudaError_t error);
+cudaError_t cudaGetLastError();
+cudaError_t cudaPeekAtLastError();
+cudaError_t cudaDriverGetVersion(int* version);
+cudaError_t cudaRuntimeGetVersion(int* version);
+cudaError_t cudaGetDeviceCount(int* count);
+cudaError_t cudaSetDevice(int device);
+cudaError_t cudaGetDevice(int* device);
+cudaError_t cudaGetDeviceProperties(cudaDeviceProp* prop, int device);
+cudaError_t cudaDeviceSynchronize();
+cudaError_t cudaMemGetInfo(size_t* free_bytes, size_t* total_bytes);
+
+cudaError_t cudaMalloc(void** ptr, size_t bytes);
+cudaError_t cudaFree(void* ptr);
+cudaError_t cudaMallocHost(void** ptr, size_t bytes);
+cudaError_t cudaHostAlloc(void** ptr, size_t bytes, unsigned flags);
+cudaError_t cudaHostGetDevicePointer(void** device_ptr, void* host_ptr, unsigned flags);
+cudaError_t cudaFreeHost(void* ptr);
+
+cudaError_t cudaMemcpy(void* dst, const void* src, size_t bytes, cudaMemcpyKind kind);
+cudaError_t cudaMemcpyAsync(void* dst, const void* src, size_t bytes, cudaMemcpyKind kind,
+                            cudaStream_t stream = nullptr);
+cudaError_t cudaMemset(void* ptr, int value, size_t bytes);
+cudaError_t cudaMemsetAsync(void* ptr, int value, size_t bytes, cudaStream_t stream = nullptr);
+
+cudaError_t cudaStreamCreate(cudaStream_t* stream);
+cudaError_t cudaStreamCreateWithFlags(cudaStream_t* stream, unsigned flags);
+cudaError_t cudaStreamDestroy(cudaStream_t stream);
+cudaError_t cudaStreamSynchronize(cudaStream_t stream);
+cudaError_t cudaStreamQuery(cudaStream_t stream);
+cudaError_t cudaStreamWaitEvent(cudaStream_t stream, cudaEvent_t event, unsigned flags = 0);
+
+cudaError_t cudaEventCreate(cudaEvent_t* event);
+cudaError_t cudaEventCreateWithFlags(cudaEvent_t* event, unsigned flags);
+cudaError_t cudaEventDestroy(cudaEvent_t event);
+cudaError_t cudaEventRecord(cudaEvent_t event, cudaStream_t stream = nullptr);
+cudaError_t cudaEventSynchronize(cudaEvent_t event);
+cudaError_t cudaEventQuery(cudaEvent_t event);
+cudaError_t cudaEventElapsedTime(float* ms, cudaEvent_t start, cudaEvent_t end);
+
+// ---- the language's built-ins -----------------------------------------------------------
+namespace nnlab::sim {
+// The running CUDA thread's coordinates (set by the block scheduler before it runs or
+// resumes a thread's fiber).
+struct ThreadCoordinates {
+  dim3 thread_idx, block_idx, block_dim, grid_dim;
+};
+extern thread_local std::atomic<ThreadCoordinates*> current_thread;
+void syncthreads();
+}  // namespace nnlab::sim
+
+#define threadIdx (::nnlab::sim::current_thread.load(std::memory_order_relaxed)->thread_idx)
+#define blockIdx (::nnlab::sim::current_thread.load(std::memory_order_relaxed)->block_idx)
+#define blockDim (::nnlab::sim::current_thread.load(std::memory_order_relaxed)->block_dim)
+#define gridDim (::nnlab::sim::current_thread.load(std::memory_order_relaxed)->grid_dim)
+inline void __syncthreads() { ::nnlab::sim::syncthreads(); }
+
+// Atomics: the blocks of a grid run on several CPU threads at once, so these are real
+// atomic read-modify-writes (sequentially consistent, stronger than CUDA's relaxed ones).
+template <typename T>
+T atomicAdd(T* address, T value) {
+  if constexpr (std::is_floating_point_v<T>) {
+    T old;
+    __atomic_load(address, &old, __ATOMIC_SEQ_CST);
+    T sum = old + value;
+    while (!__atomic_compare_exchange(address, &old, &sum, false, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST)) sum = old + value;
+    return old;
+  } else {
+    return __atomic_fetch_add(address, value, __ATOMIC_SEQ_CST);
+  }
+}
+template <typename T>
+T atomicCAS(T* address, T compare, T value) {
+  __atomic_compare_exchange_n(address, &compare, value, false, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST);
+  return compare;  // the old value, whether or not it was replaced
+}
+template <typename T>
+T atomicExch(T* address, T value) {
+  return __atomic_exchange_n(address, value, __ATOMIC_SEQ_CST);
+}
+template <typename T>
+T atomicMax(T* address, T value) {
+  T old = __atomic_load_n(address, __ATOMIC_SEQ_CST);
+  while (old < value &&
+         !__atomic_compare_exchange_n(address, &old, value, false, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST)) {
+  }
+  return old;
+}
+
+// Device math: CUDA's integer min/max overloads and the bit casts.
+inline int min(int a, int b) { return a < b ? a : b; }
+inline int max(int a, int b) { return a > b ? a : b; }
+inline unsigned min(unsigned a, unsigned b) { return a < b ? a : b; }
+inline unsigned max(unsigned a, unsigned b) { return a > b ? a : b; }
+inline long min(long a, long b) { return a < b ? a : b; }
+inline long max(long a, long b) { return a > b ? a : b; }
+inline long long min(long long a, long long b) { return a < b ? a : b; }
+inline long long max(long long a, long long b) { return a > b ? a : b; }
+inline float __int_as_float(int bits) {
+  float f;
+  __builtin_memcpy(&f, &bits, sizeof f);
+  return f;
+}
+inline int __float_as_int(float f) {
+  int bits;
+  __builtin_memcpy(&bits, &f, sizeof bits);
+  return bits;
+}

@@ -1,0 +1,57 @@
+// What the parts of the CUDA simulator share: where each pointer lives (device memory,
+// mapped or pinned host memory, or ordinary host memory the device must not touch), the
+// streams' work queues, and the diagnostics that say which call used which pointer wrongly.
+// Used by sim_runtime.cpp, sim_threads.cpp, sim_cublas.cpp and sim_cudnn.cpp only.
+#pragma once
+#include <cuda_runtime.h>
+
+#include <cstddef>
+#include <functional>
+#include <string>
+
+namespace nnlab::sim {
+
+enum class MemoryKind {
+  Device,      // cudaMalloc: only kernels, cuBLAS, cuDNN and device-side copies may touch it
+  MappedHost,  // cudaHostAlloc(..., cudaHostAllocMapped): host memory the device may use too
+  PinnedHost,  // cudaMallocHost / cudaHostAlloc without mapping: host memory, fast to copy
+};
+const char* memory_kind_name(MemoryKind kind);
+
+struct Region {
+  const char* base = nullptr;
+  size_t bytes = 0;
+  MemoryKind kind = MemoryKind::Device;
+};
+
+// The registered region that contains p; false for ordinary (pageable) host memory.
+bool find_region(const void* p, Region* region);
+
+// Whether the device may access [p, p + bytes): inside one region of device or mapped host
+// memory. Otherwise records a diagnostic ("cublasSgemm: argument B (0x…) is ordinary host
+// memory, not device memory") for last_diagnostic() and returns false. A null p with
+// bytes == 0 is allowed.
+bool check_device_access(const char* call, const char* what, const void* p, size_t bytes);
+
+// The diagnostic of the last failed check on this thread, and a way to set one; the error
+// macros of devices/cuda/cuda_check.h append it to their message on the simulator.
+const std::string& last_diagnostic();
+void set_diagnostic(std::string text);
+
+// The error cudaGetLastError() returns next on this thread (a failed launch).
+void set_launch_error(cudaError_t error);
+
+// Queues `work` on `stream` (nullptr: the default stream); it runs after everything queued on
+// the stream before it, on the stream's own CPU thread, unless NNLAB_SIM_SYNC=1 runs every
+// call at once on the caller's thread (easier to follow in a debugger).
+void enqueue(cudaStream_t stream, std::function<void()> work);
+
+// A kernel or library call that failed while running (on the stream's thread) makes the
+// context unusable, as a GPU fault does: every later runtime call returns `error` with
+// `detail` in the diagnostic.
+void raise_sticky_error(cudaError_t error, std::string detail);
+
+// The number of CPU threads that run a grid's blocks (nnlab's --threads).
+int worker_threads();
+
+}  // namespace nnlab::sim

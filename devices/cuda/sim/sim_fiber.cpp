@@ -1,0 +1,201 @@
+// The simulator's fibers: a stack each, and a context switch written for x86-64.
+//
+// The switch follows the System V calling convention: a call may destroy every register
+// but rbx, rbp, r12–r15, the stack pointer, and the SSE/x87 control words, so those are all
+// a suspended fiber needs kept. nnlab_sim_switch_context(save, load) pushes them on the
+// current stack, stores the stack pointer in *save, loads `load` as the new stack pointer
+// and pops the other fiber's registers: its `ret` returns into that fiber where it once
+// called the switch itself. A fresh fiber's stack is laid out as if it had called the switch
+// from nnlab_sim_fiber_trampoline, which calls entry(arg) with the popped r12 and r13.
+#include "devices/cuda/sim/sim_fiber.h"
+
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <new>
+
+#if defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define NNLAB_SIM_ASAN 1
+#endif
+#if __has_feature(thread_sanitizer)
+#define NNLAB_SIM_TSAN 1
+#endif
+#endif
+#if defined(__SANITIZE_ADDRESS__)
+#define NNLAB_SIM_ASAN 1
+#endif
+#if defined(__SANITIZE_THREAD__)
+#define NNLAB_SIM_TSAN 1
+#endif
+#ifdef NNLAB_SIM_ASAN
+#include <sanitizer/asan_interface.h>
+#endif
+#ifdef NNLAB_SIM_TSAN
+#include <sanitizer/tsan_interface.h>
+#endif
+
+#if !defined(__x86_64__)
+#error "The CUDA simulator's fiber switch is written for x86-64 (devices/cuda/sim/sim_fiber.cpp)"
+#endif
+
+asm(R"(
+  .pushsection .text
+  .globl nnlab_sim_switch_context
+  .hidden nnlab_sim_switch_context
+  .type nnlab_sim_switch_context, @function
+nnlab_sim_switch_context:
+  pushq %rbp
+  pushq %rbx
+  pushq %r15
+  pushq %r14
+  pushq %r13
+  pushq %r12
+  subq $8, %rsp
+  stmxcsr (%rsp)
+  fnstcw 4(%rsp)
+  movq %rsp, (%rdi)
+  movq %rsi, %rsp
+  ldmxcsr (%rsp)
+  fldcw 4(%rsp)
+  addq $8, %rsp
+  popq %r12
+  popq %r13
+  popq %r14
+  popq %r15
+  popq %rbx
+  popq %rbp
+  ret
+  .size nnlab_sim_switch_context, .-nnlab_sim_switch_context
+
+  .globl nnlab_sim_fiber_trampoline
+  .hidden nnlab_sim_fiber_trampoline
+  .type nnlab_sim_fiber_trampoline, @function
+nnlab_sim_fiber_trampoline:
+  movq %r12, %rdi
+  callq *%r13
+  ud2
+  .size nnlab_sim_fiber_trampoline, .-nnlab_sim_fiber_trampoline
+  .popsection
+)");
+
+extern "C" void nnlab_sim_switch_context(void** save_sp, void* load_sp);
+extern "C" void nnlab_sim_fiber_trampoline();
+
+namespace nnlab::sim {
+
+namespace {
+
+thread_local Fiber* t_previous = nullptr;  // the fiber that switched to the running one
+
+size_t page_size() { return static_cast<size_t>(sysconf(_SC_PAGESIZE)); }
+
+}  // namespace
+
+Fiber::Fiber() {
+#ifdef NNLAB_SIM_TSAN
+  tsan_fiber_ = __tsan_get_current_fiber();
+#endif
+}
+
+Fiber::Fiber(size_t stack_bytes) {
+  const size_t page = page_size();
+  stack_bytes_ = (stack_bytes + page - 1) / page * page;
+  void* mem = mmap(nullptr, stack_bytes_ + page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (mem == MAP_FAILED) throw std::bad_alloc();
+  mprotect(mem, page, PROT_NONE);  // a stack overflow faults here instead of corrupting memory
+  stack_ = static_cast<char*>(mem) + page;
+}
+
+Fiber::~Fiber() {
+#ifdef NNLAB_SIM_TSAN
+  if (owns_tsan_fiber_) __tsan_destroy_fiber(tsan_fiber_);
+#endif
+  if (stack_) munmap(stack_ - page_size(), stack_bytes_ + page_size());
+}
+
+Fiber& Fiber::thread_fiber() {
+  thread_local Fiber own;
+  return own;
+}
+
+void Fiber::start(Entry entry, void* arg) {
+#ifdef NNLAB_SIM_TSAN
+  // A fresh ThreadSanitizer identity per start: the CUDA thread it runs is a new thread.
+  if (owns_tsan_fiber_) __tsan_destroy_fiber(tsan_fiber_);
+  tsan_fiber_ = __tsan_create_fiber(0);
+  owns_tsan_fiber_ = true;
+#endif
+  asan_fake_stack_ = nullptr;
+  // The frame nnlab_sim_switch_context pops: control words, r12..r15, rbx, rbp, return
+  // address; 64 bytes from a 16-byte aligned sp, so the trampoline's call is aligned.
+  uintptr_t top = reinterpret_cast<uintptr_t>(stack_ + stack_bytes_) & ~uintptr_t(15);
+  auto* frame = reinterpret_cast<uint64_t*>(top - 64 - 16);
+  std::memset(frame, 0, 64);
+  uint32_t mxcsr;
+  uint16_t fpu_cw;
+  asm volatile("stmxcsr %0" : "=m"(mxcsr));
+  asm volatile("fnstcw %0" : "=m"(fpu_cw));
+  std::memcpy(reinterpret_cast<char*>(frame), &mxcsr, 4);
+  std::memcpy(reinterpret_cast<char*>(frame) + 4, &fpu_cw, 2);
+  entry_ = entry;
+  arg_ = arg;
+  frame[1] = reinterpret_cast<uint64_t>(this);                         // r12: run_entry's argument
+  frame[2] = reinterpret_cast<uint64_t>(&Fiber::run_entry);            // r13: called by the trampoline
+  frame[7] = reinterpret_cast<uint64_t>(&nnlab_sim_fiber_trampoline);  // return address
+  sp_ = frame;
+}
+
+void Fiber::switch_from(Fiber& from) {
+  t_previous = &from;
+#ifdef NNLAB_SIM_TSAN
+  // Into a CUDA thread: it sees everything the scheduler did. Out of one: no ordering, so
+  // two CUDA threads are ordered only by the barriers and atomics of the kernel itself.
+  __tsan_switch_to_fiber(tsan_fiber_, from.stack_ ? __tsan_switch_to_fiber_no_sync : 0);
+#endif
+#ifdef NNLAB_SIM_ASAN
+  __sanitizer_start_switch_fiber(&from.asan_fake_stack_, stack_ ? stack_ : asan_bottom_,
+                                 stack_ ? stack_bytes_ : asan_size_);
+#endif
+  nnlab_sim_switch_context(&from.sp_, sp_);
+  from.annotate_arrival();
+}
+
+void Fiber::exit_to(Fiber& to) {
+  t_previous = this;
+#ifdef NNLAB_SIM_TSAN
+  __tsan_switch_to_fiber(to.tsan_fiber_, to.stack_ ? 0 : __tsan_switch_to_fiber_no_sync);
+#endif
+#ifdef NNLAB_SIM_ASAN
+  __sanitizer_start_switch_fiber(nullptr, to.stack_ ? to.stack_ : to.asan_bottom_,
+                                 to.stack_ ? to.stack_bytes_ : to.asan_size_);
+#endif
+  void* discard = nullptr;
+  nnlab_sim_switch_context(&discard, to.sp_);
+  __builtin_unreachable();
+}
+
+// Runs in the fiber that has just been switched to (this), once it runs again.
+void Fiber::annotate_arrival() {
+#ifdef NNLAB_SIM_ASAN
+  const void* bottom = nullptr;
+  size_t size = 0;
+  __sanitizer_finish_switch_fiber(asan_fake_stack_, &bottom, &size);
+  if (t_previous && !t_previous->stack_) {  // came from the thread's own stack: learn its bounds
+    t_previous->asan_bottom_ = bottom;
+    t_previous->asan_size_ = size;
+  }
+#endif
+}
+
+void Fiber::run_entry(void* self_raw) {
+  auto* self = static_cast<Fiber*>(self_raw);
+  self->annotate_arrival();
+  self->entry_(self->arg_);  // leaves only through exit_to, never by returning
+  std::abort();
+}
+
+}  // namespace nnlab::sim

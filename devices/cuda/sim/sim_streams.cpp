@@ -1,0 +1,237 @@
+// Streams and events on the CUDA simulator. Each stream is a queue with a CPU thread of its
+// own that runs the queued work (copies, memsets, kernels, cuBLAS and cuDNN calls) one after
+// another, so the host returns from an asynchronous call before the work is done, exactly as
+// on a GPU: a missing synchronisation, or a host buffer freed while a copy from it is still
+// queued, shows up on the simulator too (AddressSanitizer reports the freed read).
+// NNLAB_SIM_SYNC=1 runs every call at once on the caller's thread instead (for a debugger).
+#include <chrono>
+#include <condition_variable>
+#include <cstdlib>
+#include <cstring>
+#include <deque>
+#include <mutex>
+#include <set>
+#include <thread>
+
+#include "devices/cuda/sim/sim.h"
+#include "devices/cuda/sim/sim_runtime_state.h"
+
+struct CUstream_st {
+  std::mutex mutex;
+  std::condition_variable changed;
+  std::deque<std::function<void()>> queue;
+  bool running = false;  // the worker is inside a queued item
+  bool stop = false;
+  std::thread worker;
+};
+
+struct CUevent_st {
+  std::mutex mutex;
+  std::condition_variable changed;
+  uint64_t recorded = 0, completed = 0;  // how many records were queued, and have run
+  std::chrono::steady_clock::time_point when;
+};
+
+namespace nnlab::sim {
+
+namespace {
+
+bool run_synchronously() {
+  static const bool sync = [] {
+    const char* v = std::getenv("NNLAB_SIM_SYNC");
+    return v && std::strcmp(v, "1") == 0;
+  }();
+  return sync;
+}
+
+std::mutex g_streams_mutex;
+std::set<cudaStream_t>& all_streams() {
+  static auto* streams = new std::set<cudaStream_t>();  // never destroyed: used at exit
+  return *streams;
+}
+
+void worker_loop(cudaStream_t s) {
+  keep_denormals_on_this_thread();
+  std::unique_lock<std::mutex> lock(s->mutex);
+  for (;;) {
+    s->changed.wait(lock, [&] { return s->stop || !s->queue.empty(); });
+    if (s->queue.empty()) return;
+    std::function<void()> work = std::move(s->queue.front());
+    s->queue.pop_front();
+    s->running = true;
+    lock.unlock();
+    work();
+    lock.lock();
+    s->running = false;
+    s->changed.notify_all();
+  }
+}
+
+cudaStream_t make_stream() {
+  auto* s = new CUstream_st();
+  s->worker = std::thread(worker_loop, s);
+  std::lock_guard<std::mutex> lock(g_streams_mutex);
+  all_streams().insert(s);
+  return s;
+}
+
+cudaStream_t default_stream() {
+  static cudaStream_t s = make_stream();
+  return s;
+}
+
+cudaStream_t resolve(cudaStream_t s) { return s ? s : default_stream(); }
+
+}  // namespace
+
+bool is_stream(cudaStream_t s) {
+  if (!s) return true;
+  std::lock_guard<std::mutex> lock(g_streams_mutex);
+  return all_streams().count(s) != 0;
+}
+
+void enqueue(cudaStream_t stream, std::function<void()> work) {
+  if (run_synchronously()) return work();
+  cudaStream_t s = resolve(stream);
+  std::lock_guard<std::mutex> lock(s->mutex);
+  s->queue.push_back(std::move(work));
+  s->changed.notify_all();
+}
+
+void drain(cudaStream_t stream) {
+  if (run_synchronously()) return;
+  cudaStream_t s = resolve(stream);
+  std::unique_lock<std::mutex> lock(s->mutex);
+  s->changed.wait(lock, [&] { return s->queue.empty() && !s->running; });
+}
+
+void drain_all() {
+  std::vector<cudaStream_t> streams;
+  {
+    std::lock_guard<std::mutex> lock(g_streams_mutex);
+    streams.assign(all_streams().begin(), all_streams().end());
+  }
+  for (cudaStream_t s : streams) drain(s);
+}
+
+}  // namespace nnlab::sim
+
+using nnlab::sim::sticky_or;
+
+cudaError_t cudaStreamCreate(cudaStream_t* stream) { return cudaStreamCreateWithFlags(stream, cudaStreamDefault); }
+
+cudaError_t cudaStreamCreateWithFlags(cudaStream_t* stream, unsigned) {
+  if (!stream) return nnlab::sim::fail_call(cudaErrorInvalidValue, "cudaStreamCreateWithFlags: stream is null");
+  *stream = nnlab::sim::make_stream();
+  return sticky_or(cudaSuccess);
+}
+
+cudaError_t cudaStreamDestroy(cudaStream_t stream) {
+  if (!stream || !nnlab::sim::is_stream(stream))
+    return nnlab::sim::fail_call(cudaErrorInvalidResourceHandle, "cudaStreamDestroy: not a stream");
+  nnlab::sim::drain(stream);
+  {
+    std::lock_guard<std::mutex> lock(nnlab::sim::g_streams_mutex);
+    nnlab::sim::all_streams().erase(stream);
+  }
+  {
+    std::lock_guard<std::mutex> lock(stream->mutex);
+    stream->stop = true;
+    stream->changed.notify_all();
+  }
+  stream->worker.join();
+  delete stream;
+  return cudaSuccess;
+}
+
+cudaError_t cudaStreamSynchronize(cudaStream_t stream) {
+  if (!nnlab::sim::is_stream(stream))
+    return nnlab::sim::fail_call(cudaErrorInvalidResourceHandle, "cudaStreamSynchronize: not a stream");
+  nnlab::sim::drain(stream);
+  return sticky_or(cudaSuccess);
+}
+
+cudaError_t cudaStreamQuery(cudaStream_t stream) {
+  cudaStream_t s = nnlab::sim::resolve(stream);
+  std::lock_guard<std::mutex> lock(s->mutex);
+  return sticky_or(s->queue.empty() && !s->running ? cudaSuccess : cudaErrorNotReady);
+}
+
+cudaError_t cudaDeviceSynchronize() {
+  nnlab::sim::drain_all();
+  return sticky_or(cudaSuccess);
+}
+
+// ---- events: a record is queued work that stamps the time when the stream reaches it ----
+
+cudaError_t cudaEventCreate(cudaEvent_t* event) { return cudaEventCreateWithFlags(event, cudaEventDefault); }
+
+cudaError_t cudaEventCreateWithFlags(cudaEvent_t* event, unsigned) {
+  if (!event) return nnlab::sim::fail_call(cudaErrorInvalidValue, "cudaEventCreate: event is null");
+  *event = new CUevent_st();
+  return sticky_or(cudaSuccess);
+}
+
+cudaError_t cudaEventDestroy(cudaEvent_t event) {
+  if (!event) return nnlab::sim::fail_call(cudaErrorInvalidResourceHandle, "cudaEventDestroy: event is null");
+  cudaEventSynchronize(event);
+  delete event;
+  return cudaSuccess;
+}
+
+cudaError_t cudaEventRecord(cudaEvent_t event, cudaStream_t stream) {
+  if (!event) return nnlab::sim::fail_call(cudaErrorInvalidResourceHandle, "cudaEventRecord: event is null");
+  uint64_t ticket;
+  {
+    std::lock_guard<std::mutex> lock(event->mutex);
+    ticket = ++event->recorded;
+  }
+  nnlab::sim::enqueue(stream, [event, ticket] {
+    std::lock_guard<std::mutex> lock(event->mutex);
+    event->when = std::chrono::steady_clock::now();
+    event->completed = ticket;
+    event->changed.notify_all();
+  });
+  return sticky_or(cudaSuccess);
+}
+
+cudaError_t cudaEventSynchronize(cudaEvent_t event) {
+  if (!event) return nnlab::sim::fail_call(cudaErrorInvalidResourceHandle, "cudaEventSynchronize: event is null");
+  std::unique_lock<std::mutex> lock(event->mutex);
+  const uint64_t wanted = event->recorded;
+  event->changed.wait(lock, [&] { return event->completed >= wanted; });
+  return sticky_or(cudaSuccess);
+}
+
+cudaError_t cudaEventQuery(cudaEvent_t event) {
+  if (!event) return nnlab::sim::fail_call(cudaErrorInvalidResourceHandle, "cudaEventQuery: event is null");
+  std::lock_guard<std::mutex> lock(event->mutex);
+  return sticky_or(event->completed >= event->recorded ? cudaSuccess : cudaErrorNotReady);
+}
+
+cudaError_t cudaEventElapsedTime(float* ms, cudaEvent_t start, cudaEvent_t end) {
+  if (!ms || !start || !end) return nnlab::sim::fail_call(cudaErrorInvalidValue, "cudaEventElapsedTime: null argument");
+  std::lock_guard<std::mutex> a(start->mutex);
+  std::lock_guard<std::mutex> b(end->mutex);
+  if (start->completed < start->recorded || end->completed < end->recorded) return cudaErrorNotReady;
+  if (!start->completed || !end->completed)
+    return nnlab::sim::fail_call(cudaErrorInvalidResourceHandle, "cudaEventElapsedTime: an event was never recorded");
+  *ms = std::chrono::duration<float, std::milli>(end->when - start->when).count();
+  return sticky_or(cudaSuccess);
+}
+
+// A stream waits for an event: queued work that blocks the stream's thread until the
+// record it names has run on its own stream.
+cudaError_t cudaStreamWaitEvent(cudaStream_t stream, cudaEvent_t event, unsigned) {
+  if (!event) return nnlab::sim::fail_call(cudaErrorInvalidResourceHandle, "cudaStreamWaitEvent: event is null");
+  uint64_t wanted;
+  {
+    std::lock_guard<std::mutex> lock(event->mutex);
+    wanted = event->recorded;
+  }
+  nnlab::sim::enqueue(stream, [event, wanted] {
+    std::unique_lock<std::mutex> lock(event->mutex);
+    event->changed.wait(lock, [&] { return event->completed >= wanted; });
+  });
+  return sticky_or(cudaSuccess);
+}
