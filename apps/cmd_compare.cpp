@@ -87,7 +87,7 @@ VariantRun run_variant(const TrainConfig& c, const RunVariant& v, const CompareD
   VariantRun run;
   run.label = v.label;
   const Device device = apply_variant(v);
-  run.device = device.str();
+  run.device = device_label(device);
   run.threads = cpu_threads();
   run.conv = conv_impl_name(resolved_conv_impl(v.conv, device));
   const InputSpec input{data.train.channels(), data.train.height(), data.train.width(), data.train.classes};

@@ -74,6 +74,7 @@ nlohmann::json gpu_record(Device device) {
   nlohmann::json gpu;
   const CudaStatus status = cuda_status();
   gpu["built_with_cuda"] = built_with_cuda();
+  gpu["simulator"] = cuda_simulated();
   gpu["usable"] = status.usable;
   gpu["device_count"] = status.device_count;
   if (!status.usable) gpu["reason"] = status.reason;

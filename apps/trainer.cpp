@@ -185,6 +185,7 @@ EpochResult Trainer::train_epoch(int64_t epoch) {
   if (val_.size() > 0) r.val_accuracy = evaluate(val_).accuracy;
   recorder_.write({{"type", "epoch"},
                    {"epoch", epoch},
+                   {"device", device_label(device_)},
                    {"steps", step},
                    {"train_loss", r.train_loss},
                    {"test_accuracy", r.test_accuracy},
@@ -267,7 +268,7 @@ void Trainer::wait_for_go(int64_t epoch) {
 
 EpochResult Trainer::run() {
   spdlog::info("model {} ({} parameters) on {}, data {} ({} train / {} test images from {})", config_.model,
-               model_->parameter_count(), device_.str(), config_.data, train_.size(), test_.size(), config_.data_dir);
+               model_->parameter_count(), device_label(device_), config_.data, train_.size(), test_.size(), config_.data_dir);
   spdlog::info("optimizer {}, batch {}, {} epochs, seed {}, {} CPU threads (denormals: {})", optimizer_->describe(),
                config_.batch, config_.epochs, config_.seed, cpu_threads(), denormals_name(cpu_denormals()));
   recorder_.write({{"type", "run"},
@@ -275,6 +276,7 @@ EpochResult Trainer::run() {
                    {"parameters", model_->parameter_count()},
                    {"data", config_.data},
                    {"device", device_.str()},
+                   {"simulated", device_.is_cuda() && cuda_simulated()},  // CPU times, not GPU times
                    {"optimizer", optimizer_->describe()},
                    {"batch", config_.batch},
                    {"epochs", config_.epochs},

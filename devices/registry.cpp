@@ -19,6 +19,18 @@ bool built_with_cuda() {
 #endif
 }
 
+bool cuda_simulated() {
+#ifdef NNLAB_CUDA_SIMULATOR
+  return true;
+#else
+  return false;
+#endif
+}
+
+std::string device_label(Device device) {
+  return device.is_cuda() && cuda_simulated() ? device.str() + " [simulated]" : device.str();
+}
+
 CudaStatus cuda_status() {
 #ifdef NNLAB_WITH_CUDA
   return cuda_probe();
@@ -44,6 +56,12 @@ Backend& backend_for(Device device) {
 Device resolve_device(const std::string& text, std::string* why) {
   if (text == "auto") {
     const CudaStatus s = cuda_status();
+    if (s.usable && cuda_simulated()) {
+      if (why)
+        *why = "auto: chose cpu: the only CUDA device is the CUDA simulator, which runs the CUDA kernels on this "
+               "CPU far slower than the CPU backend; ask for it with --device cuda";
+      return Device::cpu();
+    }
     if (s.usable) {
       if (why) *why = "auto: chose cuda:0 (" + std::to_string(s.device_count) + " usable CUDA device(s))";
       return Device::cuda(0);
