@@ -25,10 +25,12 @@ struct LaunchSite {
 template <typename... Params, typename... Args>
 void launch(LaunchSite site, void (*kernel)(Params...), dim3 grid, dim3 block, cudaStream_t stream, Args... args) {
   static_assert(sizeof...(Params) == sizeof...(Args), "cuda::launch: wrong number of kernel arguments");
-#ifdef NNLAB_CUDA_SIMULATOR
+#if defined(NNLAB_CUDA_SIMULATOR)
   sim::launch_kernel<Params...>(site.kernel, kernel, grid, block, stream, static_cast<Params>(args)...);
-#else
+#elif defined(__CUDACC__)
   kernel<<<grid, block, 0, stream>>>(static_cast<Params>(args)...);
+#else
+  static_assert(sizeof...(Params) != sizeof...(Params), "cuda::launch is called from .cu files (nvcc) only");
 #endif
   check_launch(site.kernel, site.file, site.line);
 }
