@@ -11,6 +11,7 @@
 #include "autograd/gradcheck.h"
 #include "autograd/ops.h"
 #include "core/random.h"
+#include "devices/registry.h"
 #include "layers/batchnorm.h"
 
 using namespace nnlab;
@@ -127,6 +128,14 @@ TEST_CASE("batch_norm2d refuses what it cannot normalise", "[batchnorm]") {
   CHECK_THROWS_WITH(batch_norm2d(random_tensor({2, 4, 3, 3}, 17), g, b, rm, rv, true),
                     Catch::Contains("4 channels"));
   CHECK_THROWS_WITH(batch_norm2d(random_tensor({2, 3, 3}, 18), g, b, rm, rv, true), Catch::Contains("(n, c, h, w)"));
+  // An empty batch is refused in training and passes through evaluation, never dividing by 0.
+  const Tensor empty = Tensor::zeros({0, 3, 4, 4}, DType::Float64);
+  CHECK_THROWS_WITH(batch_norm2d(empty, g, b, rm, rv, true), Catch::Contains("more than one value per channel"));
+  CHECK(batch_norm2d(empty, g, b, rm, rv, false).numel() == 0);
+  Tensor y = Tensor::zeros({0, 3, 4, 4}, DType::Float64), mean = Tensor::zeros({3}, DType::Float64),
+         invstd = Tensor::zeros({3}, DType::Float64);
+  CHECK_THROWS_WITH(backend_for(Device::cpu()).batchnorm_forward_train(empty, g, b, rm, rv, 0.1, 1e-5, y, mean, invstd),
+                    Catch::Contains("more than one value per channel"));
 }
 
 TEST_CASE("BatchNorm2d matches PyTorch over two training steps and evaluation", "[batchnorm][layers][pytorch]") {

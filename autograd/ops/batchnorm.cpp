@@ -49,7 +49,7 @@ class BatchNormEvalBackward : public Node {
     const Tensor& x = inputs()[0];
     const Tensor& gamma = inputs()[1];
     Backend& be = backend_for(x.device());
-    const int64_t inner = x.numel() / (x.dim(0) * x.dim(1));
+    const int64_t inner = x.dim(2) * x.dim(3);  // (n, c, h, w); never numel / (n·c), which n = 0 breaks
     const Tensor zeros = Tensor::zeros(gamma.shape(), gamma.dtype(), gamma.device());
     Tensor dx, dgamma, dbeta;
     if (needs_grad(0)) {
@@ -89,7 +89,8 @@ void check_inputs(const Tensor& x, const Tensor& gamma, const Tensor& beta, cons
   for (const Tensor* t : {&gamma, &beta, &running_mean, &running_var})
     NNLAB_CHECK(t->ndim() == 1 && t->dim(0) == c && t->dtype() == x.dtype(), "batch_norm2d: input ",
                 x.describe(), " has ", c, " channels but a parameter or running statistic is ", t->describe());
-  NNLAB_CHECK(!training || x.numel() / c > 1, "batch_norm2d: training needs more than one value per channel, got ",
+  NNLAB_CHECK(c > 0, "batch_norm2d: the input ", x.describe(), " has no channels");
+  NNLAB_CHECK(!training || x.dim(0) * x.dim(2) * x.dim(3) > 1, "batch_norm2d: training needs more than one value per channel, got ",
               x.describe(), " (use a larger batch or call eval())");
 }
 

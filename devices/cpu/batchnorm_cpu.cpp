@@ -23,7 +23,11 @@ struct ChannelLayout {
 
 ChannelLayout layout_of(const Tensor& x) {
   NNLAB_CHECK(x.ndim() >= 2, "batchnorm kernel: expected (n, c, ...), got ", x.describe());
-  return {x.dim(0), x.dim(1), x.numel() / (x.dim(0) * x.dim(1))};
+  // The product of the trailing dimensions, not numel / (n·c): an empty batch (n = 0) must
+  // reach the caller's check, not divide by zero.
+  int64_t inner = 1;
+  for (int64_t d = 2; d < x.ndim(); ++d) inner *= x.dim(d);
+  return {x.dim(0), x.dim(1), inner};
 }
 
 // Two passes (mean, then squared deviations) rather than Σx² − m·mean², which cancels
@@ -149,6 +153,8 @@ void CpuBackend::batchnorm_forward_train(const Tensor& x, const Tensor& gamma, c
                                          Tensor& running_mean, Tensor& running_var, double momentum, double eps,
                                          Tensor& y, Tensor& save_mean, Tensor& save_invstd) {
   NNLAB_LOG_KERNEL("batchnorm_forward_train", x);  // nnlab explain: record the call
+  const ChannelLayout L = layout_of(x);
+  NNLAB_CHECK(L.count() > 1, "batchnorm: training needs more than one value per channel, got ", x.describe());
   cpu::dispatch_float("batchnorm_forward_train", x, [&](auto t) {
     forward_train_typed<decltype(t)>(x, gamma, beta, running_mean, running_var, momentum, eps, y, save_mean,
                                      save_invstd);

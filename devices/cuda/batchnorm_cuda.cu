@@ -96,7 +96,11 @@ struct ChannelLayout {
 
 ChannelLayout layout_of(const Tensor& x) {
   NNLAB_CHECK(x.ndim() >= 2, "batchnorm kernel: expected (n, c, ...), got ", x.describe());
-  return {x.dim(0), x.dim(1), x.numel() / (x.dim(0) * x.dim(1))};
+  // The product of the trailing dimensions, not numel / (n·c): an empty batch (n = 0) must
+  // reach the caller's check, not divide by zero.
+  int64_t inner = 1;
+  for (int64_t d = 2; d < x.ndim(); ++d) inner *= x.dim(d);
+  return {x.dim(0), x.dim(1), inner};
 }
 
 }  // namespace
