@@ -3,6 +3,7 @@
 #include <cblas.h>
 
 #include "devices/cpu/cpu_backend.h"
+#include "devices/cpu/dispatch.h"
 #include "devices/kernel_log.h"
 
 namespace nnlab {
@@ -13,6 +14,15 @@ void CpuBackend::gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t 
               b.describe(), ", ", c.describe());
   NNLAB_CHECK(a.numel() >= m * k && b.numel() >= k * n && c.numel() >= m * n, "gemm ", m, "×", n, "×", k,
               ": buffers too small: ", a.describe(), ", ", b.describe(), ", ", c.describe());
+  if (m == 0 || n == 0) return;
+  if (k == 0) {  // an empty sum: C = beta·C (BLAS rejects the leading dimension 0 a k of 0 gives)
+    cpu::dispatch_float("gemm", c, [&](auto t) {
+      using T = decltype(t);
+      T* cp = c.data<T>();
+      for (int64_t i = 0; i < m * n; ++i) cp[i] = beta == 0.0 ? T(0) : static_cast<T>(beta) * cp[i];
+    });
+    return;
+  }
   // Leading dimension = the stored row length.
   const auto lda = static_cast<int>(trans_a ? m : k), ldb = static_cast<int>(trans_b ? k : n);
   const auto ldc = static_cast<int>(n);
