@@ -103,13 +103,34 @@ CudaStatus probe_uncached() {
   return s;
 }
 
+// The calling thread's current CUDA device (cudaSetDevice is per thread), set here and only
+// here: launches, copies and allocations all go to the device last selected.
+void select_device(int index) {
+  static thread_local int current = -1;
+  if (current == index) return;
+  NNLAB_CUDA_CHECK(cudaSetDevice(index));
+  current = index;
+}
+
+// cudaMalloc for the caching allocator: nullptr means out of memory (the allocator then
+// empties its cache, tries again and reports the sizes). Any other failure, a sticky fault
+// of an earlier kernel above all, is not a memory shortage and says what it is.
 CachingAllocator::RawAlloc device_malloc(int index) {
   return [index](size_t bytes) -> void* {
+    select_device(index);
     void* p = nullptr;
-    if (cudaSetDevice(index) != cudaSuccess || cudaMalloc(&p, bytes) != cudaSuccess) {
+    const cudaError_t err = cudaMalloc(&p, bytes);
+    if (err == cudaErrorMemoryAllocation) {
       cudaGetLastError();  // out of memory is reported by the allocator, not left behind
       return nullptr;
     }
+    if (err != cudaSuccess)
+      fail("cudaMalloc(", bytes, " bytes) on cuda:", index, " failed: ", cudaGetErrorString(err), " (",
+           cudaGetErrorName(err), ")", cuda::simulator_detail(),
+           err == cudaErrorIllegalAddress || err == cudaErrorLaunchFailure
+               ? "; an earlier kernel faulted and the CUDA context can no longer be used (rerun with "
+                 "--check-numerics or under compute-sanitizer to find it)"
+               : "");
     return p;
   };
 }
@@ -134,7 +155,7 @@ CudaBackend::CudaBackend(int index)
   cuda::Context& c = *ctx_;
   c.device = index;
   c.allocator = allocator_.get();
-  NNLAB_CUDA_CHECK(cudaSetDevice(index));
+  select_device(index);
   NNLAB_CUDA_CHECK(cudaStreamCreateWithFlags(&c.stream, cudaStreamNonBlocking));
   NNLAB_CUBLAS_CHECK(cublasCreate(&c.cublas));
   NNLAB_CUBLAS_CHECK(cublasSetStream(c.cublas, c.stream));
@@ -155,6 +176,10 @@ CudaBackend::~CudaBackend() {
   cuda::Context& c = *ctx_;
   c.conv_plans.clear();
   if (c.pinned) cudaFreeHost(c.pinned);
+  for (cuda::Context::Staging& s : c.upload_staging) {
+    if (s.copied) cudaEventSynchronize(s.copied), cudaEventDestroy(s.copied);
+    if (s.host) cudaFreeHost(s.host);
+  }
   if (c.fault_host) cudaFreeHost(c.fault_host);
   if (c.cudnn) cudnnDestroy(c.cudnn);
   if (c.cublas) cublasDestroy(c.cublas);
@@ -175,15 +200,11 @@ void CudaBackend::synchronize() {
 Backend& cuda_backend(int index) {
   static std::mutex mutex;
   static std::vector<CudaBackend*> backends;  // leaked on purpose: see the header
-  static thread_local int current = -1;
   const CudaStatus s = cuda_probe();
   NNLAB_CHECK(s.usable, "cannot use cuda:", index, ": ", s.reason);
   NNLAB_CHECK(index >= 0 && index < s.device_count, "cuda:", index, " does not exist: ", s.device_count,
               " CUDA device(s) are present");
-  if (current != index) {  // launches go to the current device
-    NNLAB_CUDA_CHECK(cudaSetDevice(index));
-    current = index;
-  }
+  select_device(index);  // launches go to the current device
   std::lock_guard<std::mutex> lock(mutex);
   if (backends.empty()) backends.resize(static_cast<size_t>(s.device_count), nullptr);
   if (!backends[index]) backends[index] = new CudaBackend(index);

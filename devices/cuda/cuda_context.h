@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <vector>
 
 #include "core/allocator.h"
 #include "core/tensor.h"
@@ -63,6 +64,20 @@ struct Context {
   // Pinned staging for device → host copies (grown on demand, in copy_to_host only).
   void* pinned = nullptr;
   size_t pinned_bytes = 0;
+  // Pinned staging for host → device copies: the caller's (pageable) memory is copied here
+  // at once, so the caller may free it on return, and the DMA from here runs in stream order.
+  // A buffer is reused once the event recorded after its copy has completed.
+  struct Staging {
+    void* host = nullptr;
+    size_t bytes = 0;
+    cudaEvent_t copied = nullptr;
+    uint64_t last_use = 0;
+  };
+  std::vector<Staging> upload_staging;
+  uint64_t uploads = 0;
+  // A buffer of at least `bytes` whose last copy has run (waiting for the oldest when all
+  // kMaxUploadBuffers are still in flight).
+  Staging& upload_buffer(size_t bytes);
   std::map<ConvKey, std::unique_ptr<ConvPlan>> conv_plans;
 
   // Throws the first fault a kernel recorded (after a synchronisation), then clears it.

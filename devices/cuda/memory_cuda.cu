@@ -1,7 +1,10 @@
 // Device memory: copies between host and device, fills, dtype casts and row gathers.
-// Host → device copies from pageable memory are queued on the stream (the runtime stages
-// the source before returning, so the caller may free it at once; no device sync). Device →
-// host copies go through a pinned staging buffer and synchronise: the host needs the values.
+// Host → device copies go through pinned staging buffers: the caller's memory is copied into
+// one at once, so it may be freed as soon as the call returns (the CUDA documentation does not
+// promise that an asynchronous copy from pageable memory has read it by then), and the DMA
+// from the pinned buffer is queued on the stream without stalling it. Device → host copies go
+// through a pinned staging buffer and synchronise: the host needs the values.
+#include <algorithm>
 #include <cstring>
 
 #include "devices/cuda/cuda_backend.h"
@@ -71,9 +74,53 @@ void launch_cast_from(const cuda::Context& c, const Tensor& src, const Tensor& d
 
 }  // namespace
 
+namespace cuda {
+
+constexpr size_t kMaxUploadBuffers = 4;
+constexpr size_t kMaxUploadChunk = size_t(64) << 20;
+
+Context::Staging& Context::upload_buffer(size_t bytes) {
+  Staging* reuse = nullptr;
+  for (Staging& s : upload_staging)  // a big enough buffer whose copy has run
+    if (s.bytes >= bytes && cudaEventQuery(s.copied) == cudaSuccess && (!reuse || s.last_use < reuse->last_use))
+      reuse = &s;
+  if (!reuse && upload_staging.size() < kMaxUploadBuffers) {
+    upload_staging.emplace_back();
+    reuse = &upload_staging.back();
+    NNLAB_CUDA_CHECK(cudaEventCreateWithFlags(&reuse->copied, cudaEventDisableTiming));
+  }
+  if (!reuse) {  // all in flight: wait for the oldest
+    reuse = &upload_staging.front();
+    for (Staging& s : upload_staging)
+      if (s.last_use < reuse->last_use) reuse = &s;
+    NNLAB_CUDA_CHECK(cudaEventSynchronize(reuse->copied));
+  }
+  if (reuse->bytes < bytes) {
+    if (reuse->host) NNLAB_CUDA_CHECK(cudaFreeHost(reuse->host));
+    reuse->host = nullptr;
+    reuse->bytes = 0;
+    const size_t want = std::max(bytes, size_t(1) << 20);
+    NNLAB_CUDA_CHECK(cudaMallocHost(&reuse->host, want));
+    reuse->bytes = want;
+  }
+  reuse->last_use = ++uploads;
+  return *reuse;
+}
+
+}  // namespace cuda
+
 void CudaBackend::copy_from_host(Tensor& dst, const void* src) {
-  if (!dst.nbytes()) return;
-  NNLAB_CUDA_CHECK(cudaMemcpyAsync(dst.raw_data(), src, dst.nbytes(), cudaMemcpyHostToDevice, ctx_->stream));
+  cuda::Context& c = *ctx_;
+  const size_t total = dst.nbytes();
+  const char* from = static_cast<const char*>(src);
+  char* to = static_cast<char*>(dst.raw_data());
+  for (size_t done = 0; done < total; done += cuda::kMaxUploadChunk) {
+    const size_t chunk = std::min(total - done, cuda::kMaxUploadChunk);
+    cuda::Context::Staging& s = c.upload_buffer(chunk);
+    std::memcpy(s.host, from + done, chunk);
+    NNLAB_CUDA_CHECK(cudaMemcpyAsync(to + done, s.host, chunk, cudaMemcpyHostToDevice, c.stream));
+    NNLAB_CUDA_CHECK(cudaEventRecord(s.copied, c.stream));
+  }
 }
 
 // Device → pinned staging (fast DMA) → caller's memory, in chunks of at most 64 MiB so a
