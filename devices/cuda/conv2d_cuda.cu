@@ -11,9 +11,11 @@
 // - set_cuda_math_mode(true): TF32 tensor cores allowed;
 // - set_cuda_deterministic(true): only deterministic algorithms, never Winograd or FFT.
 #include <algorithm>
+#include <vector>
 
 #include "devices/conv_impl.h"
 #include "devices/cuda/cuda_backend.h"
+#include "devices/cuda/conv2d_algorithm_pick.h"
 #include "devices/cuda/cuda_context.h"
 #include "devices/kernel_log.h"
 
@@ -71,115 +73,110 @@ cuda::ConvPlan& plan_for(cuda::Context& c, const Conv2dGeometry& g) {
   return *c.conv_plans.emplace(key, std::move(plan)).first->second;
 }
 
-bool is_winograd_or_fft(cudnnConvolutionFwdAlgo_t a) {
-  return a == CUDNN_CONVOLUTION_FWD_ALGO_WINOGRAD || a == CUDNN_CONVOLUTION_FWD_ALGO_WINOGRAD_NONFUSED ||
-         a == CUDNN_CONVOLUTION_FWD_ALGO_FFT || a == CUDNN_CONVOLUTION_FWD_ALGO_FFT_TILING;
-}
-bool is_winograd_or_fft(cudnnConvolutionBwdDataAlgo_t a) {
-  return a == CUDNN_CONVOLUTION_BWD_DATA_ALGO_WINOGRAD || a == CUDNN_CONVOLUTION_BWD_DATA_ALGO_WINOGRAD_NONFUSED ||
-         a == CUDNN_CONVOLUTION_BWD_DATA_ALGO_FFT || a == CUDNN_CONVOLUTION_BWD_DATA_ALGO_FFT_TILING;
-}
-bool is_winograd_or_fft(cudnnConvolutionBwdFilterAlgo_t a) {
-  return a == CUDNN_CONVOLUTION_BWD_FILTER_ALGO_WINOGRAD_NONFUSED || a == CUDNN_CONVOLUTION_BWD_FILTER_ALGO_FFT ||
-         a == CUDNN_CONVOLUTION_BWD_FILTER_ALGO_FFT_TILING;
-}
-
-// The fastest timed candidate (cuDNN sorts them by time) that the math mode allows.
-template <typename Perf>
-const Perf& pick_algorithm(const Perf* perf, int count, size_t workspace, const char* direction,
-                           const Conv2dGeometry& g) {
-  const bool tf32 = cuda_math_tf32(), deterministic = cuda_deterministic();
-  for (int i = 0; i < count; ++i) {
-    const Perf& a = perf[i];
-    if (a.status != CUDNN_STATUS_SUCCESS || a.memory > workspace) continue;
-    // Strict: FMA math only. cuDNN may report a plain algorithm as DEFAULT_MATH; it is
-    // accepted and then pinned to FMA math (see math_for), which rules TF32 out.
-    if (!tf32 && a.mathType != CUDNN_FMA_MATH && a.mathType != CUDNN_DEFAULT_MATH) continue;
-    if (deterministic && (a.determinism != CUDNN_DETERMINISTIC || is_winograd_or_fft(a.algo))) continue;
-    return a;
-  }
-  fail("conv2d ", direction, " on CUDA: cuDNN offers no ", tf32 ? "" : "strict float32 (FMA) ",
-       deterministic ? "deterministic " : "", "algorithm for x (", g.n, ", ", g.c, ", ", g.h, ", ", g.w, "), w (", g.k,
-       ", ", g.c, ", ", g.r, ", ", g.s, "), stride (", g.stride_h, ", ", g.stride_w, "), pad (", g.pad_h, ", ", g.pad_w,
-       ") within ", workspace >> 20, " MiB of workspace; try --math tf32 or without --deterministic");
-}
-
 template <typename Perf>
 cudnnMathType_t math_for(const Perf& chosen) {
   return cuda_math_tf32() ? chosen.mathType : CUDNN_FMA_MATH;
 }
 
-// Workspace to time the candidates with: what the hungriest wants, within the limit.
-template <typename SizeOf>
-size_t trial_workspace(int algo_count, SizeOf size_of) {
-  size_t most = 0;
-  for (int a = 0; a < algo_count; ++a) {
-    size_t bytes = 0;
-    if (size_of(a, &bytes) == CUDNN_STATUS_SUCCESS && bytes <= kWorkspaceLimit) most = std::max(most, bytes);
+// The three directions differ only in which descriptors and buffers each cuDNN call takes;
+// these describe that, so one choose_algorithm serves all three.
+struct ForwardDirection {
+  using Algo = cudnnConvolutionFwdAlgo_t;
+  using Perf = cudnnConvolutionFwdAlgoPerf_t;
+  static constexpr const char* name = "forward";
+  static constexpr int algo_count = CUDNN_CONVOLUTION_FWD_ALGO_COUNT;
+  static cudnnConvolutionDescriptor_t desc(const cuda::ConvPlan& p) { return p.fwd_desc; }
+  static cudnnStatus_t max_results(cudnnHandle_t h, int* n) { return cudnnGetConvolutionForwardAlgorithmMaxCount(h, n); }
+  static cudnnStatus_t workspace(cudnnHandle_t h, const cuda::ConvPlan& p, int a, size_t* bytes) {
+    return cudnnGetConvolutionForwardWorkspaceSize(h, p.x_desc, p.w_desc, p.fwd_desc, p.y_desc, Algo(a), bytes);
   }
-  return most;
-}
+  // in0 = x, in1 = w, out = y
+  static cudnnStatus_t find(cudnnHandle_t h, const cuda::ConvPlan& p, const void* in0, const void* in1, void* out,
+                            int requested, int* count, Perf* perf, void* ws, size_t ws_bytes) {
+    return cudnnFindConvolutionForwardAlgorithmEx(h, p.x_desc, in0, p.w_desc, in1, p.fwd_desc, p.y_desc, out,
+                                                  requested, count, perf, ws, ws_bytes);
+  }
+  static void keep(cuda::ConvPlan& p, const Perf& best) {
+    p.fwd_algo = best.algo, p.fwd_workspace = best.memory, p.have_fwd = true;
+  }
+};
 
-void choose_forward(cuda::Context& c, cuda::ConvPlan& pl, const Conv2dGeometry& g, const Tensor& x, const Tensor& w,
-                    Tensor& y) {
-  const size_t ws = trial_workspace(CUDNN_CONVOLUTION_FWD_ALGO_COUNT, [&](int a, size_t* b) {
-    return cudnnGetConvolutionForwardWorkspaceSize(c.cudnn, pl.x_desc, pl.w_desc, pl.fwd_desc, pl.y_desc,
-                                                   cudnnConvolutionFwdAlgo_t(a), b);
-  });
+struct BackwardDataDirection {
+  using Algo = cudnnConvolutionBwdDataAlgo_t;
+  using Perf = cudnnConvolutionBwdDataAlgoPerf_t;
+  static constexpr const char* name = "backward data";
+  static constexpr int algo_count = CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT;
+  static cudnnConvolutionDescriptor_t desc(const cuda::ConvPlan& p) { return p.bwd_data_desc; }
+  static cudnnStatus_t max_results(cudnnHandle_t h, int* n) {
+    return cudnnGetConvolutionBackwardDataAlgorithmMaxCount(h, n);
+  }
+  static cudnnStatus_t workspace(cudnnHandle_t h, const cuda::ConvPlan& p, int a, size_t* bytes) {
+    return cudnnGetConvolutionBackwardDataWorkspaceSize(h, p.w_desc, p.y_desc, p.bwd_data_desc, p.x_desc, Algo(a),
+                                                        bytes);
+  }
+  // in0 = w, in1 = dy, out = dx
+  static cudnnStatus_t find(cudnnHandle_t h, const cuda::ConvPlan& p, const void* in0, const void* in1, void* out,
+                            int requested, int* count, Perf* perf, void* ws, size_t ws_bytes) {
+    return cudnnFindConvolutionBackwardDataAlgorithmEx(h, p.w_desc, in0, p.y_desc, in1, p.bwd_data_desc, p.x_desc,
+                                                       out, requested, count, perf, ws, ws_bytes);
+  }
+  static void keep(cuda::ConvPlan& p, const Perf& best) {
+    p.bwd_data_algo = best.algo, p.bwd_data_workspace = best.memory, p.have_bwd_data = true;
+  }
+};
+
+struct BackwardFilterDirection {
+  using Algo = cudnnConvolutionBwdFilterAlgo_t;
+  using Perf = cudnnConvolutionBwdFilterAlgoPerf_t;
+  static constexpr const char* name = "backward filter";
+  static constexpr int algo_count = CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT;
+  static cudnnConvolutionDescriptor_t desc(const cuda::ConvPlan& p) { return p.bwd_filter_desc; }
+  static cudnnStatus_t max_results(cudnnHandle_t h, int* n) {
+    return cudnnGetConvolutionBackwardFilterAlgorithmMaxCount(h, n);
+  }
+  static cudnnStatus_t workspace(cudnnHandle_t h, const cuda::ConvPlan& p, int a, size_t* bytes) {
+    return cudnnGetConvolutionBackwardFilterWorkspaceSize(h, p.x_desc, p.y_desc, p.bwd_filter_desc, p.w_desc, Algo(a),
+                                                          bytes);
+  }
+  // in0 = x, in1 = dy, out = dw
+  static cudnnStatus_t find(cudnnHandle_t h, const cuda::ConvPlan& p, const void* in0, const void* in1, void* out,
+                            int requested, int* count, Perf* perf, void* ws, size_t ws_bytes) {
+    return cudnnFindConvolutionBackwardFilterAlgorithmEx(h, p.x_desc, in0, p.y_desc, in1, p.bwd_filter_desc, p.w_desc,
+                                                         out, requested, count, perf, ws, ws_bytes);
+  }
+  static void keep(cuda::ConvPlan& p, const Perf& best) {
+    p.bwd_filter_algo = best.algo, p.bwd_filter_workspace = best.memory, p.have_bwd_filter = true;
+  }
+};
+
+// Times the candidates once for this geometry and keeps the fastest the math mode allows.
+// The workspace to time them with is what the hungriest wants, within the limit. Find returns
+// (algorithm, math type) pairs, so the request is sized by cuDNN's own maximum count, not by
+// the number of algorithms.
+template <typename Direction>
+void choose_algorithm(cuda::Context& c, cuda::ConvPlan& pl, const Conv2dGeometry& g, const Tensor& in0,
+                      const Tensor& in1, Tensor& out) {
+  size_t ws = 0;
+  for (int a = 0; a < Direction::algo_count; ++a) {
+    size_t bytes = 0;
+    if (Direction::workspace(c.cudnn, pl, a, &bytes) == CUDNN_STATUS_SUCCESS && bytes <= kWorkspaceLimit)
+      ws = std::max(ws, bytes);
+  }
   cuda::Scratch scratch(*c.allocator, ws);
-  cudnnConvolutionFwdAlgoPerf_t perf[CUDNN_CONVOLUTION_FWD_ALGO_COUNT];
-  int count = 0;
-  NNLAB_CUDNN_CHECK(cudnnFindConvolutionForwardAlgorithmEx(
-      c.cudnn, pl.x_desc, x.raw_data(), pl.w_desc, w.raw_data(), pl.fwd_desc, pl.y_desc, y.raw_data(),
-      CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &count, perf, scratch.as<void>(), ws));
-  const auto& best = pick_algorithm(perf, count, ws, "forward", g);
-  NNLAB_CUDNN_CHECK(cudnnSetConvolutionMathType(pl.fwd_desc, math_for(best)));
-  pl.fwd_algo = best.algo;
-  pl.fwd_workspace = best.memory;
-  pl.have_fwd = true;
+  int requested = 0, count = 0;
+  NNLAB_CUDNN_CHECK(Direction::max_results(c.cudnn, &requested));
+  std::vector<typename Direction::Perf> perf(static_cast<size_t>(std::max(requested, 1)));
+  NNLAB_CUDNN_CHECK(Direction::find(c.cudnn, pl, in0.raw_data(), in1.raw_data(), out.raw_data(), requested, &count,
+                                    perf.data(), scratch.as<void>(), ws));
+  const auto& best = cuda::pick_algorithm(perf.data(), count, ws, cuda_math_tf32(), cuda_deterministic(),
+                                          Direction::name, g);
+  NNLAB_CUDNN_CHECK(cudnnSetConvolutionMathType(Direction::desc(pl), math_for(best)));
+  Direction::keep(pl, best);
 }
 
-void choose_backward_data(cuda::Context& c, cuda::ConvPlan& pl, const Conv2dGeometry& g, const Tensor& dy,
-                          const Tensor& w, Tensor& dx) {
-  const size_t ws = trial_workspace(CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT, [&](int a, size_t* b) {
-    return cudnnGetConvolutionBackwardDataWorkspaceSize(c.cudnn, pl.w_desc, pl.y_desc, pl.bwd_data_desc, pl.x_desc,
-                                                        cudnnConvolutionBwdDataAlgo_t(a), b);
-  });
-  cuda::Scratch scratch(*c.allocator, ws);
-  cudnnConvolutionBwdDataAlgoPerf_t perf[CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT];
-  int count = 0;
-  NNLAB_CUDNN_CHECK(cudnnFindConvolutionBackwardDataAlgorithmEx(
-      c.cudnn, pl.w_desc, w.raw_data(), pl.y_desc, dy.raw_data(), pl.bwd_data_desc, pl.x_desc, dx.raw_data(),
-      CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT, &count, perf, scratch.as<void>(), ws));
-  const auto& best = pick_algorithm(perf, count, ws, "backward data", g);
-  NNLAB_CUDNN_CHECK(cudnnSetConvolutionMathType(pl.bwd_data_desc, math_for(best)));
-  pl.bwd_data_algo = best.algo;
-  pl.bwd_data_workspace = best.memory;
-  pl.have_bwd_data = true;
-}
-
-void choose_backward_filter(cuda::Context& c, cuda::ConvPlan& pl, const Conv2dGeometry& g, const Tensor& dy,
-                            const Tensor& x, Tensor& dw) {
-  const size_t ws = trial_workspace(CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT, [&](int a, size_t* b) {
-    return cudnnGetConvolutionBackwardFilterWorkspaceSize(c.cudnn, pl.x_desc, pl.y_desc, pl.bwd_filter_desc,
-                                                          pl.w_desc, cudnnConvolutionBwdFilterAlgo_t(a), b);
-  });
-  cuda::Scratch scratch(*c.allocator, ws);
-  cudnnConvolutionBwdFilterAlgoPerf_t perf[CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT];
-  int count = 0;
-  NNLAB_CUDNN_CHECK(cudnnFindConvolutionBackwardFilterAlgorithmEx(
-      c.cudnn, pl.x_desc, x.raw_data(), pl.y_desc, dy.raw_data(), pl.bwd_filter_desc, pl.w_desc, dw.raw_data(),
-      CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT, &count, perf, scratch.as<void>(), ws));
-  const auto& best = pick_algorithm(perf, count, ws, "backward filter", g);
-  NNLAB_CUDNN_CHECK(cudnnSetConvolutionMathType(pl.bwd_filter_desc, math_for(best)));
-  pl.bwd_filter_algo = best.algo;
-  pl.bwd_filter_workspace = best.memory;
-  pl.have_bwd_filter = true;
-}
-
-// Throws when the selected implementation is not one CUDA runs (im2col is the CPU's path).
-bool use_reference() {
-  check_conv_impl(conv_impl(), Device::cuda(0));
+// Throws when the selected implementation is not one CUDA runs on the tensor's device.
+bool use_reference(const Tensor& x) {
+  check_conv_impl(conv_impl(), x.device());
   return conv_impl() == ConvImpl::Reference;
 }
 
@@ -197,9 +194,9 @@ void CudaBackend::conv2d_forward(const Conv2dGeometry& g, const Tensor& x, const
                                  Tensor& y) {
   cuda::require_f32("conv2d_forward", x);
   cuda::Context& c = *ctx_;
-  if (use_reference()) return cuda::conv2d_reference_forward(c, g, x, w, b, y);  // --conv-impl reference
+  if (use_reference(x)) return cuda::conv2d_reference_forward(c, g, x, w, b, y);  // --conv-impl reference
   cuda::ConvPlan& pl = plan_for(c, g);
-  if (!pl.have_fwd) choose_forward(c, pl, g, x, w, y);
+  if (!pl.have_fwd) choose_algorithm<ForwardDirection>(c, pl, g, x, w, y);
   if (kernel_log_enabled()) log_cudnn("cudnnConvolutionForward", int(pl.fwd_algo), g);
   cuda::Scratch workspace(*c.allocator, pl.fwd_workspace);
   const float one = 1.0f, zero = 0.0f;
@@ -214,9 +211,9 @@ void CudaBackend::conv2d_forward(const Conv2dGeometry& g, const Tensor& x, const
 void CudaBackend::conv2d_backward_data(const Conv2dGeometry& g, const Tensor& dy, const Tensor& w, Tensor& dx) {
   cuda::require_f32("conv2d_backward_data", dy);
   cuda::Context& c = *ctx_;
-  if (use_reference()) return cuda::conv2d_reference_backward_data(c, g, dy, w, dx);  // --conv-impl reference
+  if (use_reference(dy)) return cuda::conv2d_reference_backward_data(c, g, dy, w, dx);  // --conv-impl reference
   cuda::ConvPlan& pl = plan_for(c, g);
-  if (!pl.have_bwd_data) choose_backward_data(c, pl, g, dy, w, dx);
+  if (!pl.have_bwd_data) choose_algorithm<BackwardDataDirection>(c, pl, g, w, dy, dx);
   if (kernel_log_enabled()) log_cudnn("cudnnConvolutionBackwardData", int(pl.bwd_data_algo), g);
   cuda::Scratch workspace(*c.allocator, pl.bwd_data_workspace);
   const float one = 1.0f, zero = 0.0f;
@@ -229,9 +226,9 @@ void CudaBackend::conv2d_backward_data(const Conv2dGeometry& g, const Tensor& dy
 void CudaBackend::conv2d_backward_filter(const Conv2dGeometry& g, const Tensor& dy, const Tensor& x, Tensor& dw) {
   cuda::require_f32("conv2d_backward_filter", dy);
   cuda::Context& c = *ctx_;
-  if (use_reference()) return cuda::conv2d_reference_backward_filter(c, g, dy, x, dw);  // --conv-impl reference
+  if (use_reference(dy)) return cuda::conv2d_reference_backward_filter(c, g, dy, x, dw);  // --conv-impl reference
   cuda::ConvPlan& pl = plan_for(c, g);
-  if (!pl.have_bwd_filter) choose_backward_filter(c, pl, g, dy, x, dw);
+  if (!pl.have_bwd_filter) choose_algorithm<BackwardFilterDirection>(c, pl, g, x, dy, dw);
   if (kernel_log_enabled()) log_cudnn("cudnnConvolutionBackwardFilter", int(pl.bwd_filter_algo), g);
   cuda::Scratch workspace(*c.allocator, pl.bwd_filter_workspace);
   const float one = 1.0f, zero = 0.0f;
