@@ -28,7 +28,7 @@ bool cuda_simulated() {
 }
 
 std::string device_label(Device device) {
-  return device.is_cuda() && cuda_simulated() ? device.str() + " [simulated]" : device.str();
+  return device.is_cuda() && cuda_simulated() ? device.str() + " (simulated)" : device.str();
 }
 
 CudaStatus cuda_status() {

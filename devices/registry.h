@@ -26,7 +26,7 @@ bool built_with_cuda();
 // True on the CUDA simulator build (NNLAB_CUDA_SIMULATOR): the CUDA device runs the CUDA
 // backend's kernels on this CPU, so its times are CPU times and never stand for a GPU's.
 bool cuda_simulated();
-// "cpu", "cuda:0", or on the simulator "cuda:0 [simulated]": the label every printed time and
+// "cpu", "cuda:0", or on the simulator "cuda:0 (simulated)": the label every printed time and
 // record carries, so a simulated time is never passed off as a GPU time.
 std::string device_label(Device device);
 
