@@ -170,7 +170,8 @@ void register_compare_command(CLI::App& app) {
                   "Run variants, comma-separated, the first is the baseline: DEVICE[:threads=N][:conv=auto|reference|"
                   "im2col|cudnn][:math=fp32|tf32], e.g. cpu,cuda or cpu:threads=1,cpu:threads=2")
       ->required();
-  sub->add_option("--conv-impl", *conv, "Convolution for every variant that names none: auto, reference, im2col (CPU) or cudnn (CUDA)")
+  sub->add_option("--conv-impl", *conv,
+                  "Convolution for every variant that names none: auto, reference, im2col (CPU) or cudnn (CUDA)")
       ->capture_default_str();
   sub->add_option("--report", *report, "Write a self-contained HTML report (inline SVG charts) to this file");
   sub->add_option("--test-images", *test_images, "Evaluate on the first N test images (0 = all)")

@@ -284,7 +284,9 @@ void register_sweep_command(CLI::App& app) {
   sub->add_option("--steps", o->steps, "Timed steps per point")->capture_default_str();
   sub->add_option("--warmup", o->warmup, "Untimed steps before them")->capture_default_str();
   sub->add_option("--threads", o->threads, "CPU threads for variants that name none (default: all cores)");
-  sub->add_option("--conv-impl", o->conv, "Convolution: auto (the device's own choice per layer), reference (readable direct loops), im2col (CPU) or cudnn (CUDA)")
+  sub->add_option("--conv-impl", o->conv,
+                  "Convolution: auto (the device's own choice per layer), reference (readable direct loops), im2col "
+                  "(CPU) or cudnn (CUDA)")
       ->capture_default_str();
   sub->add_option("--seed", o->seed, "Seed of the weights and the synthetic batch")->capture_default_str();
   sub->add_option("--report", o->report, "Write a self-contained HTML report to this file");

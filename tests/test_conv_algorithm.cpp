@@ -23,7 +23,8 @@ Conv2dGeometry layer(int64_t c, int64_t k, int64_t r, int64_t hw, int64_t stride
 std::string paths(const Conv2dGeometry& g, DType dtype = DType::Float32, ConvImpl impl = ConvImpl::Auto) {
   std::string out;
   for (ConvDirection d : {ConvDirection::Forward, ConvDirection::BackwardData, ConvDirection::BackwardFilter})
-    out += std::string(out.empty() ? "" : " / ") + cpu::conv_algorithm_name(cpu::choose_conv_algorithm(g, d, dtype, impl));
+    out +=
+        std::string(out.empty() ? "" : " / ") + cpu::conv_algorithm_name(cpu::choose_conv_algorithm(g, d, dtype, impl));
   return out;
 }
 
