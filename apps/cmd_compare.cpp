@@ -89,7 +89,7 @@ VariantRun run_variant(const TrainConfig& c, const RunVariant& v, const CompareD
   const Device device = apply_variant(v);
   run.device = device_label(device);
   run.threads = cpu_threads();
-  run.conv = conv_impl_name(resolved_conv_impl(v.conv, device));
+  run.conv = conv_impl_name(v.conv);
   const InputSpec input{data.train.channels(), data.train.height(), data.train.width(), data.train.classes};
   auto model = make_model(c.model, input, c.seed);  // drawn on the host: the same bits on every device
   model->to(device);
@@ -161,16 +161,17 @@ CompareData load_compare_data(const TrainConfig& c, int64_t test_images) {
 void register_compare_command(CLI::App& app) {
   auto config = std::make_shared<TrainConfig>();
   auto devices = std::make_shared<std::string>();
-  auto conv = std::make_shared<std::string>("fast");
+  auto conv = std::make_shared<std::string>("auto");
   auto report = std::make_shared<std::string>();
   auto test_images = std::make_shared<int64_t>(0);
   CLI::App* sub = app.add_subcommand("compare", "The identical training on two devices (or CPU variants), side by side");
   add_train_options(*sub, *config);
   sub->add_option("--devices", *devices,
-                  "Run variants, comma-separated, the first is the baseline: DEVICE[:threads=N][:conv=reference|"
+                  "Run variants, comma-separated, the first is the baseline: DEVICE[:threads=N][:conv=auto|reference|"
                   "im2col|cudnn][:math=fp32|tf32], e.g. cpu,cuda or cpu:threads=1,cpu:threads=2")
       ->required();
-  sub->add_option("--conv-impl", *conv, "Convolution for every variant that names none: reference, im2col, winograd, cudnn")
+  sub->add_option("--conv-impl", *conv,
+                  "Convolution for every variant that names none: auto, reference, im2col (CPU) or cudnn (CUDA)")
       ->capture_default_str();
   sub->add_option("--report", *report, "Write a self-contained HTML report (inline SVG charts) to this file");
   sub->add_option("--test-images", *test_images, "Evaluate on the first N test images (0 = all)")

@@ -273,7 +273,7 @@ void print_totals(const DeviceExplain& d) {
 
 void register_explain_command(CLI::App& app) {
   struct Options {
-    std::string model = "cnn", devices = "cpu", conv = "fast";
+    std::string model = "cnn", devices = "cpu", conv = "auto";
     int64_t batch = 64;
     int threads = 0;
     uint64_t seed = 0;
@@ -286,7 +286,9 @@ void register_explain_command(CLI::App& app) {
       ->capture_default_str();
   sub->add_option("--batch", o->batch, "Batch size")->capture_default_str();
   sub->add_option("--threads", o->threads, "CPU threads (default: all cores)");
-  sub->add_option("--conv-impl", o->conv, "Convolution: reference, im2col or winograd (CPU), cudnn (CUDA) or fast")
+  sub->add_option("--conv-impl", o->conv,
+                  "Convolution: auto (the device's own choice per layer), reference (readable direct loops), im2col "
+                  "(CPU) or cudnn (CUDA)")
       ->capture_default_str();
   sub->add_option("--seed", o->seed, "Seed of the weights and the synthetic batch")->capture_default_str();
   add_command(sub, [o] {

@@ -32,7 +32,7 @@ using Clock = std::chrono::steady_clock;
 
 struct SweepOptions {
   std::string models = "mlp", devices, batches = "1,4,16,64,256,1024,4096", widths = "1", maths = "fp32",
-              conv = "fast", report, metrics;
+              conv = "auto", report, metrics;
   int64_t steps = 5, warmup = 2;
   int threads = 0;
   uint64_t seed = 0;
@@ -284,7 +284,9 @@ void register_sweep_command(CLI::App& app) {
   sub->add_option("--steps", o->steps, "Timed steps per point")->capture_default_str();
   sub->add_option("--warmup", o->warmup, "Untimed steps before them")->capture_default_str();
   sub->add_option("--threads", o->threads, "CPU threads for variants that name none (default: all cores)");
-  sub->add_option("--conv-impl", o->conv, "Convolution: reference, im2col or winograd (CPU), cudnn (CUDA) or fast")
+  sub->add_option("--conv-impl", o->conv,
+                  "Convolution: auto (the device's own choice per layer), reference (readable direct loops), im2col "
+                  "(CPU) or cudnn (CUDA)")
       ->capture_default_str();
   sub->add_option("--seed", o->seed, "Seed of the weights and the synthetic batch")->capture_default_str();
   sub->add_option("--report", o->report, "Write a self-contained HTML report to this file");

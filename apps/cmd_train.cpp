@@ -12,8 +12,8 @@ void register_train_command(CLI::App& app) {
   add_train_options(*sub, *config);
   // Only train takes it here: compare has its own per-variant --conv-impl.
   sub->add_option("--conv-impl", config->conv_impl,
-                  "Convolution kernels: reference (readable direct loops), im2col or winograd (CPU), cudnn (CUDA) or fast "
-                  "(the device's fast one)")
+                  "Convolution kernels: auto (the device's own choice per layer; `nnlab explain` names it), reference "
+                  "(readable direct loops), im2col (CPU) or cudnn (CUDA)")
       ->capture_default_str();
   // Train only: compare and sweep measure steps, which this slows down.
   sub->add_flag("--check-numerics", config->check_numerics,

@@ -1,12 +1,12 @@
 // The `nnlab` command-line program.
 #include <cstdio>
+#include <exception>
 #include <iostream>
 
 #include <CLI/CLI.hpp>
 #include <spdlog/spdlog.h>
 
 #include "apps/commands.h"
-#include "core/error.h"
 
 int main(int argc, char** argv) {
   spdlog::set_pattern("%v");
@@ -34,11 +34,7 @@ int main(int argc, char** argv) {
   }
   try {
     return nnlab::run_selected_command(app);
-  } catch (const nnlab::Error& e) {
-    std::fflush(stdout);
-    std::cerr << "nnlab: error: " << e.what() << std::endl;
-    return 1;
-  } catch (const std::exception& e) {
+  } catch (const std::exception& e) {  // nnlab::Error and the standard library's alike
     std::fflush(stdout);
     std::cerr << "nnlab: error: " << e.what() << std::endl;
     return 1;

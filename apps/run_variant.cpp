@@ -14,7 +14,7 @@ namespace nnlab {
 namespace {
 
 constexpr const char* kSyntax =
-    "write DEVICE[:threads=N][:conv=reference|im2col|cudnn][:math=fp32|tf32] with DEVICE cpu, cuda or cuda:N, "
+    "write DEVICE[:threads=N][:conv=auto|reference|im2col|cudnn][:math=fp32|tf32] with DEVICE cpu, cuda or cuda:N, "
     "e.g. cpu:threads=1,cpu:threads=2";
 
 std::vector<std::string> split(const std::string& text, char sep) {
@@ -50,7 +50,6 @@ RunVariant parse_one(const std::string& item, int default_threads, ConvImpl defa
                   "'");
       v.threads = std::stoi(value);
     } else if (key == "conv") {
-      NNLAB_CHECK(value != "fast", "device '", item, "': conv must be reference, im2col or cudnn");
       v.conv = parse_conv_impl(value);
     } else if (key == "math") {
       NNLAB_CHECK(value == "fp32" || value == "tf32", "device '", item, "': math must be fp32 or tf32, got '", value,

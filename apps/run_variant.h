@@ -20,7 +20,7 @@ struct RunVariant {
   std::string label;        // the text as the user wrote it: "cpu:threads=1"
   std::string device_text;  // "cpu", "cuda", "cuda:1"
   int threads = 0;          // 0 = all cores
-  ConvImpl conv = ConvImpl::Fast;
+  ConvImpl conv = ConvImpl::Auto;
   bool tf32 = false;
 };
 

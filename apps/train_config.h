@@ -30,7 +30,7 @@ struct TrainConfig {
   std::string device = "cpu";
   std::string math = "fp32";        // fp32 (strict, the default) | tf32 (CUDA tensor cores, recorded)
   bool deterministic = false;      // CUDA: deterministic cuDNN algorithms, no Winograd/FFT
-  std::string conv_impl = "fast";   // reference | im2col | cudnn | fast (the device's fast path)
+  std::string conv_impl = "auto";   // auto (the device's own choice per layer) | reference | im2col | cudnn
   int64_t log_interval = 100;     // steps between progress updates (and loss read-backs)
   int64_t max_steps = 0;          // stop after this many steps in all (0 = no limit)
   std::string metrics;            // JSON-lines file of run records ("" = none)

@@ -7,27 +7,29 @@
 namespace nnlab {
 
 namespace {
-std::atomic<ConvImpl> g_conv_impl{ConvImpl::Fast};
+std::atomic<ConvImpl> g_conv_impl{ConvImpl::Auto};
 }
 
 ConvImpl parse_conv_impl(const std::string& text) {
+  if (text == "auto" || text.empty()) return ConvImpl::Auto;
   if (text == "reference") return ConvImpl::Reference;
   if (text == "im2col") return ConvImpl::Im2col;
-  if (text == "winograd") return ConvImpl::Winograd;
   if (text == "cudnn") return ConvImpl::Cudnn;
-  if (text == "fast" || text.empty()) return ConvImpl::Fast;
+  NNLAB_CHECK(text != "winograd" && text != "fast", "--conv-impl ", text,
+              " is now called auto: the device's own choice per layer (on the CPU Winograd, direct loops or "
+              "im2col, as `nnlab explain` shows; cuDNN on CUDA)");
   fail("--conv-impl: unknown convolution implementation '", text,
-       "'; choose reference (direct loops), im2col or winograd (CPU), cudnn (CUDA) or fast");
+       "'; choose auto (the device's own choice per layer), reference (direct loops), im2col (CPU) or cudnn (CUDA)");
 }
 
 const char* conv_impl_name(ConvImpl impl) {
   switch (impl) {
+    case ConvImpl::Auto: return "auto";
     case ConvImpl::Reference: return "reference";
     case ConvImpl::Im2col: return "im2col";
-    case ConvImpl::Winograd: return "winograd";
     case ConvImpl::Cudnn: return "cudnn";
-    default: return "fast";
   }
+  return "auto";
 }
 
 void set_conv_impl(ConvImpl impl) { g_conv_impl.store(impl); }
@@ -36,15 +38,9 @@ ConvImpl conv_impl() { return g_conv_impl.load(); }
 void check_conv_impl(ConvImpl impl, Device device) {
   const bool cuda = device.kind == DeviceKind::CUDA;
   NNLAB_CHECK(!(impl == ConvImpl::Cudnn && !cuda), "--conv-impl cudnn runs on CUDA only, but the device is ",
-              device.str(), "; on the CPU choose reference, im2col or winograd");
-  NNLAB_CHECK(!((impl == ConvImpl::Im2col || impl == ConvImpl::Winograd) && cuda), "--conv-impl ",
-              conv_impl_name(impl), " is a CPU path, but the device is ", device.str(),
-              "; on CUDA choose reference or cudnn");
-}
-
-ConvImpl resolved_conv_impl(ConvImpl impl, Device device) {
-  if (impl != ConvImpl::Fast) return impl;
-  return device.kind == DeviceKind::CUDA ? ConvImpl::Cudnn : ConvImpl::Winograd;
+              device.str(), "; on the CPU choose auto, reference or im2col");
+  NNLAB_CHECK(!(impl == ConvImpl::Im2col && cuda), "--conv-impl im2col is the CPU's path, but the device is ",
+              device.str(), "; on CUDA choose auto, reference or cudnn");
 }
 
 }  // namespace nnlab

@@ -2,6 +2,7 @@
 #include <catch2/catch.hpp>
 
 #include "autograd/grad_mode.h"
+#include "autograd/node.h"
 #include "autograd/ops.h"
 
 using namespace nnlab;
@@ -72,4 +73,23 @@ TEST_CASE("a deep chain does not overflow the stack", "[autograd]") {
   for (int i = 0; i < 20000; ++i) h = h * one;
   sum(h).backward();
   CHECK(a.grad().to_vector<double>()[0] == 1.0);
+}
+
+TEST_CASE("nodes are named after their op, and an absent bias is an undefined input", "[autograd]") {
+  Tensor x = leaf({-1, 2, -3, 4}, {1, 1, 2, 2});
+  CHECK(relu(x).grad_fn()->name() == "ReluBackward");
+  CHECK(sigmoid(x).grad_fn()->name() == "SigmoidBackward");
+  CHECK(tanh(x).grad_fn()->name() == "TanhBackward");
+  // autograd/node.h: an optional input that is absent stays in inputs() as an undefined
+  // Tensor, so input i is the same operand however the layer was built.
+  Tensor w = leaf({0.5}, {1, 1, 1, 1}), w2 = leaf({1, 2, 3, 4}, {1, 4});
+  for (const Tensor& y : {conv2d(x, w, Tensor(), 1, 1, 0, 0), linear(reshape(x, {1, 4}), w2, Tensor())}) {
+    const auto& inputs = y.grad_fn()->inputs();
+    INFO(y.grad_fn()->name());
+    REQUIRE(inputs.size() == 3);
+    CHECK_FALSE(inputs[2].defined());
+  }
+  Tensor y = conv2d(x, w, Tensor(), 1, 1, 0, 0);
+  y.backward(Tensor::full({1, 1, 2, 2}, 1.0, DType::Float64));
+  CHECK(w.grad().to_vector<double>() == std::vector<double>{2.0});  // Σ x
 }

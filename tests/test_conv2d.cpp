@@ -121,15 +121,15 @@ void check_against_reference(const Case& k, bool bias) {
 // Selects a convolution implementation for one scope, and restores the default after it.
 struct ConvImplScope {
   explicit ConvImplScope(ConvImpl impl) { set_conv_impl(impl); }
-  ~ConvImplScope() { set_conv_impl(ConvImpl::Fast); }
+  ~ConvImplScope() { set_conv_impl(ConvImpl::Auto); }
 };
 
 }  // namespace
 
 TEST_CASE("conv2d forward and gradients match direct loops on awkward shapes", "[conv2d]") {
-  // Once with im2col + sgemm everywhere, once with the CPU's fast choice per shape (which
-  // sends the stride-1 cases with few channels to the direct loops).
-  const ConvImpl impl = GENERATE(ConvImpl::Im2col, ConvImpl::Fast);
+  // Once with im2col + GEMM everywhere, once with the CPU's own choice per shape (which sends
+  // the stride-1 cases with few channels to the direct loops).
+  const ConvImpl impl = GENERATE(ConvImpl::Im2col, ConvImpl::Auto);
   ConvImplScope scope(impl);
   // kernel 5, stride 2, padding 0/1/2 on a non-square image with odd channel counts
   for (int64_t pad : {0, 1, 2}) check_against_reference({8, 13, 32, 17, 23, 5, 5, 2, 2, pad, pad}, true);
@@ -171,7 +171,7 @@ TEST_CASE("conv2d Winograd F(2x2,3x3) matches direct loops on awkward shapes", "
   // data (the rotated filter, padding 2 − pad) and backward filter, with odd output sizes
   // (tiles hanging over the edge), every padding it takes, one image, and images big enough
   // that each chunk holds one image, so chunks are spread over the threads.
-  ConvImplScope winograd(ConvImpl::Winograd);
+  ConvImplScope automatic(ConvImpl::Auto);
   for (int64_t pad : {0, 1, 2}) check_against_reference({3, 9, 8, 40, 37, 3, 3, 1, 1, pad, pad}, true);
   check_against_reference({1, 16, 8, 7, 5, 3, 3, 1, 1, 1, 1}, true);     // one image, odd sizes
   check_against_reference({5, 8, 12, 14, 14, 3, 3, 1, 1, 1, 1}, false);  // the cnn's layer, small
@@ -196,11 +196,11 @@ TEST_CASE("split_even_odd and merge_even_odd touch exactly their elements, for e
 }
 
 TEST_CASE("conv2d direct loops for few input channels match the reference on awkward shapes", "[conv2d][direct]") {
-  // The CPU's fast choice for stride-1 layers with at most 7 input channels and at least 25
+  // The CPU's own choice for stride-1 layers with at most 7 input channels and at least 25
   // taps: lenet5's two layers; output channels that do not fill the last block of 8, rows
   // wider than one 16-column chunk with a tail, every padding below the filter size, a
   // filter larger than the image, one image (run serially) and several (spread over threads).
-  ConvImplScope fast(ConvImpl::Fast);
+  ConvImplScope automatic(ConvImpl::Auto);
   check_against_reference({3, 1, 6, 28, 28, 5, 5, 1, 1, 2, 2}, true);    // lenet5 c1
   check_against_reference({3, 6, 16, 14, 14, 5, 5, 1, 1, 0, 0}, true);   // lenet5 c2
   check_against_reference({2, 3, 32, 20, 21, 3, 3, 1, 1, 1, 1}, false);  // cifar-cnn's c1 (smaller), no bias
@@ -215,7 +215,7 @@ TEST_CASE("conv2d direct loops for few input channels match the reference on awk
 }
 
 TEST_CASE("nnlab explain names the direct loops' layout: channels in the lanes for lenet5's filter gradient", "[conv2d][direct]") {
-  ConvImplScope fast(ConvImpl::Fast);
+  ConvImplScope automatic(ConvImpl::Auto);
   Tensor x = random_tensor({2, 6, 14, 14}, 41), w = random_tensor({16, 6, 5, 5}, 42);
   set_kernel_log_enabled(true);
   conv2d(x, w, Tensor(), 1, 1, 0, 0).backward(Tensor::full({2, 16, 10, 10}, 1.0, DType::Float64));
@@ -236,22 +236,22 @@ TEST_CASE("conv2d picks Winograd and direct loops only where they apply, im2col 
   auto ran = [](const std::vector<std::string>& families, const std::string& family) {
     return std::count(families.begin(), families.end(), family);
   };
-  {
-    ConvImplScope fast(ConvImpl::Fast);
+  {  // float64 tensors: the im2col products go to OpenBLAS (small_gemm is float32 only)
+    ConvImplScope automatic(ConvImpl::Auto);
     CHECK(ran(families_run(8, 8), "winograd") == 3);      // forward, backward data, backward filter
     CHECK(ran(families_run(8, 8), "direct") == 0);
     CHECK(ran(families_run(1, 32), "winograd") == 0);     // one input channel: too few for Winograd,
     CHECK(ran(families_run(1, 32), "direct") == 0);       // 9 taps: too few for the direct loops
-    CHECK(ran(families_run(1, 32), "im2col+sgemm") == 3);
+    CHECK(ran(families_run(1, 32), "im2col+blas") == 3);
     CHECK(ran(families_run(6, 8, 5), "direct") == 3);     // lenet5-like: 150 taps, 8 output channels
     CHECK(ran(families_run(3, 16, 5), "direct") == 3);    // 16 channels of 6×6: small planes
     CHECK(ran(families_run(3, 16, 5, 20), "direct") == 2);  // of 20×20: the filter gradient
-    CHECK(ran(families_run(3, 16, 5, 20), "im2col+sgemm") == 1);  // goes to im2col
+    CHECK(ran(families_run(3, 16, 5, 20), "im2col+blas") == 1);  // goes to im2col
   }
   ConvImplScope im2col(ConvImpl::Im2col);
   CHECK(ran(families_run(8, 8), "winograd") == 0);
   CHECK(ran(families_run(6, 8, 5), "direct") == 0);
-  CHECK(ran(families_run(1, 32), "im2col+sgemm") == 3);
+  CHECK(ran(families_run(1, 32), "im2col+blas") == 3);
 }
 
 TEST_CASE("conv2d passes gradcheck for input, weight and bias", "[conv2d][gradcheck]") {

@@ -27,7 +27,7 @@ namespace {
 
 // Restores the process-wide convolution choice however a test section ends.
 struct ConvImplGuard {
-  ~ConvImplGuard() { set_conv_impl(ConvImpl::Fast); }
+  ~ConvImplGuard() { set_conv_impl(ConvImpl::Auto); }
 };
 
 Tensor random_tensor(const Shape& shape, DType dtype, uint32_t stream) {
@@ -93,12 +93,16 @@ TEST_CASE("reference convolution equals im2col on random shapes, float64 and flo
   }
 }
 
-TEST_CASE("cudnn cannot be selected on the CPU", "[explain]") {
+TEST_CASE("cudnn cannot be selected on the CPU, and the old names of auto are refused", "[explain]") {
   ConvImplGuard guard;
   const Tensor x = random_tensor({1, 1, 4, 4}, DType::Float32, 1), w = random_tensor({1, 1, 3, 3}, DType::Float32, 2);
   set_conv_impl(ConvImpl::Cudnn);
   REQUIRE_THROWS_WITH(conv2d(x, w, Tensor(), 1, 1, 0, 0), Catch::Contains("cudnn runs on CUDA only"));
   REQUIRE_THROWS_WITH(parse_conv_impl("fft"), Catch::Contains("unknown convolution implementation 'fft'"));
+  // The old names of auto are refused with the new one, not kept as aliases.
+  REQUIRE_THROWS_WITH(parse_conv_impl("winograd"), Catch::Contains("--conv-impl winograd is now called auto"));
+  REQUIRE_THROWS_WITH(parse_conv_impl("fast"), Catch::Contains("--conv-impl fast is now called auto"));
+  CHECK(parse_conv_impl("auto") == ConvImpl::Auto);
 }
 
 TEST_CASE("the kernel log records BLAS calls only while it is on", "[explain]") {
@@ -123,9 +127,10 @@ TEST_CASE("nnlab explain lists forward and backward nodes with the selected conv
   REQUIRE(ref.exit_code == 0);
   CHECK(ref.output.find("fwd  c1        Conv2d") != std::string::npos);
   CHECK(ref.output.find("bwd  c2        Conv2d") != std::string::npos);
-  CHECK(ref.output.find("conv2d_reference_forward direct loops x 2×1×28×28 w 32×1×3×3 s1 p1") != std::string::npos);
-  CHECK(ref.output.find("conv2d_reference_backward_filter") != std::string::npos);
-  CHECK(ref.output.find("im2col+sgemm") == std::string::npos);
+  CHECK(ref.output.find("reference conv2d fwd x 2×1×28×28 w 32×1×3×3 s1 p1: the definition as loops") !=
+        std::string::npos);
+  CHECK(ref.output.find("reference conv2d bwd filter x 2×32×14×14 w 64×32×3×3 s1 p1") != std::string::npos);
+  CHECK(ref.output.find("im2col") == std::string::npos);
   CHECK(ref.output.find("cblas_sgemm NT 2×128×3136") != std::string::npos);  // f1's forward
   CHECK(ref.output.find("share of time per op family") != std::string::npos);
   CHECK(ref.output.find("measured sgemm peak") != std::string::npos);
@@ -133,9 +138,20 @@ TEST_CASE("nnlab explain lists forward and backward nodes with the selected conv
   const CliResult fast = run_cli("explain --model cnn --batch 2 --threads 1 --conv-impl im2col");
   INFO(fast.output);
   REQUIRE(fast.exit_code == 0);
-  CHECK(fast.output.find("im2col+sgemm conv2d fwd x 2×1×28×28") != std::string::npos);
+  CHECK(fast.output.find("im2col+small_gemm conv2d fwd x 2×1×28×28 w 32×1×3×3 s1 p1: small_gemm NN 32×784×9 ×2 "
+                         "images") != std::string::npos);
   CHECK(fast.output.find("cblas_sgemm NN 64×196×288 ×2 images") != std::string::npos);  // c2 forward, per image
-  CHECK(fast.output.find("conv2d_reference") == std::string::npos);
+  CHECK(fast.output.find("reference conv2d") == std::string::npos);
+  CHECK(fast.output.find("winograd") == std::string::npos);
+
+  // The default, auto: the CPU's own choice per layer, named under each layer.
+  const CliResult automatic = run_cli("explain --model cnn --batch 2 --threads 1");
+  INFO(automatic.output);
+  REQUIRE(automatic.exit_code == 0);
+  CHECK(automatic.output.find("im2col+small_gemm conv2d fwd x 2×1×28×28 w 32×1×3×3 s1 p1") != std::string::npos);
+  CHECK(automatic.output.find("winograd conv2d fwd x 2×32×14×14 w 64×32×3×3 s1 p1") != std::string::npos);
+  CHECK(automatic.output.find("winograd conv2d bwd filter x 2×32×14×14") != std::string::npos);
+  CHECK(automatic.output.find("im2col+small_gemm conv2d bwd filter x 2×1×28×28") != std::string::npos);
 }
 
 TEST_CASE("nnlab explain refuses what it cannot run", "[explain]") {

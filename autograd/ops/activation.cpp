@@ -1,4 +1,7 @@
 // Activations y = f(x), elementwise.
+#include <cctype>
+#include <string>
+
 #include "autograd/engine.h"
 #include "autograd/ops.h"
 #include "devices/registry.h"
@@ -11,9 +14,10 @@ namespace {
 class UnaryBackward : public Node {
  public:
   UnaryBackward(UnaryOp op, const Tensor& x, const Tensor& y) : Node({x}), op_(op), y_(y.detach()) {}
-  std::string name() const override {
-    const char* names[] = {"ReluBackward", "SigmoidBackward", "TanhBackward"};
-    return names[static_cast<int>(op_)];
+  std::string name() const override {  // "relu" -> "ReluBackward"
+    std::string op = unary_op_name(op_);
+    op[0] = static_cast<char>(std::toupper(static_cast<unsigned char>(op[0])));
+    return op + "Backward";
   }
   std::vector<Tensor> backward(const Tensor& dy) override {
     const Tensor& x = inputs()[0];

@@ -1,6 +1,6 @@
 // 2-D convolution (PyTorch's Conv2d: cross-correlation, dilation 1, one group): the
-// forward op and its Backward node. The kernels (im2col + GEMM on the CPU) are in
-// devices/cpu/conv2d_cpu.cpp and devices/cuda/conv2d_cuda.cu.
+// forward op and its Backward node. The kernels are devices/cpu/conv2d_cpu.cpp (which picks
+// Winograd, direct loops or im2col + GEMM per layer) and devices/cuda/conv2d_cuda.cu.
 #include "autograd/engine.h"
 #include "autograd/ops.h"
 #include "devices/registry.h"
@@ -10,7 +10,8 @@ namespace nnlab {
 namespace {
 
 // y = W ⋆ x + b   ->   dx = col2im(Wᵀ · dy) ;  dW = dy · im2col(x)ᵀ ;  db = Σ_{n,p,q} dy
-// Inputs are {x, w} or {x, w, b}: an absent bias is simply not an input of the node.
+// Inputs are {x, w, b}; an absent bias is an undefined Tensor (autograd/node.h), so it gets
+// no gradient, as in LinearBackward.
 class Conv2dBackward : public Node {
  public:
   Conv2dBackward(const Conv2dGeometry& g, std::vector<Tensor> inputs) : Node(std::move(inputs)), g_(g) {}
@@ -28,7 +29,7 @@ class Conv2dBackward : public Node {
       grads[1] = Tensor::empty(w.shape(), w.dtype(), w.device());
       be.conv2d_backward_filter(g_, dy, x, grads[1]);
     }
-    if (inputs().size() == 3 && needs_grad(2)) {
+    if (needs_grad(2)) {
       grads[2] = Tensor::empty({g_.k}, dy.dtype(), dy.device());
       be.bias_backward(dy, grads[2], g_.p * g_.q);  // dy as (n, k, p·q)
     }
@@ -78,9 +79,7 @@ Tensor conv2d(const Tensor& x, const Tensor& w, const Tensor& b, int64_t stride_
   Tensor y = Tensor::empty({g.n, g.k, g.p, g.q}, x.dtype(), x.device());
   if (y.numel() > 0) backend_for(x.device()).conv2d_forward(g, x, w, b.defined() ? &b : nullptr, y);
   if (needs_graph({&x, &w, &b})) {
-    std::vector<Tensor> inputs{x, w};
-    if (b.defined()) inputs.push_back(b);
-    attach(y, std::make_shared<Conv2dBackward>(g, std::move(inputs)));
+    attach(y, std::make_shared<Conv2dBackward>(g, std::vector<Tensor>{x, w, b}));
   }
   return y;
 }

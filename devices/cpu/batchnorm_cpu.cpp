@@ -62,86 +62,86 @@ void normalise_channel(const T* x, T* y, const ChannelLayout& L, int64_t j, T me
 // running ← (1 − momentum) · running + momentum · batch, with the UNBIASED variance
 // var · m / (m − 1) for running_var (PyTorch's rule; the op ensures m > 1).
 template <typename T>
-void forward_train_typed(const Tensor& xt, const Tensor& gt, const Tensor& bt, const Tensor& rmt,
-                         const Tensor& rvt, double momentum, double eps, const Tensor& yt, const Tensor& smt,
-                         const Tensor& sit) {
-  const ChannelLayout L = layout_of(xt);
-  const T* x = static_cast<const T*>(xt.raw_data());
-  const T* gamma = static_cast<const T*>(gt.raw_data());
-  const T* beta = static_cast<const T*>(bt.raw_data());
-  T* rm = static_cast<T*>(rmt.raw_data());
-  T* rv = static_cast<T*>(rvt.raw_data());
-  T* y = static_cast<T*>(yt.raw_data());
-  T* save_mean = static_cast<T*>(smt.raw_data());
-  T* save_invstd = static_cast<T*>(sit.raw_data());
+void forward_train_typed(const Tensor& x, const Tensor& gamma, const Tensor& beta, const Tensor& running_mean,
+                         const Tensor& running_var, double momentum, double eps, const Tensor& y,
+                         const Tensor& save_mean, const Tensor& save_invstd) {
+  const ChannelLayout L = layout_of(x);
+  const T* x_data = static_cast<const T*>(x.raw_data());
+  const T* gamma_data = static_cast<const T*>(gamma.raw_data());
+  const T* beta_data = static_cast<const T*>(beta.raw_data());
+  T* running_mean_data = static_cast<T*>(running_mean.raw_data());
+  T* running_var_data = static_cast<T*>(running_var.raw_data());
+  T* y_data = static_cast<T*>(y.raw_data());
+  T* save_mean_data = static_cast<T*>(save_mean.raw_data());
+  T* save_invstd_data = static_cast<T*>(save_invstd.raw_data());
   const double m = static_cast<double>(L.count());
-#pragma omp parallel for schedule(static) if (xt.numel() > cpu::kParallelGrain)
+#pragma omp parallel for schedule(static) if (x.numel() > cpu::kParallelGrain)
   for (long j = 0; j < static_cast<long>(L.c); ++j) {
     double mean, var;
-    channel_moments(x, L, j, mean, var);
+    channel_moments(x_data, L, j, mean, var);
     const double invstd = 1.0 / std::sqrt(var + eps);
-    save_mean[j] = static_cast<T>(mean);
-    save_invstd[j] = static_cast<T>(invstd);
-    rm[j] = static_cast<T>((1 - momentum) * rm[j] + momentum * mean);
-    rv[j] = static_cast<T>((1 - momentum) * rv[j] + momentum * var * m / (m - 1));
-    normalise_channel(x, y, L, j, static_cast<T>(mean), static_cast<T>(gamma[j] * invstd), beta[j]);
+    save_mean_data[j] = static_cast<T>(mean);
+    save_invstd_data[j] = static_cast<T>(invstd);
+    running_mean_data[j] = static_cast<T>((1 - momentum) * running_mean_data[j] + momentum * mean);
+    running_var_data[j] = static_cast<T>((1 - momentum) * running_var_data[j] + momentum * var * m / (m - 1));
+    normalise_channel(x_data, y_data, L, j, static_cast<T>(mean), static_cast<T>(gamma_data[j] * invstd), beta_data[j]);
   }
 }
 
 // Same shapes; the running statistics stand in for the batch's.
 template <typename T>
-void forward_eval_typed(const Tensor& xt, const Tensor& gt, const Tensor& bt, const Tensor& rmt,
-                        const Tensor& rvt, double eps, const Tensor& yt) {
-  const ChannelLayout L = layout_of(xt);
-  const T* x = static_cast<const T*>(xt.raw_data());
-  const T* gamma = static_cast<const T*>(gt.raw_data());
-  const T* beta = static_cast<const T*>(bt.raw_data());
-  const T* rm = static_cast<const T*>(rmt.raw_data());
-  const T* rv = static_cast<const T*>(rvt.raw_data());
-  T* y = static_cast<T*>(yt.raw_data());
-#pragma omp parallel for schedule(static) if (xt.numel() > cpu::kParallelGrain)
+void forward_eval_typed(const Tensor& x, const Tensor& gamma, const Tensor& beta, const Tensor& running_mean,
+                        const Tensor& running_var, double eps, const Tensor& y) {
+  const ChannelLayout L = layout_of(x);
+  const T* x_data = static_cast<const T*>(x.raw_data());
+  const T* gamma_data = static_cast<const T*>(gamma.raw_data());
+  const T* beta_data = static_cast<const T*>(beta.raw_data());
+  const T* running_mean_data = static_cast<const T*>(running_mean.raw_data());
+  const T* running_var_data = static_cast<const T*>(running_var.raw_data());
+  T* y_data = static_cast<T*>(y.raw_data());
+#pragma omp parallel for schedule(static) if (x.numel() > cpu::kParallelGrain)
   for (long j = 0; j < static_cast<long>(L.c); ++j) {
-    const double invstd = 1.0 / std::sqrt(static_cast<double>(rv[j]) + eps);
-    normalise_channel(x, y, L, j, rm[j], static_cast<T>(gamma[j] * invstd), beta[j]);
+    const double invstd = 1.0 / std::sqrt(static_cast<double>(running_var_data[j]) + eps);
+    normalise_channel(x_data, y_data, L, j, running_mean_data[j], static_cast<T>(gamma_data[j] * invstd), beta_data[j]);
   }
 }
 
 // Backward through the batch statistics (mean and var depend on every x of the channel):
 //   dβ = Σ dy      dγ = Σ dy · x̂      dx = γ · invstd · (dy − dβ/m − x̂ · dγ/m)
 template <typename T>
-void backward_typed(const Tensor& xt, const Tensor& dyt, const Tensor& gt, const Tensor& smt, const Tensor& sit,
-                    const Tensor& dxt, const Tensor& dgt, const Tensor& dbt) {
-  const ChannelLayout L = layout_of(xt);
-  const T* x = static_cast<const T*>(xt.raw_data());
-  const T* dy = static_cast<const T*>(dyt.raw_data());
-  const T* gamma = static_cast<const T*>(gt.raw_data());
-  const T* save_mean = static_cast<const T*>(smt.raw_data());
-  const T* save_invstd = static_cast<const T*>(sit.raw_data());
-  T* dx = static_cast<T*>(dxt.raw_data());
-  T* dgamma = static_cast<T*>(dgt.raw_data());
-  T* dbeta = static_cast<T*>(dbt.raw_data());
+void backward_typed(const Tensor& x, const Tensor& dy, const Tensor& gamma, const Tensor& save_mean,
+                    const Tensor& save_invstd, const Tensor& dx, const Tensor& dgamma, const Tensor& dbeta) {
+  const ChannelLayout L = layout_of(x);
+  const T* x_data = static_cast<const T*>(x.raw_data());
+  const T* dy_data = static_cast<const T*>(dy.raw_data());
+  const T* gamma_data = static_cast<const T*>(gamma.raw_data());
+  const T* save_mean_data = static_cast<const T*>(save_mean.raw_data());
+  const T* save_invstd_data = static_cast<const T*>(save_invstd.raw_data());
+  T* dx_data = static_cast<T*>(dx.raw_data());
+  T* dgamma_data = static_cast<T*>(dgamma.raw_data());
+  T* dbeta_data = static_cast<T*>(dbeta.raw_data());
   const double m = static_cast<double>(L.count());
-#pragma omp parallel for schedule(static) if (xt.numel() > cpu::kParallelGrain)
+#pragma omp parallel for schedule(static) if (x.numel() > cpu::kParallelGrain)
   for (long j = 0; j < static_cast<long>(L.c); ++j) {
-    const double mean = save_mean[j], invstd = save_invstd[j];
+    const double mean = save_mean_data[j], invstd = save_invstd_data[j];
     double sum_dy = 0, sum_dy_xhat = 0;
     for (int64_t i = 0; i < L.n; ++i) {
       const int64_t row = (i * L.c + j) * L.inner;
       for (int64_t k = 0; k < L.inner; ++k) {
-        sum_dy += dy[row + k];
-        sum_dy_xhat += dy[row + k] * (x[row + k] - mean) * invstd;
+        sum_dy += dy_data[row + k];
+        sum_dy_xhat += dy_data[row + k] * (x_data[row + k] - mean) * invstd;
       }
     }
-    dbeta[j] = static_cast<T>(sum_dy);
-    dgamma[j] = static_cast<T>(sum_dy_xhat);
-    const T scale = static_cast<T>(gamma[j] * invstd), mean_dy = static_cast<T>(sum_dy / m);
+    dbeta_data[j] = static_cast<T>(sum_dy);
+    dgamma_data[j] = static_cast<T>(sum_dy_xhat);
+    const T scale = static_cast<T>(gamma_data[j] * invstd), mean_dy = static_cast<T>(sum_dy / m);
     const T mean_dy_xhat = static_cast<T>(sum_dy_xhat / m), tmean = static_cast<T>(mean),
             tinvstd = static_cast<T>(invstd);
     for (int64_t i = 0; i < L.n; ++i) {
       const int64_t row = (i * L.c + j) * L.inner;
       for (int64_t k = 0; k < L.inner; ++k) {
-        const T xhat = (x[row + k] - tmean) * tinvstd;
-        dx[row + k] = scale * (dy[row + k] - mean_dy - xhat * mean_dy_xhat);
+        const T xhat = (x_data[row + k] - tmean) * tinvstd;
+        dx_data[row + k] = scale * (dy_data[row + k] - mean_dy - xhat * mean_dy_xhat);
       }
     }
   }

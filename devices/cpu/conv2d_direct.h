@@ -1,8 +1,9 @@
 // Direct convolution kernels of the CPU backend for layers with few input channels
-// (conv2d_direct_cpu.cpp), run by conv2d_cpu.cpp's kernels for the shapes direct_applies()
-// accepts: lenet5's two layers, the forward of cifar-cnn's and resnet8's first.
+// (conv2d_direct_cpu.cpp), run where conv2d_cpu.cpp's choose_conv_algorithm picks them (the
+// shapes direct_applies() accepts): lenet5's two layers, the forward of cifar-cnn's and
+// resnet8's first.
 #pragma once
-#include "devices/backend.h"
+#include "devices/cpu/conv2d_algorithm.h"
 
 namespace nnlab::cpu {
 
@@ -12,8 +13,6 @@ constexpr int64_t kDirectMaxChannels = 7;
 // Below this many values per receptive field (the cnn's 1-channel 3×3 layer) im2col copies
 // little and its GEMM keeps up; measured, see direct_applies.
 constexpr int64_t kDirectMinTaps = 25;
-
-enum class ConvDirection { Forward, BackwardData, BackwardFilter };
 
 // Stride 1, padding smaller than the filter, at most kDirectMaxChannels input channels and at
 // least kDirectMinTaps values per receptive field. The filter gradient only for at most 8

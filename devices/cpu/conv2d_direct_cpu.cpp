@@ -10,7 +10,7 @@
 //
 // Every direction is one of two loops over a zero-bordered copy `in` (ci, rows, stride) of
 // the image:
-//   correlate:   out[o, y, x] = bias[o] + Σ_ci Σ_ri Σ_si wt[o, ci, ri, si] · in[ci, y + ri, x + si]
+//   correlate:   out[o, y, x] = bias[o] + Σ_ci Σ_ri Σ_si w[o, ci, ri, si] · in[ci, y + ri, x + si]
 //   filter_sum:  dw[o, ci, ri, si]    += Σ_y Σ_x   dy[o, y, x] · in[ci, y + ri, x + si]
 //   forward          y  = correlate(x bordered by pad, w)
 //   backward data    dx = correlate(dy bordered by r − 1 − pad, w rotated by 180° with in and
@@ -77,16 +77,17 @@ void copy_bordered(const T* src, long w, long left, const Bordered& b, T* dst) {
 //                                 data, whose outputs are the layer's c inputs and inputs its k outputs)
 // zero for the channels past the last, so every block runs all kB accumulators.
 template <typename T, long kB>
-Tensor pack_weights(const Tensor& wt, long k, long c, long r, long s, bool rotate) {
+Tensor pack_weights(const Tensor& w, long k, long c, long r, long s, bool rotate) {
   const long out = rotate ? c : k, in = rotate ? k : c, blocks = (out + kB - 1) / kB;
-  Tensor result = Tensor::zeros({blocks * in * r * s * kB}, wt.dtype(), wt.device());
-  const T* w = wt.data<T>();
+  Tensor result = Tensor::zeros({blocks * in * r * s * kB}, w.dtype(), w.device());
+  const T* w_data = w.data<T>();
   T* packed = result.data<T>();
   for (long o = 0; o < out; ++o)
     for (long i = 0; i < in; ++i)
       for (long ri = 0; ri < r; ++ri)
         for (long si = 0; si < s; ++si) {
-          const T v = rotate ? w[((i * c + o) * r + (r - 1 - ri)) * s + (s - 1 - si)] : w[((o * c + i) * r + ri) * s + si];
+          const T v = rotate ? w_data[((i * c + o) * r + (r - 1 - ri)) * s + (s - 1 - si)]
+                             : w_data[((o * c + i) * r + ri) * s + si];
           packed[((((o / kB) * in + i) * r + ri) * s + si) * kB + o % kB] = v;
         }
   return result;
@@ -206,18 +207,18 @@ void filter_sum(const T* in, const Bordered& b, const T* dy, long kblocks, long 
 // The filter gradient with the output channels in the vector lanes, for planes whose rows
 // are narrower than kLanes (lenet5's second layer: q = 10), where filter_taps would compute
 // 6 of every 16 columns for nothing. Needs k a multiple of kLanes:
-//   out[ri][si][lane] += Σ_y Σ_x dyt[y, x, o0 + lane] · in[y + ri, x + si]
+//   out[ri][si][lane] += Σ_y Σ_x dy_transposed[y, x, o0 + lane] · in[y + ri, x + si]
 // For each output position one vector of dy (kLanes channels) meets kR · kS input values,
 // each broadcast: kR · kS accumulator vectors stay in registers, kR · kS + 1 loads feed as
 // many multiply-adds, and no lane is idle.
-// in: one bordered input channel at filter row ri0   dyt: dy of the image transposed to
+// in: one bordered input channel at filter row ri0   dy_transposed: dy of the image transposed to
 // (p, q, k), at channel o0   out: kR × kS × kLanes
 template <typename T, int kR, int kS>
-void channel_taps(const T* in, long stride, const T* dyt, long p, long q, long k, T* out) {
+void channel_taps(const T* in, long stride, const T* dy_transposed, long p, long q, long k, T* out) {
   T acc[kR][kS][kLanes] = {};
   for (long y = 0; y < p; ++y)
     for (long x = 0; x < q; ++x) {
-      const T* g = dyt + (y * q + x) * k;
+      const T* g = dy_transposed + (y * q + x) * k;
       for (int ri = 0; ri < kR; ++ri)
         for (int si = 0; si < kS; ++si) {
           const T v = in[(y + ri) * stride + x + si];
@@ -233,9 +234,9 @@ void channel_taps(const T* in, long stride, const T* dyt, long p, long q, long k
 // One image's filter gradient in the channel layout, all k blocks, c channels and r rows;
 // kRowsAtOnce filter rows per pass keep 9 or 10 accumulators, enough independent sums to
 // cover the multiply-add latency.
-// in: bordered x (c, p + r − 1, stride)   dyt: (p, q, k)   lanes: (k / kLanes, c, r, s, kLanes)
+// in: bordered x (c, p + r − 1, stride)   dy_transposed: (p, q, k)   lanes: (k / kLanes, c, r, s, kLanes)
 template <typename T, int kS>
-void channel_filter_sum(const T* in, const Bordered& b, const T* dyt, const Conv2dGeometry& g, T* lanes) {
+void channel_filter_sum(const T* in, const Bordered& b, const T* dy_transposed, const Conv2dGeometry& g, T* lanes) {
   constexpr int kRowsAtOnce = kS == 3 ? 3 : 2;
   for (long o0 = 0; o0 < g.k; o0 += kLanes)
     for (long ci = 0; ci < g.c; ++ci) {
@@ -243,10 +244,10 @@ void channel_filter_sum(const T* in, const Bordered& b, const T* dyt, const Conv
       T* out = lanes + ((o0 / kLanes * g.c + ci) * g.r) * kS * kLanes;
       long ri = 0;
       for (; ri + kRowsAtOnce <= g.r; ri += kRowsAtOnce)
-        channel_taps<T, kRowsAtOnce, kS>(plane + ri * b.stride, b.stride, dyt + o0, g.p, g.q, g.k,
+        channel_taps<T, kRowsAtOnce, kS>(plane + ri * b.stride, b.stride, dy_transposed + o0, g.p, g.q, g.k,
                                          out + ri * kS * kLanes);
       for (; ri < g.r; ++ri)
-        channel_taps<T, 1, kS>(plane + ri * b.stride, b.stride, dyt + o0, g.p, g.q, g.k, out + ri * kS * kLanes);
+        channel_taps<T, 1, kS>(plane + ri * b.stride, b.stride, dy_transposed + o0, g.p, g.q, g.k, out + ri * kS * kLanes);
     }
 }
 
@@ -262,19 +263,19 @@ void for_each_image(long n, long work_per_image, Body&& body) {
 // transposed to (p, q, k); per-thread partial sums added in thread order, so for a given
 // thread count results repeat bit for bit.
 template <typename T>
-void channel_backward_filter(const Conv2dGeometry& g, const Bordered& b, const Tensor& dyt, const Tensor& xt,
-                             Tensor& dwt) {
+void channel_backward_filter(const Conv2dGeometry& g, const Bordered& b, const Tensor& dy, const Tensor& x,
+                             Tensor& dw) {
   const long threads = omp_get_max_threads(), pq = g.p * g.q, dyt_size = pq * g.k;
   const long lane_size = g.k * g.c * g.r * g.s;  // (k / kLanes, c, r, s, kLanes)
-  Tensor work = Tensor::empty({threads * (b.size() + dyt_size)}, xt.dtype(), xt.device());
-  Tensor lanes = Tensor::zeros({threads * lane_size}, xt.dtype(), xt.device());
-  const T *x = xt.data<T>(), *dy = dyt.data<T>();
-  T *ws = work.data<T>(), *acc = lanes.data<T>(), *dw = dwt.data<T>();
+  Tensor work = Tensor::empty({threads * (b.size() + dyt_size)}, x.dtype(), x.device());
+  Tensor lanes = Tensor::zeros({threads * lane_size}, x.dtype(), x.device());
+  const T *x_data = x.data<T>(), *dy_data = dy.data<T>();
+  T *ws = work.data<T>(), *acc = lanes.data<T>(), *dw_data = dw.data<T>();
   for_each_image(g.n, g.k * pq * g.c * g.r * g.s, [&](long i, int slot) {
     T* in = ws + slot * (b.size() + dyt_size);
     T* transposed = in + b.size();
-    copy_bordered(x + i * g.c * g.h * g.w, g.w, g.pad_w, b, in);
-    const T* dyi = dy + i * g.k * pq;
+    copy_bordered(x_data + i * g.c * g.h * g.w, g.w, g.pad_w, b, in);
+    const T* dyi = dy_data + i * g.k * pq;
     for (long o = 0; o < g.k; ++o)
       for (long j = 0; j < pq; ++j) transposed[j * g.k + o] = dyi[o * pq + j];
     if (g.s == 3)
@@ -288,7 +289,7 @@ void channel_backward_filter(const Conv2dGeometry& g, const Bordered& b, const T
     for (long j = 0; j < crs; ++j) {
       T sum = T(0);
       for (long t = 0; t < threads; ++t) sum += acc[t * lane_size + ((o / kLanes) * crs + j) * kLanes + o % kLanes];
-      dw[o * crs + j] = sum;
+      dw_data[o * crs + j] = sum;
     }
 }
 
@@ -314,73 +315,73 @@ bool direct_applies(const Conv2dGeometry& g, ConvDirection direction) {
 }
 
 // x: (n, c, h, w)  w: (k, c, r, s)  b: (k) or null  y: (n, k, p, q)
-void direct_forward(const Conv2dGeometry& g, const Tensor& xt, const Tensor& wt, const Tensor* bt, Tensor& yt) {
-  dispatch_float("conv2d_forward", xt, [&](auto tag) {
+void direct_forward(const Conv2dGeometry& g, const Tensor& x, const Tensor& w, const Tensor* b, Tensor& y) {
+  dispatch_float("conv2d_forward", x, [&](auto tag) {
     using T = decltype(tag);
-    const Bordered b = bordered(g.c, g.p, g.q, g.r, g.s, g.pad_h, g.h);
-    Tensor work = Tensor::empty({omp_get_max_threads() * b.size()}, xt.dtype(), xt.device());
-    const T *x = xt.data<T>(), *bias = bt && bt->defined() ? bt->data<T>() : nullptr;
-    T *y = yt.data<T>(), *ws = work.data<T>();
+    const Bordered border = bordered(g.c, g.p, g.q, g.r, g.s, g.pad_h, g.h);
+    Tensor work = Tensor::empty({omp_get_max_threads() * border.size()}, x.dtype(), x.device());
+    const T *x_data = x.data<T>(), *bias = b && b->defined() ? b->data<T>() : nullptr;
+    T *y_data = y.data<T>(), *ws = work.data<T>();
     with_output_block(g.k, [&](auto block) {
       constexpr long kB = decltype(block)::value;
-      const Tensor packed = pack_weights<T, kB>(wt, g.k, g.c, g.r, g.s, false);
+      const Tensor packed = pack_weights<T, kB>(w, g.k, g.c, g.r, g.s, false);
       for_each_image(g.n, g.k * g.p * g.q * g.c * g.r * g.s, [&](long i, int slot) {
-        T* in = ws + slot * b.size();
-        copy_bordered(x + i * g.c * g.h * g.w, g.w, g.pad_w, b, in);
-        correlate<T, kB>(in, b, packed.data<T>(), g.k, g.r, g.s, bias, y + i * g.k * g.p * g.q, g.p, g.q);
+        T* in = ws + slot * border.size();
+        copy_bordered(x_data + i * g.c * g.h * g.w, g.w, g.pad_w, border, in);
+        correlate<T, kB>(in, border, packed.data<T>(), g.k, g.r, g.s, bias, y_data + i * g.k * g.p * g.q, g.p, g.q);
       });
     });
   });
 }
 
 // dy: (n, k, p, q)  w: (k, c, r, s)  dx: (n, c, h, w)
-void direct_backward_data(const Conv2dGeometry& g, const Tensor& dyt, const Tensor& wt, Tensor& dxt) {
-  dispatch_float("conv2d_backward_data", dyt, [&](auto tag) {
+void direct_backward_data(const Conv2dGeometry& g, const Tensor& dy, const Tensor& w, Tensor& dx) {
+  dispatch_float("conv2d_backward_data", dy, [&](auto tag) {
     using T = decltype(tag);
     // dy bordered by r − 1 − pad, read as (k, h + r − 1, …)
-    const Bordered b = bordered(g.k, g.h, g.w, g.r, g.s, g.r - 1 - g.pad_h, g.p);
-    Tensor work = Tensor::empty({omp_get_max_threads() * b.size()}, dyt.dtype(), dyt.device());
-    const T* dy = dyt.data<T>();
-    T *dx = dxt.data<T>(), *ws = work.data<T>();
+    const Bordered border = bordered(g.k, g.h, g.w, g.r, g.s, g.r - 1 - g.pad_h, g.p);
+    Tensor work = Tensor::empty({omp_get_max_threads() * border.size()}, dy.dtype(), dy.device());
+    const T* dy_data = dy.data<T>();
+    T *dx_data = dx.data<T>(), *ws = work.data<T>();
     with_output_block(g.c, [&](auto block) {
       constexpr long kB = decltype(block)::value;
-      const Tensor packed = pack_weights<T, kB>(wt, g.k, g.c, g.r, g.s, true);
+      const Tensor packed = pack_weights<T, kB>(w, g.k, g.c, g.r, g.s, true);
       for_each_image(g.n, g.k * g.p * g.q * g.c * g.r * g.s, [&](long i, int slot) {
-        T* in = ws + slot * b.size();
-        copy_bordered(dy + i * g.k * g.p * g.q, g.q, g.s - 1 - g.pad_w, b, in);
-        correlate<T, kB>(in, b, packed.data<T>(), g.c, g.r, g.s, static_cast<const T*>(nullptr),
-                         dx + i * g.c * g.h * g.w, g.h, g.w);
+        T* in = ws + slot * border.size();
+        copy_bordered(dy_data + i * g.k * g.p * g.q, g.q, g.s - 1 - g.pad_w, border, in);
+        correlate<T, kB>(in, border, packed.data<T>(), g.c, g.r, g.s, static_cast<const T*>(nullptr),
+                         dx_data + i * g.c * g.h * g.w, g.h, g.w);
       });
     });
   });
 }
 
 // dy: (n, k, p, q)  x: (n, c, h, w)  dw: (k, c, r, s)
-void direct_backward_filter(const Conv2dGeometry& g, const Tensor& dyt, const Tensor& xt, Tensor& dwt) {
-  dispatch_float("conv2d_backward_filter", dyt, [&](auto tag) {
+void direct_backward_filter(const Conv2dGeometry& g, const Tensor& dy, const Tensor& x, Tensor& dw) {
+  dispatch_float("conv2d_backward_filter", dy, [&](auto tag) {
     using T = decltype(tag);
-    const Bordered b = bordered(g.c, g.p, g.q, g.r, g.s, g.pad_h, g.h);
-    if (channel_layout_pays(g)) return channel_backward_filter<T>(g, b, dyt, xt, dwt);
+    const Bordered border = bordered(g.c, g.p, g.q, g.r, g.s, g.pad_h, g.h);
+    if (channel_layout_pays(g)) return channel_backward_filter<T>(g, border, dy, x, dw);
     const long kblocks = (g.k + kBlock - 1) / kBlock, qp = round_up(g.q, kLanes);
     const long dy_size = kblocks * kBlock * g.p * qp, lane_size = kblocks * g.c * g.r * g.s * kBlock * kLanes;
     const long threads = omp_get_max_threads();
-    Tensor work = Tensor::empty({threads * (b.size() + dy_size)}, xt.dtype(), xt.device());
-    Tensor lanes = Tensor::zeros({threads * lane_size}, xt.dtype(), xt.device());
-    const T *x = xt.data<T>(), *dy = dyt.data<T>();
-    T *ws = work.data<T>(), *acc = lanes.data<T>(), *dw = dwt.data<T>();
+    Tensor work = Tensor::empty({threads * (border.size() + dy_size)}, x.dtype(), x.device());
+    Tensor lanes = Tensor::zeros({threads * lane_size}, x.dtype(), x.device());
+    const T *x_data = x.data<T>(), *dy_data = dy.data<T>();
+    T *ws = work.data<T>(), *acc = lanes.data<T>(), *dw_data = dw.data<T>();
     for_each_image(g.n, g.k * g.p * g.q * g.c * g.r * g.s, [&](long i, int slot) {
-      T* in = ws + slot * (b.size() + dy_size);
-      T* grad = in + b.size();
-      copy_bordered(x + i * g.c * g.h * g.w, g.w, g.pad_w, b, in);
+      T* in = ws + slot * (border.size() + dy_size);
+      T* grad = in + border.size();
+      copy_bordered(x_data + i * g.c * g.h * g.w, g.w, g.pad_w, border, in);
       // dy[i] with zero columns up to qp and zero channels up to kblocks · kBlock.
       const Bordered dyb{kblocks * kBlock, g.p, qp, 0, g.p};
       std::fill(grad, grad + dy_size, T(0));
       for (long o = 0; o < g.k; ++o)
         for (long y = 0; y < g.p; ++y) {
-          const T* from = dy + ((i * g.k + o) * g.p + y) * g.q;
+          const T* from = dy_data + ((i * g.k + o) * g.p + y) * g.q;
           std::copy(from, from + g.q, grad + (o * dyb.rows + y) * dyb.stride);
         }
-      filter_sum(in, b, grad, kblocks, g.p, qp, g.r, g.s, acc + slot * lane_size);
+      filter_sum(in, border, grad, kblocks, g.p, qp, g.r, g.s, acc + slot * lane_size);
     });
     // dw[o, ci, ri, si] = Σ_thread Σ_lane lanes[thread][o / kBlock][ci][ri][si][o % kBlock][lane]
     const long crs = g.c * g.r * g.s;
@@ -391,7 +392,7 @@ void direct_backward_filter(const Conv2dGeometry& g, const Tensor& dyt, const Te
           const T* l = acc + t * lane_size + (((o / kBlock) * crs + j) * kBlock + o % kBlock) * kLanes;
           for (long v = 0; v < kLanes; ++v) sum += l[v];
         }
-        dw[o * crs + j] = sum;
+        dw_data[o * crs + j] = sum;
       }
   });
 }

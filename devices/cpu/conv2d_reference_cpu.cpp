@@ -1,6 +1,7 @@
 // The teaching convolution: the definition of a 2-D convolution written as plain loops,
 // with no im2col and no GEMM, so each line can be read against the maths. Selected with
-// `--conv-impl reference`; its CUDA twin is devices/cuda/conv2d_reference_cuda.cu.
+// `--conv-impl reference` (conv2d_cpu.cpp's router records the choice in the kernel log); its
+// CUDA twin is devices/cuda/conv2d_reference_cuda.cu.
 //
 // With hi = pi·stride_h − pad_h + ri and wi = qi·stride_w − pad_w + si (outside the image
 // the input reads as zero):
@@ -15,17 +16,10 @@
 // one fixed order, so results repeat bit for bit for any thread count.
 #include "devices/cpu/cpu_backend.h"
 #include "devices/cpu/dispatch.h"
-#include "devices/kernel_log.h"
 
 namespace nnlab::cpu {
 
 namespace {
-
-// "x 64×32×28×28 w 64×32×3×3 s1 p1": what the kernel log shows for one call.
-std::string conv_text(const Conv2dGeometry& g) {
-  return "x " + dims_text({g.n, g.c, g.h, g.w}) + " w " + dims_text({g.k, g.c, g.r, g.s}) + " s" +
-         std::to_string(g.stride_h) + " p" + std::to_string(g.pad_h);
-}
 
 // Index helpers: NCHW (and KCRS) offsets, row-major.
 inline long at4(long i0, long i1, long i2, long i3, long d1, long d2, long d3) {
@@ -99,7 +93,6 @@ void backward_filter_loops(const Conv2dGeometry& g, const T* dy, const T* x, T* 
 
 void conv2d_reference_forward(const Conv2dGeometry& g, const Tensor& x, const Tensor& w, const Tensor* b,
                               Tensor& y) {
-  if (kernel_log_enabled()) record_kernel("conv2d_reference_forward", "direct loops " + conv_text(g));
   dispatch_float("conv2d_reference_forward", x, [&](auto tag) {
     using T = decltype(tag);
     forward_loops<T>(g, x.data<T>(), w.data<T>(), b && b->defined() ? b->data<T>() : nullptr, y.data<T>());
@@ -107,7 +100,6 @@ void conv2d_reference_forward(const Conv2dGeometry& g, const Tensor& x, const Te
 }
 
 void conv2d_reference_backward_data(const Conv2dGeometry& g, const Tensor& dy, const Tensor& w, Tensor& dx) {
-  if (kernel_log_enabled()) record_kernel("conv2d_reference_backward_data", "direct loops " + conv_text(g));
   dispatch_float("conv2d_reference_backward_data", dy, [&](auto tag) {
     using T = decltype(tag);
     backward_data_loops<T>(g, dy.data<T>(), w.data<T>(), dx.data<T>());
@@ -115,7 +107,6 @@ void conv2d_reference_backward_data(const Conv2dGeometry& g, const Tensor& dy, c
 }
 
 void conv2d_reference_backward_filter(const Conv2dGeometry& g, const Tensor& dy, const Tensor& x, Tensor& dw) {
-  if (kernel_log_enabled()) record_kernel("conv2d_reference_backward_filter", "direct loops " + conv_text(g));
   dispatch_float("conv2d_reference_backward_filter", dy, [&](auto tag) {
     using T = decltype(tag);
     backward_filter_loops<T>(g, dy.data<T>(), x.data<T>(), dw.data<T>());

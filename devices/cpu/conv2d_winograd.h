@@ -1,5 +1,6 @@
 // Winograd F(2×2, 3×3) convolution kernels of the CPU backend (conv2d_winograd_cpu.cpp),
-// run by conv2d_cpu.cpp's kernels for the shapes winograd_applies() accepts.
+// run where conv2d_cpu.cpp's choose_conv_algorithm picks them (the shapes winograd_applies()
+// accepts).
 #pragma once
 #include "devices/backend.h"
 

@@ -318,42 +318,43 @@ bool winograd_applies(const Conv2dGeometry& g) {
 }
 
 // x: (n, c, h, w)  w: (k, c, 3, 3)  b: (k) or null  y: (n, k, p, q)
-void winograd_forward(const Conv2dGeometry& g, const Tensor& xt, const Tensor& wt, const Tensor* bt, Tensor& yt) {
-  dispatch_float("conv2d_forward (winograd)", xt, [&](auto tag) {
+void winograd_forward(const Conv2dGeometry& g, const Tensor& x, const Tensor& w, const Tensor* b, Tensor& y) {
+  dispatch_float("conv2d_forward (winograd)", x, [&](auto tag) {
     using T = decltype(tag);
-    Tensor ut = Tensor::empty({kTile * g.k * g.c}, xt.dtype(), Device::cpu());
-    const T* w = wt.data<T>();
+    Tensor ut = Tensor::empty({kTile * g.k * g.c}, x.dtype(), Device::cpu());
+    const T* w_data = w.data<T>();
     T* u = ut.data<T>();
     for (long co = 0; co < g.k; ++co)  // U[ξ][co][ci]
-      for (long ci = 0; ci < g.c; ++ci) filter_tile(w + (co * g.c + ci) * 9, u + co * g.c + ci, g.k * g.c);
-    const T* b = bt && bt->defined() ? bt->data<T>() : nullptr;
-    winograd_convolve(xt.dtype(), xt.data<T>(), g.n, g.c, tiling(g.h, g.w, g.pad_h, g.pad_w), u, g.k, b, yt.data<T>());
+      for (long ci = 0; ci < g.c; ++ci) filter_tile(w_data + (co * g.c + ci) * 9, u + co * g.c + ci, g.k * g.c);
+    const T* b_data = b && b->defined() ? b->data<T>() : nullptr;
+    winograd_convolve(x.dtype(), x.data<T>(), g.n, g.c, tiling(g.h, g.w, g.pad_h, g.pad_w), u, g.k, b_data,
+                      y.data<T>());
   });
 }
 
 // dy: (n, k, p, q)  w: (k, c, 3, 3)  dx: (n, c, h, w)
 // dx[ci] = Σ_co dy[co] ⋆ rot180(w[co, ci]) with padding 2 − pad: a forward convolution
 // from k channels to c.
-void winograd_backward_data(const Conv2dGeometry& g, const Tensor& dyt, const Tensor& wt, Tensor& dxt) {
-  dispatch_float("conv2d_backward_data (winograd)", dyt, [&](auto tag) {
+void winograd_backward_data(const Conv2dGeometry& g, const Tensor& dy, const Tensor& w, Tensor& dx) {
+  dispatch_float("conv2d_backward_data (winograd)", dy, [&](auto tag) {
     using T = decltype(tag);
-    Tensor ut = Tensor::empty({kTile * g.c * g.k}, dyt.dtype(), Device::cpu());
-    const T* w = wt.data<T>();
+    Tensor ut = Tensor::empty({kTile * g.c * g.k}, dy.dtype(), Device::cpu());
+    const T* w_data = w.data<T>();
     T* u = ut.data<T>();
     for (long co = 0; co < g.k; ++co)
       for (long ci = 0; ci < g.c; ++ci) {  // U[ξ][ci][co] of the rotated filter
-        const T* f = w + (co * g.c + ci) * 9;
+        const T* f = w_data + (co * g.c + ci) * 9;
         const T rotated[9] = {f[8], f[7], f[6], f[5], f[4], f[3], f[2], f[1], f[0]};
         filter_tile(rotated, u + ci * g.k + co, g.c * g.k);
       }
-    winograd_convolve(dyt.dtype(), dyt.data<T>(), g.n, g.k, tiling(g.p, g.q, 2 - g.pad_h, 2 - g.pad_w), u, g.c, (const T*)nullptr,
-                      dxt.data<T>());
+    winograd_convolve(dy.dtype(), dy.data<T>(), g.n, g.k, tiling(g.p, g.q, 2 - g.pad_h, 2 - g.pad_w), u, g.c,
+                      (const T*)nullptr, dx.data<T>());
   });
 }
 
 // dy: (n, k, p, q)  x: (n, c, h, w)  dw: (k, c, 3, 3)
-void winograd_backward_filter(const Conv2dGeometry& g, const Tensor& dyt, const Tensor& xt, Tensor& dwt) {
-  dispatch_float("conv2d_backward_filter (winograd)", dyt, [&](auto tag) {
+void winograd_backward_filter(const Conv2dGeometry& g, const Tensor& dy, const Tensor& x, Tensor& dw) {
+  dispatch_float("conv2d_backward_filter (winograd)", dy, [&](auto tag) {
     using T = decltype(tag);
     const Tiling t = tiling(g.h, g.w, g.pad_h, g.pad_w);
     const long chunk = chunk_images(g.n, kTile * (g.c + g.k) * t.per_plane(), sizeof(T));
@@ -363,9 +364,9 @@ void winograd_backward_filter(const Conv2dGeometry& g, const Tensor& dyt, const 
     const long chunk_tiles = chunk * t.per_plane();
     const long slot_floats =
         kTile * (matrix_stride(g.c, chunk_tiles) + matrix_stride(g.k, chunk_tiles)) + 2 * scratch_floats(t);
-    Tensor workspace = Tensor::empty({slots * slot_floats}, xt.dtype(), Device::cpu());
-    Tensor partial = Tensor::zeros({slots * kTile * kc}, xt.dtype(), Device::cpu());
-    const T *x = xt.data<T>(), *dy = dyt.data<T>();
+    Tensor workspace = Tensor::empty({slots * slot_floats}, x.dtype(), Device::cpu());
+    Tensor partial = Tensor::zeros({slots * kTile * kc}, x.dtype(), Device::cpu());
+    const T *x_data = x.data<T>(), *dy_data = dy.data<T>();
     T *ws = workspace.data<T>(), *part = partial.data<T>();
 #pragma omp parallel for schedule(static) if (parallel)
     for (long ck = 0; ck < chunks; ++ck) {
@@ -377,17 +378,17 @@ void winograd_backward_filter(const Conv2dGeometry& g, const Tensor& dyt, const 
       T* padded_x = z + kTile * z_stride;  // zero borders, see place_plane
       T* padded_dy = padded_x + scratch_floats(t);
       std::fill(padded_x, padded_x + 2 * scratch_floats(t), T(0));
-      transform_inputs(x, g.c, t, first, count, padded_x, v);
+      transform_inputs(x_data, g.c, t, first, count, padded_x, v);
       for (long co = 0; co < g.k; ++co)  // increasing addresses (see kLanes)
         for (long i = 0; i < count; ++i) {
-          const T* plane = dy + ((first + i) * g.k + co) * g.p * g.q;
+          const T* plane = dy_data + ((first + i) * g.k + co) * g.p * g.q;
           output_grad_transform(plane, t, padded_dy, z + co * tiles + i * t.per_plane(), z_stride);
         }
       T* s = part + slot * kTile * kc;  // S[ξ] (k × c) += Z[ξ] · V[ξ]ᵀ
       for (int xi = 0; xi < kTile; ++xi)
         add_product_nt(g.k, g.c, tiles, z + xi * z_stride, v + xi * v_stride, s + xi * kc);
     }
-    T* dw = dwt.data<T>();
+    T* dw_data = dw.data<T>();
 #pragma omp parallel for schedule(static) if (kc * kTile > kParallelGrain)
     for (long j = 0; j < kc; ++j) {  // sum the partials in slot order, then dW = Gᵀ S G
       T sum[kTile];
@@ -395,7 +396,7 @@ void winograd_backward_filter(const Conv2dGeometry& g, const Tensor& dyt, const 
         sum[xi] = part[xi * kc + j];
         for (long sl = 1; sl < slots; ++sl) sum[xi] += part[(sl * kTile + xi) * kc + j];
       }
-      filter_grad_tile(sum, 1, dw + j * 9);
+      filter_grad_tile(sum, 1, dw_data + j * 9);
     }
   });
 }

@@ -20,14 +20,14 @@ uint64_t keep_threshold(double p) { return static_cast<uint64_t>(std::floor(p * 
 // One Philox call yields the four draws 4b … 4b+3 (philox_u32 returns one word of the same
 // block), so the loop runs over blocks of four.
 template <typename T>
-void dropout_forward_typed(const Tensor& xt, double p, uint64_t seed, uint32_t stream, const Tensor& yt,
-                           const Tensor& mt) {
-  const T* x = static_cast<const T*>(xt.raw_data());
-  T* y = static_cast<T*>(yt.raw_data());
-  uint8_t* mask = static_cast<uint8_t*>(mt.raw_data());
+void dropout_forward_typed(const Tensor& x, double p, uint64_t seed, uint32_t stream, const Tensor& y,
+                           const Tensor& mask) {
+  const T* x_data = static_cast<const T*>(x.raw_data());
+  T* y_data = static_cast<T*>(y.raw_data());
+  uint8_t* mask_data = static_cast<uint8_t*>(mask.raw_data());
   const uint64_t threshold = keep_threshold(p);
   const T scale = static_cast<T>(1.0 / (1.0 - p));
-  const long n = static_cast<long>(xt.numel());
+  const long n = static_cast<long>(x.numel());
   const long blocks = (n + 3) / 4;
   const uint32_t key0 = static_cast<uint32_t>(seed), key1 = static_cast<uint32_t>(seed >> 32);
   const uint32_t purpose = static_cast<uint32_t>(RandomPurpose::Dropout);
@@ -39,22 +39,22 @@ void dropout_forward_typed(const Tensor& xt, double p, uint64_t seed, uint32_t s
     for (long lane = 0; lane < 4 && 4 * b + lane < n; ++lane) {
       const long i = 4 * b + lane;
       const bool keep = static_cast<uint64_t>(draws.v[lane]) >= threshold;
-      mask[i] = keep ? 1 : 0;
-      y[i] = keep ? x[i] * scale : T(0);
+      mask_data[i] = keep ? 1 : 0;
+      y_data[i] = keep ? x_data[i] * scale : T(0);
     }
   }
 }
 
 // dy, dx: n elements  mask: uint8 (n)     dx[i] = dy[i] · mask[i] · 1/(1 − p)
 template <typename T>
-void dropout_backward_typed(const Tensor& dyt, const Tensor& mt, double p, const Tensor& dxt) {
-  const T* dy = static_cast<const T*>(dyt.raw_data());
-  const uint8_t* mask = static_cast<const uint8_t*>(mt.raw_data());
-  T* dx = static_cast<T*>(dxt.raw_data());
+void dropout_backward_typed(const Tensor& dy, const Tensor& mask, double p, const Tensor& dx) {
+  const T* dy_data = static_cast<const T*>(dy.raw_data());
+  const uint8_t* mask_data = static_cast<const uint8_t*>(mask.raw_data());
+  T* dx_data = static_cast<T*>(dx.raw_data());
   const T scale = static_cast<T>(1.0 / (1.0 - p));
-  const long n = static_cast<long>(dyt.numel());
+  const long n = static_cast<long>(dy.numel());
 #pragma omp parallel for schedule(static) if (n > cpu::kParallelGrain)
-  for (long i = 0; i < n; ++i) dx[i] = mask[i] ? dy[i] * scale : T(0);
+  for (long i = 0; i < n; ++i) dx_data[i] = mask_data[i] ? dy_data[i] * scale : T(0);
 }
 
 }  // namespace

@@ -46,16 +46,16 @@ BroadcastLayout layout_of(const Tensor& a, const Tensor& b, const Tensor& y) {
 }
 
 template <typename T>
-void binary_forward_typed(BinaryOp op, const Tensor& at, const Tensor& bt, const Tensor& yt) {
-  const BroadcastLayout L = layout_of(at, bt, yt);
-  const T* a = static_cast<const T*>(at.raw_data());
-  const T* b = static_cast<const T*>(bt.raw_data());
-  T* y = static_cast<T*>(yt.raw_data());
+void binary_forward_typed(BinaryOp op, const Tensor& a, const Tensor& b, const Tensor& y) {
+  const BroadcastLayout L = layout_of(a, b, y);
+  const T* a_data = static_cast<const T*>(a.raw_data());
+  const T* b_data = static_cast<const T*>(b.raw_data());
+  T* y_data = static_cast<T*>(y.raw_data());
 #pragma omp parallel for schedule(static) if (L.outer * L.inner > cpu::kParallelGrain)
   for (long o = 0; o < L.outer; ++o) {
-    const T* ar = L.a_full ? a + o * L.inner : a;
-    const T* br = L.b_full ? b + o * L.inner : b;
-    T* yr = y + o * L.inner;
+    const T* ar = L.a_full ? a_data + o * L.inner : a_data;
+    const T* br = L.b_full ? b_data + o * L.inner : b_data;
+    T* yr = y_data + o * L.inner;
     for (long i = 0; i < L.inner; ++i) yr[i] = apply_binary(op, ar[i], br[i]);
   }
 }
@@ -64,17 +64,18 @@ void binary_forward_typed(BinaryOp op, const Tensor& at, const Tensor& bt, const
 // contributions of every row it was broadcast over (parallel over its own elements, so each
 // sum runs in a fixed order).
 template <typename T>
-void binary_backward_typed(BinaryOp op, const Tensor& at, const Tensor& bt, const Tensor& dyt, Tensor* dat,
-                           Tensor* dbt) {
-  const BroadcastLayout L = layout_of(at, bt, dyt);
-  const T* a = static_cast<const T*>(at.raw_data());
-  const T* b = static_cast<const T*>(bt.raw_data());
-  const T* dy = static_cast<const T*>(dyt.raw_data());
-  T* da = dat ? static_cast<T*>(dat->raw_data()) : nullptr;
-  T* db = dbt ? static_cast<T*>(dbt->raw_data()) : nullptr;
+void binary_backward_typed(BinaryOp op, const Tensor& a, const Tensor& b, const Tensor& dy, Tensor* da,
+                           Tensor* db) {
+  const BroadcastLayout L = layout_of(a, b, dy);
+  const T* a_data = static_cast<const T*>(a.raw_data());
+  const T* b_data = static_cast<const T*>(b.raw_data());
+  const T* dy_data = static_cast<const T*>(dy.raw_data());
+  T* da_data = da ? static_cast<T*>(da->raw_data()) : nullptr;
+  T* db_data = db ? static_cast<T*>(db->raw_data()) : nullptr;
   const long n = L.outer * L.inner;
   auto partials = [&](long idx, T& pa, T& pb) {
-    binary_partials(op, L.a_full ? a[idx] : a[idx % L.inner], L.b_full ? b[idx] : b[idx % L.inner], pa, pb);
+    binary_partials(op, L.a_full ? a_data[idx] : a_data[idx % L.inner], L.b_full ? b_data[idx] : b_data[idx % L.inner],
+                    pa, pb);
   };
   const bool full_a = da && L.a_full, full_b = db && L.b_full;
   if (full_a || full_b) {
@@ -82,8 +83,8 @@ void binary_backward_typed(BinaryOp op, const Tensor& at, const Tensor& bt, cons
     for (long idx = 0; idx < n; ++idx) {
       T pa = 0, pb = 0;
       partials(idx, pa, pb);
-      if (full_a) da[idx] = dy[idx] * pa;
-      if (full_b) db[idx] = dy[idx] * pb;
+      if (full_a) da_data[idx] = dy_data[idx] * pa;
+      if (full_b) db_data[idx] = dy_data[idx] * pb;
     }
   }
   const bool small_a = da && !L.a_full, small_b = db && !L.b_full;
@@ -94,57 +95,57 @@ void binary_backward_typed(BinaryOp op, const Tensor& at, const Tensor& bt, cons
       for (long o = 0; o < L.outer; ++o) {
         T pa = 0, pb = 0;
         partials(o * L.inner + i, pa, pb);
-        sa += dy[o * L.inner + i] * pa;
-        sb += dy[o * L.inner + i] * pb;
+        sa += dy_data[o * L.inner + i] * pa;
+        sb += dy_data[o * L.inner + i] * pb;
       }
-      if (small_a) da[i] = sa;
-      if (small_b) db[i] = sb;
+      if (small_a) da_data[i] = sa;
+      if (small_b) db_data[i] = sb;
     }
   }
 }
 
 template <typename T>
-void unary_forward_typed(UnaryOp op, const Tensor& xt, const Tensor& yt) {
-  const T* x = static_cast<const T*>(xt.raw_data());
-  T* y = static_cast<T*>(yt.raw_data());
-  const long n = static_cast<long>(xt.numel());
+void unary_forward_typed(UnaryOp op, const Tensor& x, const Tensor& y) {
+  const T* x_data = static_cast<const T*>(x.raw_data());
+  T* y_data = static_cast<T*>(y.raw_data());
+  const long n = static_cast<long>(x.numel());
   switch (op) {
     case UnaryOp::Relu:
 #pragma omp parallel for schedule(static) if (n > cpu::kParallelGrain)
-      for (long i = 0; i < n; ++i) y[i] = x[i] > T(0) ? x[i] : T(0);
+      for (long i = 0; i < n; ++i) y_data[i] = x_data[i] > T(0) ? x_data[i] : T(0);
       return;
     case UnaryOp::Sigmoid:
 #pragma omp parallel for schedule(static) if (n > cpu::kParallelGrain / 8)
-      for (long i = 0; i < n; ++i) y[i] = T(1) / (T(1) + std::exp(-x[i]));
+      for (long i = 0; i < n; ++i) y_data[i] = T(1) / (T(1) + std::exp(-x_data[i]));
       return;
     case UnaryOp::Tanh:
 #pragma omp parallel for schedule(static) if (n > cpu::kParallelGrain / 8)
-      for (long i = 0; i < n; ++i) y[i] = std::tanh(x[i]);
+      for (long i = 0; i < n; ++i) y_data[i] = std::tanh(x_data[i]);
       return;
   }
 }
 
 // relu: dx = dy·[x > 0];  sigmoid: dx = dy·y·(1 − y);  tanh: dx = dy·(1 − y²)
 template <typename T>
-void unary_backward_typed(UnaryOp op, const Tensor& xt, const Tensor& yt, const Tensor& dyt, const Tensor& dxt) {
-  const T* x = static_cast<const T*>(xt.raw_data());
-  const T* y = static_cast<const T*>(yt.raw_data());
-  const T* dy = static_cast<const T*>(dyt.raw_data());
-  T* dx = static_cast<T*>(dxt.raw_data());
-  const long n = static_cast<long>(xt.numel());
+void unary_backward_typed(UnaryOp op, const Tensor& x, const Tensor& y, const Tensor& dy, const Tensor& dx) {
+  const T* x_data = static_cast<const T*>(x.raw_data());
+  const T* y_data = static_cast<const T*>(y.raw_data());
+  const T* dy_data = static_cast<const T*>(dy.raw_data());
+  T* dx_data = static_cast<T*>(dx.raw_data());
+  const long n = static_cast<long>(x.numel());
   // One loop per op (no switch inside), so each vectorises.
   switch (op) {
     case UnaryOp::Relu:
 #pragma omp parallel for schedule(static) if (n > cpu::kParallelGrain)
-      for (long i = 0; i < n; ++i) dx[i] = x[i] > T(0) ? dy[i] : T(0);
+      for (long i = 0; i < n; ++i) dx_data[i] = x_data[i] > T(0) ? dy_data[i] : T(0);
       return;
     case UnaryOp::Sigmoid:
 #pragma omp parallel for schedule(static) if (n > cpu::kParallelGrain)
-      for (long i = 0; i < n; ++i) dx[i] = dy[i] * y[i] * (T(1) - y[i]);
+      for (long i = 0; i < n; ++i) dx_data[i] = dy_data[i] * y_data[i] * (T(1) - y_data[i]);
       return;
     case UnaryOp::Tanh:
 #pragma omp parallel for schedule(static) if (n > cpu::kParallelGrain)
-      for (long i = 0; i < n; ++i) dx[i] = dy[i] * (T(1) - y[i] * y[i]);
+      for (long i = 0; i < n; ++i) dx_data[i] = dy_data[i] * (T(1) - y_data[i] * y_data[i]);
       return;
   }
 }
@@ -172,21 +173,21 @@ void CpuBackend::unary_backward(UnaryOp op, const Tensor& x, const Tensor& y, co
   cpu::dispatch_float("unary_backward", dy, [&](auto t) { unary_backward_typed<decltype(t)>(op, x, y, dy, dx); });
 }
 
-void CpuBackend::axpby(double alpha, const Tensor& xt, double beta, Tensor& yt) {
-  NNLAB_LOG_KERNEL("axpby", xt);  // nnlab explain: record the call
-  NNLAB_CHECK(xt.numel() == yt.numel(), "axpby: ", xt.describe(), " and ", yt.describe());
-  cpu::dispatch_float("axpby", yt, [&](auto t) {
+void CpuBackend::axpby(double alpha, const Tensor& x, double beta, Tensor& y) {
+  NNLAB_LOG_KERNEL("axpby", x);  // nnlab explain: record the call
+  NNLAB_CHECK(x.numel() == y.numel(), "axpby: ", x.describe(), " and ", y.describe());
+  cpu::dispatch_float("axpby", y, [&](auto t) {
     using T = decltype(t);
-    const T* x = static_cast<const T*>(xt.raw_data());
-    T* y = static_cast<T*>(yt.raw_data());
+    const T* x_data = static_cast<const T*>(x.raw_data());
+    T* y_data = static_cast<T*>(y.raw_data());
     const T a = static_cast<T>(alpha), b = static_cast<T>(beta);
-    const long n = static_cast<long>(yt.numel());
+    const long n = static_cast<long>(y.numel());
     if (beta == 0.0) {
 #pragma omp parallel for schedule(static) if (n > cpu::kParallelGrain)
-      for (long i = 0; i < n; ++i) y[i] = a * x[i];
+      for (long i = 0; i < n; ++i) y_data[i] = a * x_data[i];
     } else {
 #pragma omp parallel for schedule(static) if (n > cpu::kParallelGrain)
-      for (long i = 0; i < n; ++i) y[i] = a * x[i] + b * y[i];
+      for (long i = 0; i < n; ++i) y_data[i] = a * x_data[i] + b * y_data[i];
     }
   });
 }

@@ -171,7 +171,8 @@ void maxpool_2x2_plane(const Pool2dGeometry& g, const float* xp, float* yp, int3
       __m512 top_left, top_right, bottom_left, bottom_right;
       load_even_odd(top, 2 * outputs, top_left, top_right);
       load_even_odd(top + g.w, 2 * outputs, bottom_left, bottom_right);
-      const __m512i top_at = _mm512_add_epi32(_mm512_set1_epi32(static_cast<int32_t>(2 * i * g.w + 2 * j0)), twice_lane);
+      const __m512i top_at =
+          _mm512_add_epi32(_mm512_set1_epi32(static_cast<int32_t>(2 * i * g.w + 2 * j0)), twice_lane);
       const __m512i bottom_at = _mm512_add_epi32(top_at, row);
       __m512 best = top_left;
       __m512i best_at = top_at;
@@ -208,22 +209,22 @@ void maxpool_2x2_plane_backward(const Pool2dGeometry& g, const float* dyp, const
 #endif
 
 template <typename T>
-void maxpool_forward_typed(const Pool2dGeometry& g, const Tensor& xt, const Tensor& yt, const Tensor& at) {
-  const T* x = static_cast<const T*>(xt.raw_data());
-  T* y = static_cast<T*>(yt.raw_data());
-  int32_t* arg = static_cast<int32_t*>(at.raw_data());
+void maxpool_forward_typed(const Pool2dGeometry& g, const Tensor& x, const Tensor& y, const Tensor& a) {
+  const T* x_data = static_cast<const T*>(x.raw_data());
+  T* y_data = static_cast<T*>(y.raw_data());
+  int32_t* a_data = static_cast<int32_t*>(a.raw_data());
   const long planes = static_cast<long>(g.n * g.c);
   if (is_2x2(g)) {
 #pragma omp parallel for schedule(static) if (planes * g.h * g.w > cpu::kParallelGrain)
     for (long pl = 0; pl < planes; ++pl)
-      maxpool_2x2_plane(g, x + pl * g.h * g.w, y + pl * g.p * g.q, arg + pl * g.p * g.q);
+      maxpool_2x2_plane(g, x_data + pl * g.h * g.w, y_data + pl * g.p * g.q, a_data + pl * g.p * g.q);
     return;
   }
 #pragma omp parallel for schedule(static) if (planes * g.p * g.q * g.kernel_h * g.kernel_w > cpu::kParallelGrain)
   for (long pl = 0; pl < planes; ++pl) {
-    const T* xp = x + pl * g.h * g.w;
-    T* yp = y + pl * g.p * g.q;
-    int32_t* ap = arg + pl * g.p * g.q;
+    const T* xp = x_data + pl * g.h * g.w;
+    T* yp = y_data + pl * g.p * g.q;
+    int32_t* ap = a_data + pl * g.p * g.q;
     for (int64_t i = 0; i < g.p; ++i) {
       for (int64_t j = 0; j < g.q; ++j) {
         const Window win = window_of(g, i, j);
@@ -248,37 +249,37 @@ void maxpool_forward_typed(const Pool2dGeometry& g, const Tensor& xt, const Tens
 // dy: (n, c, p, q)  argmax: int32 (n, c, p, q)  dx: (n, c, h, w)
 // dx[argmax[i, j]] += dy[i, j]: only the winner of each window receives its gradient.
 template <typename T>
-void maxpool_backward_typed(const Pool2dGeometry& g, const Tensor& dyt, const Tensor& at, const Tensor& dxt) {
-  const T* dy = static_cast<const T*>(dyt.raw_data());
-  const int32_t* arg = static_cast<const int32_t*>(at.raw_data());
-  T* dx = static_cast<T*>(dxt.raw_data());
+void maxpool_backward_typed(const Pool2dGeometry& g, const Tensor& dy, const Tensor& a, const Tensor& dx) {
+  const T* dy_data = static_cast<const T*>(dy.raw_data());
+  const int32_t* a_data = static_cast<const int32_t*>(a.raw_data());
+  T* dx_data = static_cast<T*>(dx.raw_data());
   const long planes = static_cast<long>(g.n * g.c);
   if (is_2x2(g)) {
 #pragma omp parallel for schedule(static) if (planes * g.h * g.w > cpu::kParallelGrain)
     for (long pl = 0; pl < planes; ++pl)
-      maxpool_2x2_plane_backward(g, dy + pl * g.p * g.q, arg + pl * g.p * g.q, dx + pl * g.h * g.w);
+      maxpool_2x2_plane_backward(g, dy_data + pl * g.p * g.q, a_data + pl * g.p * g.q, dx_data + pl * g.h * g.w);
     return;
   }
 #pragma omp parallel for schedule(static) if (planes * g.h * g.w > cpu::kParallelGrain)
   for (long pl = 0; pl < planes; ++pl) {
-    T* dxp = dx + pl * g.h * g.w;
+    T* dxp = dx_data + pl * g.h * g.w;
     std::fill(dxp, dxp + g.h * g.w, T(0));
-    const T* dyp = dy + pl * g.p * g.q;
-    const int32_t* ap = arg + pl * g.p * g.q;
+    const T* dyp = dy_data + pl * g.p * g.q;
+    const int32_t* ap = a_data + pl * g.p * g.q;
     for (int64_t o = 0; o < g.p * g.q; ++o) dxp[ap[o]] += dyp[o];
   }
 }
 
 // x: (n, c, h, w)  y: (n, c, p, q)     y[i, j] = (Σ over the window of x) / divisor
 template <typename T>
-void avgpool_forward_typed(const Pool2dGeometry& g, const Tensor& xt, const Tensor& yt) {
-  const T* x = static_cast<const T*>(xt.raw_data());
-  T* y = static_cast<T*>(yt.raw_data());
+void avgpool_forward_typed(const Pool2dGeometry& g, const Tensor& x, const Tensor& y) {
+  const T* x_data = static_cast<const T*>(x.raw_data());
+  T* y_data = static_cast<T*>(y.raw_data());
   const long planes = static_cast<long>(g.n * g.c);
 #pragma omp parallel for schedule(static) if (planes * g.p * g.q * g.kernel_h * g.kernel_w > cpu::kParallelGrain)
   for (long pl = 0; pl < planes; ++pl) {
-    const T* xp = x + pl * g.h * g.w;
-    T* yp = y + pl * g.p * g.q;
+    const T* xp = x_data + pl * g.h * g.w;
+    T* yp = y_data + pl * g.p * g.q;
     for (int64_t i = 0; i < g.p; ++i) {
       for (int64_t j = 0; j < g.q; ++j) {
         const Window win = window_of(g, i, j);
@@ -293,15 +294,15 @@ void avgpool_forward_typed(const Pool2dGeometry& g, const Tensor& xt, const Tens
 
 // dy: (n, c, p, q)  dx: (n, c, h, w)   dx[r, s] = Σ over the windows holding (r, s) of dy / divisor
 template <typename T>
-void avgpool_backward_typed(const Pool2dGeometry& g, const Tensor& dyt, const Tensor& dxt) {
-  const T* dy = static_cast<const T*>(dyt.raw_data());
-  T* dx = static_cast<T*>(dxt.raw_data());
+void avgpool_backward_typed(const Pool2dGeometry& g, const Tensor& dy, const Tensor& dx) {
+  const T* dy_data = static_cast<const T*>(dy.raw_data());
+  T* dx_data = static_cast<T*>(dx.raw_data());
   const long planes = static_cast<long>(g.n * g.c);
 #pragma omp parallel for schedule(static) if (planes * g.p * g.q * g.kernel_h * g.kernel_w > cpu::kParallelGrain)
   for (long pl = 0; pl < planes; ++pl) {
-    T* dxp = dx + pl * g.h * g.w;
+    T* dxp = dx_data + pl * g.h * g.w;
     std::fill(dxp, dxp + g.h * g.w, T(0));
-    const T* dyp = dy + pl * g.p * g.q;
+    const T* dyp = dy_data + pl * g.p * g.q;
     for (int64_t i = 0; i < g.p; ++i) {
       for (int64_t j = 0; j < g.q; ++j) {
         const Window win = window_of(g, i, j);

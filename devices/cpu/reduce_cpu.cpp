@@ -32,24 +32,24 @@ double chunked_sum(const T* x, long n, F f) {
 }  // namespace
 
 // y: (outer, c, inner)  b: (c)   y[o, j, i] += b[j]
-void CpuBackend::bias_forward(Tensor& yt, const Tensor& bt, int64_t inner) {
-  NNLAB_LOG_KERNEL("bias_forward", yt);  // nnlab explain: record the call
-  cpu::dispatch_float("bias_forward", yt, [&](auto t) {
+void CpuBackend::bias_forward(Tensor& y, const Tensor& b, int64_t inner) {
+  NNLAB_LOG_KERNEL("bias_forward", y);  // nnlab explain: record the call
+  cpu::dispatch_float("bias_forward", y, [&](auto t) {
     using T = decltype(t);
-    T* y = static_cast<T*>(yt.raw_data());
-    const T* b = static_cast<const T*>(bt.raw_data());
-    const long c = static_cast<long>(bt.numel()), in = static_cast<long>(inner);
-    const long outer = static_cast<long>(yt.numel()) / (c * in);
+    T* y_data = static_cast<T*>(y.raw_data());
+    const T* b_data = static_cast<const T*>(b.raw_data());
+    const long c = static_cast<long>(b.numel()), in = static_cast<long>(inner);
+    const long outer = static_cast<long>(y.numel()) / (c * in);
     // Loops in storage order (o, j, i) so the innermost loop vectorises, whether inner is 1
     // (Linear: each row gets the bias vector) or a whole feature-map plane (Conv2d).
-#pragma omp parallel for schedule(static) if (yt.numel() > cpu::kParallelGrain)
+#pragma omp parallel for schedule(static) if (y.numel() > cpu::kParallelGrain)
     for (long o = 0; o < outer; ++o) {
-      T* yo = y + o * c * in;
+      T* yo = y_data + o * c * in;
       if (in == 1) {
-        for (long j = 0; j < c; ++j) yo[j] += b[j];
+        for (long j = 0; j < c; ++j) yo[j] += b_data[j];
       } else {
         for (long j = 0; j < c; ++j) {
-          const T bj = b[j];
+          const T bj = b_data[j];
           for (long i = 0; i < in; ++i) yo[j * in + i] += bj;
         }
       }
@@ -58,21 +58,21 @@ void CpuBackend::bias_forward(Tensor& yt, const Tensor& bt, int64_t inner) {
 }
 
 // dy: (outer, c, inner)  db: (c)   db[j] = Σ_o Σ_i dy[o, j, i]
-void CpuBackend::bias_backward(const Tensor& dyt, Tensor& dbt, int64_t inner) {
-  NNLAB_LOG_KERNEL("bias_backward", dyt);  // nnlab explain: record the call
-  cpu::dispatch_float("bias_backward", dyt, [&](auto t) {
+void CpuBackend::bias_backward(const Tensor& dy, Tensor& db, int64_t inner) {
+  NNLAB_LOG_KERNEL("bias_backward", dy);  // nnlab explain: record the call
+  cpu::dispatch_float("bias_backward", dy, [&](auto t) {
     using T = decltype(t);
-    const T* dy = static_cast<const T*>(dyt.raw_data());
-    T* db = static_cast<T*>(dbt.raw_data());
-    const long c = static_cast<long>(dbt.numel()), in = static_cast<long>(inner);
-    const long outer = static_cast<long>(dyt.numel()) / (c * in);
+    const T* dy_data = static_cast<const T*>(dy.raw_data());
+    T* db_data = static_cast<T*>(db.raw_data());
+    const long c = static_cast<long>(db.numel()), in = static_cast<long>(inner);
+    const long outer = static_cast<long>(dy.numel()) / (c * in);
     if (in == 1) {
       // Linear: sum the rows of dy (outer × c) into db, row by row so the inner loop runs
       // along contiguous memory; each db[j] still adds its terms in row order.
-      for (long j = 0; j < c; ++j) db[j] = 0;
+      for (long j = 0; j < c; ++j) db_data[j] = 0;
       for (long o = 0; o < outer; ++o) {
-        const T* row = dy + o * c;
-        for (long j = 0; j < c; ++j) db[j] += row[j];
+        const T* row = dy_data + o * c;
+        for (long j = 0; j < c; ++j) db_data[j] += row[j];
       }
       return;
     }
@@ -80,11 +80,11 @@ void CpuBackend::bias_backward(const Tensor& dyt, Tensor& dbt, int64_t inner) {
     // i % 8), so the loop vectorises; the lanes and the images are then added in a fixed
     // order, so the result does not depend on the thread count.
     constexpr long kLanes = 8;
-#pragma omp parallel for schedule(static) if (dyt.numel() > cpu::kParallelGrain)
+#pragma omp parallel for schedule(static) if (dy.numel() > cpu::kParallelGrain)
     for (long j = 0; j < c; ++j) {
       T lane[kLanes] = {};
       for (long o = 0; o < outer; ++o) {
-        const T* row = dy + (o * c + j) * in;
+        const T* row = dy_data + (o * c + j) * in;
         long i = 0;
         for (; i + kLanes <= in; i += kLanes)
           for (long l = 0; l < kLanes; ++l) lane[l] += row[i + l];
@@ -92,26 +92,26 @@ void CpuBackend::bias_backward(const Tensor& dyt, Tensor& dbt, int64_t inner) {
       }
       T s = 0;
       for (long l = 0; l < kLanes; ++l) s += lane[l];
-      db[j] = s;
+      db_data[j] = s;
     }
   });
 }
 
-void CpuBackend::sum_all(const Tensor& xt, double scale, Tensor& out) {
-  NNLAB_LOG_KERNEL("sum_all", xt);  // nnlab explain: record the call
-  cpu::dispatch_float("sum_all", xt, [&](auto t) {
+void CpuBackend::sum_all(const Tensor& x, double scale, Tensor& out) {
+  NNLAB_LOG_KERNEL("sum_all", x);  // nnlab explain: record the call
+  cpu::dispatch_float("sum_all", x, [&](auto t) {
     using T = decltype(t);
-    const double s = chunked_sum(static_cast<const T*>(xt.raw_data()), static_cast<long>(xt.numel()),
+    const double s = chunked_sum(static_cast<const T*>(x.raw_data()), static_cast<long>(x.numel()),
                                  [](T v) { return static_cast<double>(v); });
     *static_cast<T*>(out.raw_data()) = static_cast<T>(scale * s);
   });
 }
 
-void CpuBackend::sum_squares(const Tensor& xt, Tensor& out) {
-  NNLAB_LOG_KERNEL("sum_squares", xt);  // nnlab explain: record the call
-  cpu::dispatch_float("sum_squares", xt, [&](auto t) {
+void CpuBackend::sum_squares(const Tensor& x, Tensor& out) {
+  NNLAB_LOG_KERNEL("sum_squares", x);  // nnlab explain: record the call
+  cpu::dispatch_float("sum_squares", x, [&](auto t) {
     using T = decltype(t);
-    const double s = chunked_sum(static_cast<const T*>(xt.raw_data()), static_cast<long>(xt.numel()),
+    const double s = chunked_sum(static_cast<const T*>(x.raw_data()), static_cast<long>(x.numel()),
                                  [](T v) { return static_cast<double>(v) * v; });
     out.fill_(s);
   });

@@ -40,108 +40,109 @@ void raise_nonfinite_flag(Tensor& flag, NonFiniteMark mark) {
 }  // namespace
 
 // x, y: (n, c)
-void CpuBackend::log_softmax_forward(const Tensor& xt, Tensor& yt) {
-  NNLAB_LOG_KERNEL("log_softmax_forward", xt);  // nnlab explain: record the call
-  cpu::dispatch_float("log_softmax_forward", xt, [&](auto t) {
+void CpuBackend::log_softmax_forward(const Tensor& x, Tensor& y) {
+  NNLAB_LOG_KERNEL("log_softmax_forward", x);  // nnlab explain: record the call
+  cpu::dispatch_float("log_softmax_forward", x, [&](auto t) {
     using T = decltype(t);
-    const long n = static_cast<long>(xt.dim(0)), c = static_cast<long>(xt.numel() / std::max<int64_t>(1, xt.dim(0)));
-    const T* x = static_cast<const T*>(xt.raw_data());
-    T* y = static_cast<T*>(yt.raw_data());
+    const long n = static_cast<long>(x.dim(0)), c = static_cast<long>(x.numel() / std::max<int64_t>(1, x.dim(0)));
+    const T* x_data = static_cast<const T*>(x.raw_data());
+    T* y_data = static_cast<T*>(y.raw_data());
 #pragma omp parallel for schedule(static) if (n * c > cpu::kParallelGrain)
-    for (long i = 0; i < n; ++i) log_softmax_row(x + i * c, y + i * c, c);
+    for (long i = 0; i < n; ++i) log_softmax_row(x_data + i * c, y_data + i * c, c);
   });
 }
 
 // dx = dy − exp(y) · Σ_j dy_j   (per row)
-void CpuBackend::log_softmax_backward(const Tensor& yt, const Tensor& dyt, Tensor& dxt) {
-  NNLAB_LOG_KERNEL("log_softmax_backward", yt);  // nnlab explain: record the call
-  cpu::dispatch_float("log_softmax_backward", yt, [&](auto t) {
+void CpuBackend::log_softmax_backward(const Tensor& y, const Tensor& dy, Tensor& dx) {
+  NNLAB_LOG_KERNEL("log_softmax_backward", y);  // nnlab explain: record the call
+  cpu::dispatch_float("log_softmax_backward", y, [&](auto t) {
     using T = decltype(t);
-    const long n = static_cast<long>(yt.dim(0)), c = static_cast<long>(yt.numel() / std::max<int64_t>(1, yt.dim(0)));
-    const T* y = static_cast<const T*>(yt.raw_data());
-    const T* dy = static_cast<const T*>(dyt.raw_data());
-    T* dx = static_cast<T*>(dxt.raw_data());
+    const long n = static_cast<long>(y.dim(0)), c = static_cast<long>(y.numel() / std::max<int64_t>(1, y.dim(0)));
+    const T* y_data = static_cast<const T*>(y.raw_data());
+    const T* dy_data = static_cast<const T*>(dy.raw_data());
+    T* dx_data = static_cast<T*>(dx.raw_data());
 #pragma omp parallel for schedule(static) if (n * c > cpu::kParallelGrain)
     for (long i = 0; i < n; ++i) {
       T s = 0;
-      for (long j = 0; j < c; ++j) s += dy[i * c + j];
-      for (long j = 0; j < c; ++j) dx[i * c + j] = dy[i * c + j] - std::exp(y[i * c + j]) * s;
+      for (long j = 0; j < c; ++j) s += dy_data[i * c + j];
+      for (long j = 0; j < c; ++j) dx_data[i * c + j] = dy_data[i * c + j] - std::exp(y_data[i * c + j]) * s;
     }
   });
 }
 
 // logits, probs: (n, c)  labels: (n)  loss: scalar
-void CpuBackend::softmax_xent_forward(const Tensor& lt, const Tensor& labels_t, Tensor& pt, Tensor& loss_t,
+void CpuBackend::softmax_xent_forward(const Tensor& logits, const Tensor& labels, Tensor& probs, Tensor& loss,
                                       Tensor* nonfinite_flag, NonFiniteMark mark) {
-  NNLAB_LOG_KERNEL("softmax_xent_forward", lt);  // nnlab explain: record the call
-  const long n = static_cast<long>(lt.dim(0)), c = static_cast<long>(lt.dim(1));
-  const int32_t* labels = labels_t.data<int32_t>();
-  check_labels(labels, n, c);
-  cpu::dispatch_float("softmax_xent_forward", lt, [&](auto t) {
+  NNLAB_LOG_KERNEL("softmax_xent_forward", logits);  // nnlab explain: record the call
+  const long n = static_cast<long>(logits.dim(0)), c = static_cast<long>(logits.dim(1));
+  const int32_t* labels_data = labels.data<int32_t>();
+  check_labels(labels_data, n, c);
+  cpu::dispatch_float("softmax_xent_forward", logits, [&](auto t) {
     using T = decltype(t);
-    const T* x = static_cast<const T*>(lt.raw_data());
-    T* p = static_cast<T*>(pt.raw_data());
+    const T* logits_data = static_cast<const T*>(logits.raw_data());
+    T* probs_data = static_cast<T*>(probs.raw_data());
     std::vector<T> row_loss(static_cast<size_t>(n));
 #pragma omp parallel for schedule(static) if (n * c > cpu::kParallelGrain)
     for (long i = 0; i < n; ++i) {
-      T* pr = p + i * c;
-      log_softmax_row(x + i * c, pr, c);  // log-probabilities first ...
-      row_loss[i] = -pr[labels[i]];
+      T* pr = probs_data + i * c;
+      log_softmax_row(logits_data + i * c, pr, c);  // log-probabilities first ...
+      row_loss[i] = -pr[labels_data[i]];
       for (long j = 0; j < c; ++j) pr[j] = std::exp(pr[j]);  // ... then probabilities
     }
     double total = 0;  // summed in row order: independent of the thread count
     for (T v : row_loss) total += v;
-    const T loss = static_cast<T>(total / static_cast<double>(n));
-    *static_cast<T*>(loss_t.raw_data()) = loss;
-    if (nonfinite_flag && nonfinite_flag->defined() && !std::isfinite(loss))
+    const T mean_loss = static_cast<T>(total / static_cast<double>(n));
+    *static_cast<T*>(loss.raw_data()) = mean_loss;
+    if (nonfinite_flag && nonfinite_flag->defined() && !std::isfinite(mean_loss))
       raise_nonfinite_flag(*nonfinite_flag, mark);
   });
 }
 
 // dlogits = dloss · (probs − onehot(labels)) / n
-void CpuBackend::softmax_xent_backward(const Tensor& pt, const Tensor& labels_t, const Tensor& dloss_t,
-                                       Tensor& dxt) {
-  NNLAB_LOG_KERNEL("softmax_xent_backward", pt);  // nnlab explain: record the call
-  const long n = static_cast<long>(pt.dim(0)), c = static_cast<long>(pt.dim(1));
-  const int32_t* labels = labels_t.data<int32_t>();
-  cpu::dispatch_float("softmax_xent_backward", pt, [&](auto t) {
+void CpuBackend::softmax_xent_backward(const Tensor& probs, const Tensor& labels, const Tensor& dloss,
+                                       Tensor& dx) {
+  NNLAB_LOG_KERNEL("softmax_xent_backward", probs);  // nnlab explain: record the call
+  const long n = static_cast<long>(probs.dim(0)), c = static_cast<long>(probs.dim(1));
+  const int32_t* labels_data = labels.data<int32_t>();
+  cpu::dispatch_float("softmax_xent_backward", probs, [&](auto t) {
     using T = decltype(t);
-    const T* p = static_cast<const T*>(pt.raw_data());
-    T* dx = static_cast<T*>(dxt.raw_data());
-    const T scale = *static_cast<const T*>(dloss_t.raw_data()) / static_cast<T>(n);
+    const T* probs_data = static_cast<const T*>(probs.raw_data());
+    T* dx_data = static_cast<T*>(dx.raw_data());
+    const T scale = *static_cast<const T*>(dloss.raw_data()) / static_cast<T>(n);
 #pragma omp parallel for schedule(static) if (n * c > cpu::kParallelGrain)
     for (long i = 0; i < n; ++i)
-      for (long j = 0; j < c; ++j) dx[i * c + j] = scale * (p[i * c + j] - (j == labels[i] ? T(1) : T(0)));
+      for (long j = 0; j < c; ++j)
+        dx_data[i * c + j] = scale * (probs_data[i * c + j] - (j == labels_data[i] ? T(1) : T(0)));
   });
 }
 
-void CpuBackend::count_correct(const Tensor& lt, const Tensor& labels_t, Tensor& correct) {
-  NNLAB_LOG_KERNEL("count_correct", lt);  // nnlab explain: record the call
-  const long n = static_cast<long>(lt.dim(0)), c = static_cast<long>(lt.dim(1));
-  const int32_t* labels = labels_t.data<int32_t>();
-  cpu::dispatch_float("count_correct", lt, [&](auto t) {
+void CpuBackend::count_correct(const Tensor& logits, const Tensor& labels, Tensor& correct) {
+  NNLAB_LOG_KERNEL("count_correct", logits);  // nnlab explain: record the call
+  const long n = static_cast<long>(logits.dim(0)), c = static_cast<long>(logits.dim(1));
+  const int32_t* labels_data = labels.data<int32_t>();
+  cpu::dispatch_float("count_correct", logits, [&](auto t) {
     using T = decltype(t);
-    const T* x = static_cast<const T*>(lt.raw_data());
+    const T* logits_data = static_cast<const T*>(logits.raw_data());
     int32_t hits = 0;
     for (long i = 0; i < n; ++i) {
       long best = 0;  // first maximum wins, as torch.argmax
       for (long j = 1; j < c; ++j)
-        if (x[i * c + j] > x[i * c + best]) best = j;
-      hits += best == labels[i];
+        if (logits_data[i * c + j] > logits_data[i * c + best]) best = j;
+      hits += best == labels_data[i];
     }
     *correct.data<int32_t>() += hits;
   });
 }
 
-void CpuBackend::check_finite(const Tensor& xt, Tensor& flag, NonFiniteMark mark) {
-  NNLAB_LOG_KERNEL("check_finite", xt);  // nnlab explain: record the call
-  cpu::dispatch_float("check_finite", xt, [&](auto t) {
+void CpuBackend::check_finite(const Tensor& x, Tensor& flag, NonFiniteMark mark) {
+  NNLAB_LOG_KERNEL("check_finite", x);  // nnlab explain: record the call
+  cpu::dispatch_float("check_finite", x, [&](auto t) {
     using T = decltype(t);
-    const T* x = static_cast<const T*>(xt.raw_data());
-    const long n = static_cast<long>(xt.numel());
+    const T* x_data = static_cast<const T*>(x.raw_data());
+    const long n = static_cast<long>(x.numel());
     int bad = 0;
 #pragma omp parallel for schedule(static) reduction(| : bad) if (n > cpu::kParallelGrain)
-    for (long i = 0; i < n; ++i) bad |= !std::isfinite(x[i]);
+    for (long i = 0; i < n; ++i) bad |= !std::isfinite(x_data[i]);
     if (bad) raise_nonfinite_flag(flag, mark);
   });
 }

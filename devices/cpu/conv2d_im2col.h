@@ -1,0 +1,28 @@
+// im2col + GEMM convolution kernels of the CPU backend (conv2d_im2col_cpu.cpp), run where
+// conv2d_cpu.cpp's choose_conv_algorithm picks Im2colSmallGemm or Im2colBlas (and for every
+// layer under --conv-impl im2col).
+#pragma once
+#include <string>
+
+#include "devices/cpu/conv2d_algorithm.h"
+
+namespace nnlab::cpu {
+
+// Float32 products whose inner dimension c·r·s is at most this (the first layers: 9 or 27)
+// go to small_gemm.h's register-blocked loops, which need no packing: OpenBLAS's kernels
+// spend more on packing than on multiplying there (cnn c1 0.87–0.90 → 0.61–0.62 ms a step).
+constexpr int64_t kSmallGemmMaxDepth = 64;
+
+// "NN 32×784×9": the row-major product op(A) · op(B), m × n with inner dimension k, that one
+// image of a direction runs, for the kernel log.
+std::string im2col_product_text(const Conv2dGeometry& g, ConvDirection direction);
+
+// `product` is Im2colSmallGemm or Im2colBlas, as choose_conv_algorithm returned it; backward
+// data is always OpenBLAS (its Wᵀ · dy has no small_gemm form).
+void im2col_forward(const Conv2dGeometry& g, const Tensor& x, const Tensor& w, const Tensor* b, Tensor& y,
+                    ConvAlgorithm product);
+void im2col_backward_data(const Conv2dGeometry& g, const Tensor& dy, const Tensor& w, Tensor& dx);
+void im2col_backward_filter(const Conv2dGeometry& g, const Tensor& dy, const Tensor& x, Tensor& dw,
+                            ConvAlgorithm product);
+
+}  // namespace nnlab::cpu
