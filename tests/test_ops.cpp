@@ -7,6 +7,7 @@
 #include "autograd/gradcheck.h"
 #include "autograd/ops.h"
 #include "core/random.h"
+#include "devices/registry.h"
 
 using namespace nnlab;
 
@@ -142,4 +143,18 @@ TEST_CASE("the non-finite flag is raised by a NaN loss with the step's mark, onc
   CHECK(flag.to_vector<int32_t>() == std::vector<int32_t>{7, 0});
   cross_entropy(x, labels, &flag, {8, 5});  // a later fault does not move the first one
   CHECK(flag.to_vector<int32_t>() == std::vector<int32_t>{7, 0});
+}
+
+TEST_CASE("the CPU's full sums write their output in its own dtype", "[ops][reduce]") {
+  // Found by the GPU tests on the CUDA simulator: sum_all of float32 into a float64 scalar
+  // wrote a float into the double's first four bytes.
+  const Tensor x = Tensor::from_vector(std::vector<float>{1.5f, 2.0f, -0.25f}, {3});
+  Backend& cpu = backend_for(Device::cpu());
+  for (DType out_type : {DType::Float32, DType::Float64}) {
+    Tensor s = Tensor::full({}, 99.0, out_type);
+    cpu.sum_all(x, 0.5, s);
+    CHECK(s.to_vector<double>()[0] == 1.625);
+    cpu.sum_squares(x, s);
+    CHECK(s.to_vector<double>()[0] == 6.3125);
+  }
 }

@@ -103,7 +103,7 @@ void CpuBackend::sum_all(const Tensor& x, double scale, Tensor& out) {
     using T = decltype(t);
     const double s = chunked_sum(static_cast<const T*>(x.raw_data()), static_cast<long>(x.numel()),
                                  [](T v) { return static_cast<double>(v); });
-    *static_cast<T*>(out.raw_data()) = static_cast<T>(scale * s);
+    out.fill_(scale * s);  // in out's own dtype, which may differ from x's (float32 → float64)
   });
 }
 
