@@ -217,10 +217,18 @@ std::string cuda_device_report() {
 #ifdef NNLAB_CUDA_SIMULATOR
   cudaDeviceProp sim{};
   cudaGetDeviceProperties(&sim, 0);
-  return "cuda:0: " + std::string(sim.name) + ": the CUDA backend's kernels, cuBLAS and cuDNN calls run on " +
-         std::to_string(sim.multiProcessorCount) + " CPU thread(s) (devices/cuda/sim), " +
-         std::to_string(sim.totalGlobalMem >> 20) + " MiB of simulated device memory; its times are CPU times, "
-         "not GPU times";
+  int cublas_version[3] = {0, 0, 0};
+  cublasGetProperty(MAJOR_VERSION, &cublas_version[0]);
+  cublasGetProperty(MINOR_VERSION, &cublas_version[1]);
+  cublasGetProperty(PATCH_LEVEL, &cublas_version[2]);
+  const size_t cudnn_version = cudnnGetVersion();
+  return "cuda:0: " + std::string(sim.name) + ", " + std::to_string(sim.totalGlobalMem >> 20) +
+         " MiB of simulated device memory, no compute capability (the kernels run on " +
+         std::to_string(sim.multiProcessorCount) + " CPU thread(s), devices/cuda/sim); the cuBLAS " +
+         std::to_string(cublas_version[0]) + "." + std::to_string(cublas_version[1]) + "." +
+         std::to_string(cublas_version[2]) + " interface on OpenBLAS, the cuDNN " + std::to_string(cudnn_version / 10000) +
+         "." + std::to_string(cudnn_version % 10000 / 100) + " interface on CPU loops; its times are CPU times, not GPU "
+         "times";
 #endif
   int driver = 0, runtime = 0, cublas_major = 0, cublas_minor = 0, cublas_patch = 0;
   cudaDriverGetVersion(&driver);
