@@ -50,14 +50,43 @@ say "ctest exit $ctest_rc: $(grep -E 'tests passed|tests failed' "$logs/ctest.lo
 gpu_rc=$?
 say "nnlab_gpu_tests exit $gpu_rc: $(tail -3 "$logs/gpu_tests.log" | tr '\n' ' ')"
 
+# A real training run, not only the test executables: 200 cnn steps on Fashion-MNIST (carried
+# in .deps/fashion-mnist by gpu-deps.sh); the mean loss of the last 20 steps must be well
+# below that of the first 20.
+smoke_rc=0
+if ls .deps/fashion-mnist/*-ubyte.gz >/dev/null 2>&1; then
+  timeout 300 "$build/nnlab" train --device cuda --model cnn --epochs 1 --max-steps 200 --seed 1 \
+    --data-dir .deps/fashion-mnist --metrics "$logs/smoke.jsonl" --metrics-every 1 >"$logs/smoke.log" 2>&1
+  smoke_rc=$?
+  if (( smoke_rc == 0 )); then
+    verdict=$(python3 - "$logs/smoke.jsonl" <<'PY'
+import json, sys
+steps = [json.loads(l)["loss"] for l in open(sys.argv[1]) if '"type":"step"' in l]
+first, last = sum(steps[:20]) / 20, sum(steps[-20:]) / 20
+print(f"{len(steps)} steps, mean loss {first:.3f} -> {last:.3f}", "falls" if last < 0.6 * first else "DOES NOT FALL")
+PY
+)
+    [[ "$verdict" == *"DOES NOT FALL"* ]] && smoke_rc=1
+    say "training smoke test (cnn, 200 steps on cuda): $verdict"
+  else
+    say "training smoke test failed (exit $smoke_rc), see $logs/smoke.log"
+  fi
+else
+  say "training smoke test skipped: no .deps/fashion-mnist (run scripts/gpu-deps.sh with dataset-fashion-mnist installed)"
+fi
+
+# compute-sanitizer slows kernels 10-100x: the kernel tests only (not the CLI runs and the
+# training comparison), each tool under a time limit, so the whole script fits one 10-minute
+# call of the GPU machine.
 san_rc=0
 if [[ "${SANITIZE:-1}" != 0 ]]; then
   for tool in memcheck racecheck; do
-    compute-sanitizer --tool "$tool" --error-exitcode 99 "$build/tests/nnlab_gpu_tests" >"$logs/sanitizer-$tool.log" 2>&1
+    timeout "${SANITIZER_SECONDS:-150}" compute-sanitizer --tool "$tool" --error-exitcode 99 \
+      "$build/tests/nnlab_gpu_tests" "~[explain]~[training]" >"$logs/sanitizer-$tool.log" 2>&1
     rc=$?
-    say "compute-sanitizer $tool exit $rc: $(grep -E 'ERROR SUMMARY' "$logs/sanitizer-$tool.log" | tail -1)"
+    say "compute-sanitizer $tool exit $rc$( ((rc == 124)) && echo ' (time limit)'): $(grep -E 'ERROR SUMMARY' "$logs/sanitizer-$tool.log" | tail -1)"
     (( rc != 0 )) && san_rc=$rc
   done
 fi
 say "commit $(git rev-parse --short=12 HEAD 2>/dev/null || echo unknown)"
-(( ctest_rc == 0 && gpu_rc == 0 && san_rc == 0 ))
+(( ctest_rc == 0 && gpu_rc == 0 && smoke_rc == 0 && san_rc == 0 ))

@@ -32,3 +32,13 @@ if ! apt-get download "${packages[@]}"; then
 fi
 ls -1 ./*.deb
 echo "gpu-deps.sh: $(ls ./*.deb | wc -l) packages, $(du -sh . | cut -f1) in $(pwd)"
+
+# The GPU machine has no Fashion-MNIST either (no apt, no network): carry Debian's copy
+# (dataset-fashion-mnist, about 30 MB) for gpu-build.sh's training smoke test.
+data=/usr/share/datasets/fashion-mnist
+if ls "$data"/*-ubyte.gz >/dev/null 2>&1; then
+  mkdir -p fashion-mnist && cp "$data"/*-ubyte.gz fashion-mnist/
+  echo "gpu-deps.sh: Fashion-MNIST copied into $(pwd)/fashion-mnist"
+else
+  echo "gpu-deps.sh: $data is missing (apt-get install dataset-fashion-mnist); gpu-build.sh will skip its training smoke test" >&2
+fi

@@ -1,6 +1,9 @@
 #!/usr/bin/env bash
-# Builds the CPU-only library, CLI and tests with AddressSanitizer + UndefinedBehaviorSanitizer
-# (CMake option NNLAB_SANITIZE, RelWithDebInfo) and runs the CPU test suite under them.
+# Builds the library, CLI and tests with AddressSanitizer + UndefinedBehaviorSanitizer (CMake
+# option NNLAB_SANITIZE, RelWithDebInfo), the CUDA backend as the CUDA simulator
+# (NNLAB_CUDA_SIMULATOR), and runs under them the CPU test suite, then the GPU test suite on
+# the simulator (every CUDA kernel, cuBLAS and cuDNN call against its CPU twin), then a
+# 20-step cnn comparison of the CPU and the simulated CUDA device on Fashion-MNIST.
 # Any report stops the run (halt_on_error) and fails this script; LeakSanitizer checks every
 # process at exit, the CLI runs the tests start included (NNLAB_CLI_PATH is the sanitized one).
 # scripts/setup.sh test runs this after the ordinary suite.
@@ -12,17 +15,18 @@ cd "$(dirname "$0")/.."
 build_dir=${BUILD_DIR:-build-asan}
 jobs=${JOBS:-$(nproc)}
 start=$(date +%s)
-echo "== configuring $build_dir (ASan + UBSan, CPU only)"
+echo "== configuring $build_dir (ASan + UBSan, the CUDA backend as the CUDA simulator)"
 mkdir -p "$build_dir"
 # clang (with LLVM's OpenMP runtime) built this project faster than g++ here, and is the
 # compiler scripts/fuzz.sh uses too. -O1 with line tables only: cheaper to build than -O2 -g,
 # and the reports still name file and line.
-cmake -S . -B "$build_dir" -DNNLAB_SANITIZE=ON -DNNLAB_WITH_CUDA=OFF -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+cmake -S . -B "$build_dir" -DNNLAB_SANITIZE=ON -DNNLAB_WITH_CUDA=OFF -DNNLAB_CUDA_SIMULATOR=ON \
+      -DCMAKE_BUILD_TYPE=RelWithDebInfo \
       -DCMAKE_CXX_COMPILER=clang++ -DCMAKE_C_COMPILER=clang \
       -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -gline-tables-only" -DCMAKE_C_FLAGS_RELWITHDEBINFO="-O1 -gline-tables-only" \
       >"$build_dir/configure.log" 2>&1 || { cat "$build_dir/configure.log"; exit 1; }
 echo "== building the sanitized tests with $jobs jobs"
-cmake --build "$build_dir" -j "$jobs" --target nnlab_tests nnlab_cli
+cmake --build "$build_dir" -j "$jobs" --target nnlab_tests nnlab_cli nnlab_gpu_tests
 
 # halt_on_error: the first report fails the test that caused it (and so this script).
 # tests/lsan.supp, tests/ubsan.supp: suppressions for code nnlab does not own.
@@ -31,4 +35,8 @@ export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1:suppressions=$PWD/tests
 export LSAN_OPTIONS="suppressions=$PWD/tests/lsan.supp:print_suppressions=0"
 echo "== running the CPU suite under the sanitizers"
 "$build_dir/tests/nnlab_tests" "${NNLAB_SANITIZE_TESTS:-~[slow]}"
+echo "== running the GPU suite on the CUDA simulator under the sanitizers"
+"$build_dir/tests/nnlab_gpu_tests"
+echo "== comparing 20 cnn steps on the CPU and the simulated CUDA device"
+"$build_dir/nnlab" compare --model cnn --devices cpu,cuda --max-steps 20 --test-images 500
 echo "== sanitizer run clean in $(( $(date +%s) - start )) s"

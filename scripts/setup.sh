@@ -4,7 +4,10 @@
 #
 #   scripts/setup.sh run    train the default model on Fashion-MNIST (the README's main job)
 #   scripts/setup.sh test   build everything and run the whole test suite through CTest, then
-#                           the CPU suite under ASan + UBSan (scripts/sanitize.sh, <build>-asan)
+#                           under ASan + UBSan the CPU suite, the GPU suite on the CUDA simulator
+#                           and a cpu-vs-cuda compare (scripts/sanitize.sh, <build>-asan), then
+#                           the GPU suite on the simulator under ThreadSanitizer
+#                           (scripts/racecheck.sh, <build>-tsan)
 #   scripts/setup.sh build  only install and build
 #
 # Environment: BUILD_DIR (default build), JOBS (default: all cores),
@@ -57,7 +60,10 @@ case "$mode" in
   test)
     echo "== running the tests"
     ctest --test-dir "$build_dir" --output-on-failure -j "$jobs"
-    # The CPU suite again under AddressSanitizer + UndefinedBehaviorSanitizer (zero reports).
+    # The CPU suite again, and the CUDA backend's GPU suite on the CUDA simulator, under
+    # AddressSanitizer + UndefinedBehaviorSanitizer (zero reports).
     BUILD_DIR="$build_dir-asan" JOBS="$jobs" scripts/sanitize.sh
+    # The GPU suite on the simulator under ThreadSanitizer: missing barriers, racing blocks.
+    BUILD_DIR="$build_dir-tsan" JOBS="$jobs" scripts/racecheck.sh
     ;;
 esac

@@ -4,7 +4,9 @@
 #include <catch2/catch.hpp>
 
 #include <cstdio>
+#include <cstdlib>
 
+#include "devices/cpu/threads.h"
 #include "devices/registry.h"
 
 int main(int argc, char* argv[]) {
@@ -13,5 +15,11 @@ int main(int argc, char* argv[]) {
     std::printf("nnlab_gpu_tests: skipped, no usable CUDA device: %s\n", status.reason.c_str());
     return 77;
   }
+  // NNLAB_THREADS: the CPU side's thread count (scripts/racecheck.sh runs it single-threaded:
+  // OpenMP's runtime is not built for ThreadSanitizer).
+  if (const char* threads = std::getenv("NNLAB_THREADS")) nnlab::set_cpu_threads(std::atoi(threads));
+  if (nnlab::cuda_simulated())
+    std::printf("nnlab_gpu_tests: on the CUDA simulator (devices/cuda/sim): every kernel, cuBLAS and cuDNN call "
+                "runs on the CPU\n");
   return Catch::Session().run(argc, argv);
 }

@@ -51,7 +51,11 @@ void enqueue(cudaStream_t stream, std::function<void()> work);
 // `detail` in the diagnostic.
 void raise_sticky_error(cudaError_t error, std::string detail);
 
-// The number of CPU threads that run a grid's blocks (nnlab's --threads).
+// The CPU threads that run a grid's blocks: NNLAB_SIM_THREADS, else nnlab's --threads.
+int block_threads();
+// The OpenMP threads of the cuBLAS/cuDNN stand-ins (nnlab's --threads). Under
+// ThreadSanitizer 1: libgomp is not built for ThreadSanitizer, and its barriers would read as
+// races; the simulator's own block threads (std::thread) stay parallel there.
 int worker_threads();
 
 }  // namespace nnlab::sim

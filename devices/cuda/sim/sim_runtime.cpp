@@ -163,7 +163,24 @@ cudaError_t fail_call(cudaError_t error, std::string detail) {
   return sticky_or(error);
 }
 
-int worker_threads() { return std::max(1, cpu_threads()); }
+int block_threads() {
+  static const int from_env = [] {
+    const char* v = std::getenv("NNLAB_SIM_THREADS");
+    return v ? std::atoi(v) : 0;
+  }();
+  return from_env > 0 ? from_env : std::max(1, cpu_threads());
+}
+
+int worker_threads() {
+#if defined(__SANITIZE_THREAD__)
+  return 1;
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+  return 1;
+#endif
+#endif
+  return std::max(1, cpu_threads());
+}
 
 void keep_denormals_on_this_thread() {
   _mm_setcsr(_mm_getcsr() & ~(0x8000u | 0x0040u));  // clear FTZ (bit 15) and DAZ (bit 6)
@@ -258,7 +275,7 @@ cudaError_t cudaGetDeviceProperties(cudaDeviceProp* prop, int device) {
   prop->maxThreadsDim[2] = 64;
   prop->maxGridSize[0] = 0x7fffffff;
   prop->maxGridSize[1] = prop->maxGridSize[2] = 65535;
-  prop->multiProcessorCount = nnlab::sim::worker_threads();
+  prop->multiProcessorCount = nnlab::sim::block_threads();
   prop->canMapHostMemory = 1;
   prop->unifiedAddressing = 1;
   return cudaSuccess;

@@ -209,7 +209,7 @@ std::string BlockScheduler::run(const Grid& g, long long linear_block) {
   return error;
 }
 
-// The CPU threads that run blocks: the stream's own thread and worker_threads() − 1 helpers,
+// The CPU threads that run blocks: the stream's own thread and block_threads() − 1 helpers,
 // which wake for a grid and take blocks from a shared counter.
 class BlockPool {
  public:
@@ -264,7 +264,7 @@ void BlockPool::helper_loop() {
 std::string BlockPool::run(const Grid& g) {
   std::lock_guard<std::mutex> one_grid(run_mutex_);
   const long long blocks = static_cast<long long>(g.grid.x) * g.grid.y * g.grid.z;
-  const int want = std::max(1, std::min<int>(worker_threads(), static_cast<int>(std::min<long long>(blocks, 64))));
+  const int want = std::max(1, std::min<int>(block_threads(), static_cast<int>(std::min<long long>(blocks, 64))));
   {
     std::lock_guard<std::mutex> lock(mutex_);
     while (static_cast<int>(helpers_.size()) < want - 1) helpers_.emplace_back([this] { helper_loop(); });
