@@ -12,6 +12,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
@@ -89,7 +90,9 @@ namespace nnlab::sim {
 
 namespace {
 
-thread_local Fiber* t_previous = nullptr;  // the fiber that switched to the running one
+// The fiber that switched to the running one. Written by every fiber of the CPU thread, so
+// a relaxed atomic: ThreadSanitizer must not read it as an order between CUDA threads.
+thread_local std::atomic<Fiber*> t_previous{nullptr};
 
 size_t page_size() { return static_cast<size_t>(sysconf(_SC_PAGESIZE)); }
 
@@ -150,7 +153,7 @@ void Fiber::start(Entry entry, void* arg) {
 }
 
 void Fiber::switch_from(Fiber& from) {
-  t_previous = &from;
+  t_previous.store(&from, std::memory_order_relaxed);
 #ifdef NNLAB_SIM_TSAN
   // Into a CUDA thread: it sees everything the scheduler did. Out of one: no ordering, so
   // two CUDA threads are ordered only by the barriers and atomics of the kernel itself.
@@ -165,7 +168,7 @@ void Fiber::switch_from(Fiber& from) {
 }
 
 void Fiber::exit_to(Fiber& to) {
-  t_previous = this;
+  t_previous.store(this, std::memory_order_relaxed);
 #ifdef NNLAB_SIM_TSAN
   __tsan_switch_to_fiber(to.tsan_fiber_, to.stack_ ? 0 : __tsan_switch_to_fiber_no_sync);
 #endif
@@ -184,9 +187,10 @@ void Fiber::annotate_arrival() {
   const void* bottom = nullptr;
   size_t size = 0;
   __sanitizer_finish_switch_fiber(asan_fake_stack_, &bottom, &size);
-  if (t_previous && !t_previous->stack_) {  // came from the thread's own stack: learn its bounds
-    t_previous->asan_bottom_ = bottom;
-    t_previous->asan_size_ = size;
+  Fiber* previous = t_previous.load(std::memory_order_relaxed);
+  if (previous && !previous->stack_) {  // came from the thread's own stack: learn its bounds
+    previous->asan_bottom_ = bottom;
+    previous->asan_size_ = size;
   }
 #endif
 }
