@@ -77,8 +77,10 @@ void* CachingAllocator::allocate(size_t bytes) {
            " bytes are in use (peak ", stats_.peak_bytes, "); try a smaller --batch or a smaller model");
     ++stats_.underlying_allocs;
   }
-  unpoison(ptr, bytes);
-  poison(static_cast<char*>(ptr) + bytes, size - bytes);
+  in_device_order([ptr, bytes, size] {
+    unpoison(ptr, bytes);
+    poison(static_cast<char*>(ptr) + bytes, size - bytes);
+  });
   live_blocks_[ptr] = size;
   stats_.current_bytes += size;
   if (stats_.current_bytes > stats_.peak_bytes) stats_.peak_bytes = stats_.current_bytes;
@@ -94,8 +96,24 @@ void CachingAllocator::deallocate(void* ptr) {
   live_blocks_.erase(it);
   stats_.current_bytes -= size;
   stats_.cached_bytes += size;
-  poison(ptr, size);
+  in_device_order([ptr, size] { poison(ptr, size); });
   free_blocks_.emplace(size, ptr);
+}
+
+void CachingAllocator::set_device_order(DeviceOrder order) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  device_order_ = std::move(order);
+}
+
+void CachingAllocator::in_device_order(std::function<void()> step) {
+#ifdef NNLAB_ALLOCATOR_ASAN
+  if (device_order_)
+    device_order_(std::move(step));
+  else
+    step();
+#else
+  (void)step;  // nothing to poison without AddressSanitizer
+#endif
 }
 
 void CachingAllocator::empty_cache() {
@@ -105,7 +123,7 @@ void CachingAllocator::empty_cache() {
 
 void CachingAllocator::release_cached_locked() {
   for (auto& [size, ptr] : free_blocks_) {
-    unpoison(ptr, size);
+    in_device_order([ptr = ptr, size = size] { unpoison(ptr, size); });  // runs before the free: cudaFree waits for the device
     raw_free_(ptr);
     ++stats_.underlying_frees;
   }

@@ -42,12 +42,22 @@ class CachingAllocator {
   // blocks of nearby sizes share a free list while waste stays under 25%.
   static size_t round_size(size_t bytes);
 
+  // Under AddressSanitizer, the rounding slack of a live block and the whole of a cached one
+  // are poisoned (see allocator.cpp). A device that runs its work asynchronously may still use
+  // a block the host has handed back (the next user is later in the same stream), so it passes
+  // a function that runs each poisoning step in the device's own order: the CUDA simulator
+  // queues it on its stream. Without one, the steps run at once (the CPU).
+  using DeviceOrder = std::function<void(std::function<void()>)>;
+  void set_device_order(DeviceOrder order);
+
  private:
   void release_cached_locked();
+  void in_device_order(std::function<void()> step);
 
   std::string device_name_;
   RawAlloc raw_alloc_;
   RawFree raw_free_;
+  DeviceOrder device_order_;
   mutable std::mutex mutex_;
   std::multimap<size_t, void*> free_blocks_;   // rounded size -> block
   std::map<void*, size_t> live_blocks_;        // block -> rounded size

@@ -157,6 +157,10 @@ CudaBackend::CudaBackend(int index)
   c.allocator = allocator_.get();
   select_device(index);
   NNLAB_CUDA_CHECK(cudaStreamCreateWithFlags(&c.stream, cudaStreamNonBlocking));
+#ifdef NNLAB_CUDA_SIMULATOR
+  // The allocator's AddressSanitizer poisoning follows the stream, as the blocks' users do.
+  allocator_->set_device_order([stream = c.stream](std::function<void()> step) { sim::enqueue(stream, std::move(step)); });
+#endif
   NNLAB_CUBLAS_CHECK(cublasCreate(&c.cublas));
   NNLAB_CUBLAS_CHECK(cublasSetStream(c.cublas, c.stream));
   NNLAB_CUBLAS_CHECK(cublasSetMathMode(c.cublas, CUBLAS_DEFAULT_MATH));  // strict float32: no TF32

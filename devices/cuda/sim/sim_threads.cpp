@@ -100,7 +100,7 @@ class BlockScheduler {
   std::vector<Worker*> ended_;  // under ThreadSanitizer: ended in this block, idle after it
   std::vector<std::atomic<Worker*>> at_barrier_;   // by thread index, null when not waiting
   std::atomic<int> waiting_{0};
-  Worker* running_ = nullptr;
+  std::atomic<Worker*> running_{nullptr};  // set by the scheduler, read by the running fiber
   char barrier_token_ = 0;  // ThreadSanitizer's sync object for the barrier
   char done_token_ = 0;     // ... and for "every thread of the block has ended"
 };
@@ -118,10 +118,10 @@ BlockScheduler::Worker& BlockScheduler::idle_worker() {
 }
 
 void BlockScheduler::resume(Worker& w) {
-  running_ = &w;
+  running_.store(&w, std::memory_order_relaxed);
   current_thread.store(&w.coords, std::memory_order_relaxed);
   w.fiber->switch_from(Fiber::thread_fiber());
-  running_ = nullptr;
+  running_.store(nullptr, std::memory_order_relaxed);
   // Under ThreadSanitizer a fiber is not reused within its block: a reused one would carry
   // its last thread's history into the next and hide their races.
   if (w.ended.load(std::memory_order_relaxed)) (kFiberPerThread ? ended_ : idle_).push_back(&w);
@@ -148,7 +148,7 @@ void BlockScheduler::worker_main(void* raw) {
 }
 
 void BlockScheduler::arrive_at_barrier() {
-  Worker& w = *running_;
+  Worker& w = *running_.load(std::memory_order_relaxed);
   const dim3 t = w.coords.thread_idx, b = grid_->block;
   const long long index = t.x + static_cast<long long>(b.x) * (t.y + static_cast<long long>(b.y) * t.z);
   at_barrier_[index].store(&w, std::memory_order_relaxed);
