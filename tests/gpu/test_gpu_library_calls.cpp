@@ -131,4 +131,7 @@ TEST_CASE("gpu: the simulator names a host pointer given to the device and a cop
                     Catch::Contains("axpby_kernel") && Catch::Contains("ordinary host memory"));
   CHECK_THROWS_WITH(gpu().copy_to_host(host_backed, host.data()),
                     Catch::Contains("cudaMemcpyDeviceToHost") && Catch::Contains("ordinary host memory"));
+  // The refused copy is reported once: the next kernel launch does not inherit its error.
+  CHECK_NOTHROW(gpu().axpby(1.0, dev, 1.0, dev));
+  CHECK(dev.to_vector<float>() == std::vector<float>(16, 0.0f));
 }
