@@ -1,14 +1,13 @@
 // BatchNorm: the op against a naive float64 reference (batch statistics, running statistics
-// with the unbiased variance), float32 against float64, gradients against finite
-// differences in training and evaluation, and the BatchNorm2d layer against PyTorch 1.13
-// (tests/fixtures/batchnorm.json, written by tests/fixtures/gen_batchnorm.py).
+// with the unbiased variance), float32 against float64, and the BatchNorm2d layer against PyTorch 1.13
+// (tests/fixtures/batchnorm.json, written by tests/fixtures/gen_batchnorm.py). Gradient
+// checks in training and evaluation are cases of the op table (test_op_table.cpp).
 #include <catch2/catch.hpp>
 
 #include <cmath>
 #include <fstream>
 #include <nlohmann/json.hpp>
 
-#include "autograd/gradcheck.h"
 #include "autograd/ops.h"
 #include "core/random.h"
 #include "devices/registry.h"

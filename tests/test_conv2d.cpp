@@ -1,13 +1,13 @@
 // Conv2d: the im2col + GEMM, Winograd and direct-loop kernels against loops over every index
-// (forward, input and weight gradients) on awkward shapes, float32 against float64, gradcheck,
-// errors, and the layer.
+// (forward, input and weight gradients) on awkward shapes, float32 against float64, errors,
+// and the layer. Gradient checks (central differences) are cases of the op table
+// (test_op_table.cpp).
 #include <catch2/catch.hpp>
 
 #include <algorithm>
 #include <cmath>
 #include <vector>
 
-#include "autograd/gradcheck.h"
 #include "autograd/ops.h"
 #include "core/random.h"
 #include "devices/conv_impl.h"

@@ -1,6 +1,7 @@
-// Pooling ops and layers: forward against a naive reference written from the definition
-// (loop over kernel offsets, skip cells outside the image), float32 against the float64
-// reference, gradients against finite differences, PyTorch's geometry rules.
+// Pooling ops and layers: forward against the naive reference (op_cases.h's naive_pool2d) on
+// large awkward shapes, float32 against the float64 reference, the 2×2 kernel's winners, ties,
+// NaN and infinities, PyTorch's geometry rules. Gradient checks on small shapes are cases of
+// the op table (test_op_table.cpp).
 #include <catch2/catch.hpp>
 
 #include <algorithm>
@@ -14,8 +15,8 @@
 #include "layers/activation.h"
 #include "layers/pool.h"
 #include "layers/sequential.h"
-#include "test_support.h"
 #include "op_cases.h"
+#include "test_support.h"
 
 using namespace nnlab;
 using nnlab_test::random_tensor;
@@ -66,7 +67,8 @@ TEST_CASE("max_pool2d and avg_pool2d match the definition in float64 and float32
       INFO((max ? "max" : "avg") << " n" << pc.n << " c" << pc.c << " " << pc.h << "x" << pc.w << " k" << pc.kernel
                                  << " s" << pc.stride << " p" << pc.padding);
       const Tensor x = random_tensor({pc.n, pc.c, pc.h, pc.w}, kSeed, 1);
-      const std::vector<double> want = nnlab_test::naive_pool2d(x.to_vector<double>(), x.shape(), pc.kernel, pc.stride, pc.padding, max);
+      const std::vector<double> want =
+          nnlab_test::naive_pool2d(x.to_vector<double>(), x.shape(), pc.kernel, pc.stride, pc.padding, max);
       const Tensor y = run_pool(max, x, pc);
       const int64_t p = (pc.h + 2 * pc.padding - pc.kernel) / pc.stride + 1;
       const int64_t q = (pc.w + 2 * pc.padding - pc.kernel) / pc.stride + 1;
