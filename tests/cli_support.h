@@ -1,5 +1,5 @@
-// Shared by the end-to-end tests of the `nnlab` program: run it, keep a scratch folder, read
-// back what it wrote.
+// Shared by the end-to-end tests of the `nnlab` program: run it, read back what it wrote (the
+// scratch folder, TempDir, is in test_support.h).
 #pragma once
 #include <sys/wait.h>
 #include <unistd.h>
@@ -15,6 +15,8 @@
 
 #include <catch2/catch.hpp>
 #include <nlohmann/json.hpp>
+
+#include "test_support.h"
 
 namespace nnlab_test {
 
@@ -39,22 +41,6 @@ inline CliResult run_shell(const std::string& command) { return run_command(comm
 
 // Runs the built program with `args`; returns its exit code and everything it printed.
 inline CliResult run_cli(const std::string& args) { return run_shell(std::string(NNLAB_CLI_PATH) + " " + args); }
-
-// A fresh, empty folder under the system temp folder, removed with everything in it.
-struct TempDir {
-  std::filesystem::path path;
-  explicit TempDir(const std::string& prefix = "nnlab_test") {
-    static int counter = 0;
-    path = std::filesystem::temp_directory_path() /
-           (prefix + "_" + std::to_string(getpid()) + "_" + std::to_string(counter++));
-    std::filesystem::remove_all(path);
-    std::filesystem::create_directories(path);
-  }
-  ~TempDir() { std::filesystem::remove_all(path); }
-  TempDir(const TempDir&) = delete;
-  TempDir& operator=(const TempDir&) = delete;
-  std::string operator/(const std::string& name) const { return (path / name).string(); }
-};
 
 // The whole file as bytes ("" when it cannot be read).
 inline std::string read_text(const std::string& path) {

@@ -8,23 +8,14 @@
 
 #include "datasets/cifar10.h"
 #include "datasets/dataset.h"
+#include "test_support.h"
 
 using namespace nnlab;
 namespace fs = std::filesystem;
 
 namespace {
 
-struct TempDir {
-  fs::path path;
-  TempDir() {
-    static int counter = 0;
-    path = fs::temp_directory_path() /
-           ("nnlab_cifar_" + std::to_string(getpid()) + "_" + std::to_string(counter++));
-    fs::remove_all(path);
-    fs::create_directories(path);
-  }
-  ~TempDir() { fs::remove_all(path); }
-};
+using nnlab_test::TempDir;
 
 // Pixel byte k of global record r: distinct enough to catch any misplaced copy.
 uint8_t pixel(int64_t r, int64_t k) { return static_cast<uint8_t>((r * 131 + k * 7 + k / 1024) % 256); }

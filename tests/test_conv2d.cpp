@@ -1,36 +1,35 @@
 // Conv2d: the im2col + GEMM, Winograd and direct-loop kernels against loops over every index
-// (forward, input and weight gradients) on awkward shapes, float32 against float64, gradcheck,
-// errors, and the layer.
+// (forward, input and weight gradients) on awkward shapes, float32 against float64, errors,
+// and the layer. Gradient checks (central differences) are cases of the op table
+// (test_op_table.cpp).
 #include <catch2/catch.hpp>
 
 #include <algorithm>
 #include <cmath>
 #include <vector>
 
-#include "autograd/gradcheck.h"
 #include "autograd/ops.h"
 #include "core/random.h"
 #include "devices/conv_impl.h"
 #include "devices/cpu/even_odd.h"
 #include "devices/kernel_log.h"
 #include "layers/conv2d.h"
+#include "test_support.h"
 
 using namespace nnlab;
+using nnlab_test::random_tensor;
+using nnlab_test::require_close_to_scale;
 
 namespace {
+
+// The seed of every random tensor in this file.
+constexpr uint64_t kSeed = 77;
 
 struct Case {
   int64_t n, c, k, h, w, r, s, stride_h, stride_w, pad_h, pad_w;
   int64_t p() const { return (h + 2 * pad_h - r) / stride_h + 1; }
   int64_t q() const { return (w + 2 * pad_w - s) / stride_w + 1; }
 };
-
-Tensor random_tensor(Shape shape, uint32_t stream, bool grad = true) {
-  Tensor t = Tensor::empty(shape, DType::Float64);
-  uniform_fill(t, -1, 1, RandomStream{77, RandomPurpose::Init, stream});
-  t.set_requires_grad(grad);
-  return t;
-}
 
 // The input pixel read by output (pi, qi) at filter tap (ri, si), or false in the padding.
 bool tap(const Case& k, int64_t pi, int64_t qi, int64_t ri, int64_t si, int64_t& hi, int64_t& wi) {
@@ -70,42 +69,26 @@ Reference reference_conv(const Case& k, const std::vector<double>& x, const std:
   return ref;
 }
 
-// Every element within eps relative to the reference's largest magnitude (a sum of
-// hundreds of terms can cancel to near zero, where an elementwise relative test would
-// measure only the rounding of the terms). One assertion per tensor keeps the test fast.
-void require_close(const char* what, const std::vector<double>& got, const std::vector<double>& want, double eps) {
-  REQUIRE(got.size() == want.size());
-  double scale = 0, worst = 0;
-  size_t worst_i = 0;
-  for (double v : want) scale = std::max(scale, std::abs(v));
-  for (size_t i = 0; i < got.size(); ++i) {
-    const double err = std::abs(got[i] - want[i]) / std::max(scale, 1e-30);
-    if (err > worst || std::isnan(err)) worst = err, worst_i = i;
-  }
-  INFO(what << ": worst relative error " << worst << " at element " << worst_i << " (got " << got[worst_i]
-            << ", want " << want[worst_i] << ", scale " << scale << ")");
-  REQUIRE(worst <= eps);
-}
-
 // Runs the op forward and backward in float64 and float32 and checks all of it against
 // the reference.
 void check_against_reference(const Case& k, bool bias) {
   INFO("n=" << k.n << " c=" << k.c << " k=" << k.k << " " << k.h << "×" << k.w << " kernel " << k.r << "×" << k.s
             << " stride (" << k.stride_h << "," << k.stride_w << ") pad (" << k.pad_h << "," << k.pad_w
             << ") bias " << bias);
-  Tensor x = random_tensor({k.n, k.c, k.h, k.w}, 1), w = random_tensor({k.k, k.c, k.r, k.s}, 2);
-  Tensor b = bias ? random_tensor({k.k}, 3) : Tensor();
-  Tensor dy = random_tensor({k.n, k.k, k.p(), k.q()}, 4, false);
+  Tensor x = random_tensor({k.n, k.c, k.h, k.w}, kSeed, 1).set_requires_grad(true);
+  Tensor w = random_tensor({k.k, k.c, k.r, k.s}, kSeed, 2).set_requires_grad(true);
+  Tensor b = bias ? random_tensor({k.k}, kSeed, 3).set_requires_grad(true) : Tensor();
+  Tensor dy = random_tensor({k.n, k.k, k.p(), k.q()}, kSeed, 4);
   const Reference ref = reference_conv(k, x.to_vector<double>(), w.to_vector<double>(),
                                        bias ? b.to_vector<double>() : std::vector<double>{}, dy.to_vector<double>());
 
   Tensor y = conv2d(x, w, b, k.stride_h, k.stride_w, k.pad_h, k.pad_w);
   REQUIRE(y.shape() == Shape{k.n, k.k, k.p(), k.q()});
   y.backward(dy);
-  require_close("y", y.to_vector<double>(), ref.y, 1e-10);
-  require_close("dx", x.grad().to_vector<double>(), ref.dx, 1e-10);
-  require_close("dw", w.grad().to_vector<double>(), ref.dw, 1e-10);
-  if (bias) require_close("db", b.grad().to_vector<double>(), ref.db, 1e-10);
+  require_close_to_scale(y.to_vector<double>(), ref.y, 1e-10, "y");
+  require_close_to_scale(x.grad().to_vector<double>(), ref.dx, 1e-10, "dx");
+  require_close_to_scale(w.grad().to_vector<double>(), ref.dw, 1e-10, "dw");
+  if (bias) require_close_to_scale(b.grad().to_vector<double>(), ref.db, 1e-10, "db");
 
   // float32 runs the same templated kernels: agreement to float32 rounding.
   Tensor x32 = x.detach().to(DType::Float32), w32 = w.detach().to(DType::Float32);
@@ -113,9 +96,9 @@ void check_against_reference(const Case& k, bool bias) {
   x32.set_requires_grad(true), w32.set_requires_grad(true);
   Tensor y32 = conv2d(x32, w32, b32, k.stride_h, k.stride_w, k.pad_h, k.pad_w);
   y32.backward(dy.to(DType::Float32));
-  require_close("y float32", y32.to_vector<double>(), ref.y, 1e-4);
-  require_close("dx float32", x32.grad().to_vector<double>(), ref.dx, 1e-4);
-  require_close("dw float32", w32.grad().to_vector<double>(), ref.dw, 1e-4);
+  require_close_to_scale(y32.to_vector<double>(), ref.y, 1e-4, "y float32");
+  require_close_to_scale(x32.grad().to_vector<double>(), ref.dx, 1e-4, "dx float32");
+  require_close_to_scale(w32.grad().to_vector<double>(), ref.dw, 1e-4, "dw float32");
 }
 
 // Selects a convolution implementation for one scope, and restores the default after it.
@@ -154,7 +137,8 @@ namespace {
 // Which kernel families ran for the three directions of one r×r convolution of size-preserving
 // padding on hw×hw images.
 std::vector<std::string> families_run(int64_t c, int64_t k, int64_t r = 3, int64_t hw = 6) {
-  Tensor x = random_tensor({2, c, hw, hw}, 31), w = random_tensor({k, c, r, r}, 32);
+  Tensor x = random_tensor({2, c, hw, hw}, kSeed, 31).set_requires_grad(true);
+  Tensor w = random_tensor({k, c, r, r}, kSeed, 32).set_requires_grad(true);
   set_kernel_log_enabled(true);
   const int64_t pad = r / 2;
   conv2d(x, w, Tensor(), 1, 1, pad, pad).backward(Tensor::full({2, k, hw, hw}, 1.0, DType::Float64));
@@ -216,7 +200,8 @@ TEST_CASE("conv2d direct loops for few input channels match the reference on awk
 
 TEST_CASE("nnlab explain names the direct loops' layout: channels in the lanes for lenet5's filter gradient", "[conv2d][direct]") {
   ConvImplScope automatic(ConvImpl::Auto);
-  Tensor x = random_tensor({2, 6, 14, 14}, 41), w = random_tensor({16, 6, 5, 5}, 42);
+  Tensor x = random_tensor({2, 6, 14, 14}, kSeed, 41).set_requires_grad(true);
+  Tensor w = random_tensor({16, 6, 5, 5}, kSeed, 42).set_requires_grad(true);
   set_kernel_log_enabled(true);
   conv2d(x, w, Tensor(), 1, 1, 0, 0).backward(Tensor::full({2, 16, 10, 10}, 1.0, DType::Float64));
   set_kernel_log_enabled(false);
@@ -254,26 +239,10 @@ TEST_CASE("conv2d picks Winograd and direct loops only where they apply, im2col 
   CHECK(ran(families_run(1, 32), "im2col+blas") == 3);
 }
 
-TEST_CASE("conv2d passes gradcheck for input, weight and bias", "[conv2d][gradcheck]") {
-  auto run = [](const Case& k, bool bias) {
-    std::vector<Tensor> in{random_tensor({k.n, k.c, k.h, k.w}, 11), random_tensor({k.k, k.c, k.r, k.s}, 12)};
-    if (bias) in.push_back(random_tensor({k.k}, 13));
-    const GradcheckResult r = gradcheck(
-        [k](const std::vector<Tensor>& t) {
-          return conv2d(t[0], t[1], t.size() > 2 ? t[2] : Tensor(), k.stride_h, k.stride_w, k.pad_h, k.pad_w);
-        },
-        in);
-    INFO(r.report);
-    REQUIRE(r.ok);
-  };
-  run({2, 2, 3, 5, 4, 3, 2, 2, 1, 1, 0}, true);
-  run({1, 3, 2, 4, 5, 2, 3, 1, 2, 1, 1}, false);
-  run({2, 8, 8, 5, 4, 3, 3, 1, 1, 1, 1}, true);  // 3×3, stride 1, 8 channels: the Winograd path
-  run({2, 3, 5, 6, 7, 3, 3, 1, 1, 1, 1}, true);  // 3 channels, stride 1: the direct loops
-}
-
 TEST_CASE("conv2d gradients flow only where asked", "[conv2d]") {
-  Tensor x = random_tensor({2, 1, 6, 6}, 21, false), w = random_tensor({4, 1, 3, 3}, 22), b = random_tensor({4}, 23);
+  Tensor x = random_tensor({2, 1, 6, 6}, kSeed, 21);
+  Tensor w = random_tensor({4, 1, 3, 3}, kSeed, 22).set_requires_grad(true);
+  Tensor b = random_tensor({4}, kSeed, 23).set_requires_grad(true);
   conv2d(x, w, b, 1, 1).backward(Tensor::full({2, 4, 6, 6}, 1.0, DType::Float64));
   CHECK_FALSE(x.grad().defined());
   REQUIRE(w.grad().defined());

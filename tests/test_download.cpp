@@ -12,22 +12,16 @@
 
 #include "datasets/cifar10.h"
 #include "datasets/dataset.h"
+#include "test_support.h"
 
 using namespace nnlab;
 namespace fs = std::filesystem;
 
 namespace {
 
-struct TempDir {
-  fs::path path;
-  TempDir() {
-    static int counter = 0;
-    path = fs::temp_directory_path() /
-           ("nnlab_download_" + std::to_string(getpid()) + "_" + std::to_string(counter++));
-    fs::remove_all(path);
-    fs::create_directories(path / "mirror");
-  }
-  ~TempDir() { fs::remove_all(path); }
+// A scratch folder holding the download mirror ("mirror") and the output folder ("out").
+struct DownloadDir : nnlab_test::TempDir {
+  DownloadDir() : TempDir("nnlab_download") { fs::create_directories(path / "mirror"); }
   std::string mirror() const { return (path / "mirror").string(); }
   std::string out() const { return (path / "out").string(); }
 };
@@ -43,7 +37,7 @@ int run_shell(const std::string& command) {
 }
 
 // Runs the script with `args`, capturing its exit code and combined output.
-Result download(const TempDir& dir, const std::string& args) {
+Result download(const DownloadDir& dir, const std::string& args) {
   const std::string script = std::string(NNLAB_TEST_DIR) + "/../scripts/download-data.sh";
   const std::string log = (dir.path / "log.txt").string();
   Result r;
@@ -70,7 +64,7 @@ void write_idx_gz(const std::string& path, const std::vector<uint32_t>& dims, ui
   gzclose(f);
 }
 
-void make_mnist_mirror(const TempDir& dir) {
+void make_mnist_mirror(const DownloadDir& dir) {
   write_idx_gz(dir.mirror() + "/train-images-idx3-ubyte.gz", {3, 2, 2}, 200);
   write_idx_gz(dir.mirror() + "/train-labels-idx1-ubyte.gz", {3}, 4);
   write_idx_gz(dir.mirror() + "/t10k-images-idx3-ubyte.gz", {2, 2, 2}, 100);
@@ -78,7 +72,7 @@ void make_mnist_mirror(const TempDir& dir) {
 }
 
 // Writes "<digest>  <name>" lines for every file of the mirror with md5sum or sha256sum.
-std::string write_sums(const TempDir& dir, const std::string& tool) {
+std::string write_sums(const DownloadDir& dir, const std::string& tool) {
   const std::string sums = (dir.path / (tool + ".txt")).string();
   REQUIRE(run_shell("cd '" + dir.mirror() + "' && " + tool + " * >'" + sums + "'") == 0);
   return sums;
@@ -99,7 +93,7 @@ void spoil(const std::string& sums, const std::string& name) {
 }  // namespace
 
 TEST_CASE("download: verified MNIST files from a file:// mirror are accepted", "[download]") {
-  TempDir dir;
+  DownloadDir dir;
   make_mnist_mirror(dir);
   for (const std::string tool : {"sha256sum", "md5sum"}) {
     fs::remove_all(dir.out());
@@ -122,7 +116,7 @@ TEST_CASE("download: verified MNIST files from a file:// mirror are accepted", "
 }
 
 TEST_CASE("download: a file with a bad checksum is refused and removed", "[download]") {
-  TempDir dir;
+  DownloadDir dir;
   make_mnist_mirror(dir);
   const std::string sums = write_sums(dir, "md5sum");
   spoil(sums, "train-labels-idx1-ubyte.gz");
@@ -145,7 +139,7 @@ TEST_CASE("download: a file with a bad checksum is refused and removed", "[downl
 }
 
 TEST_CASE("download: CIFAR-10 archive is verified and unpacked for the loader", "[download]") {
-  TempDir dir;
+  DownloadDir dir;
   const fs::path src = dir.path / "src" / "cifar-10-batches-bin";
   fs::create_directories(src);
   std::vector<char> record(kCifarRecordBytes, 9);
@@ -164,7 +158,7 @@ TEST_CASE("download: CIFAR-10 archive is verified and unpacked for the loader", 
 }
 
 TEST_CASE("download: usage errors", "[download]") {
-  TempDir dir;
+  DownloadDir dir;
   const Result r = download(dir, "imagenet " + dir.out());
   CHECK(r.code == 2);
   CHECK(r.output.find("unknown data set 'imagenet'") != std::string::npos);

@@ -16,8 +16,10 @@
 #include "devices/conv_impl.h"
 #include "devices/kernel_log.h"
 #include "devices/registry.h"
+#include "test_support.h"
 
 using namespace nnlab;
+using nnlab_test::random_tensor;
 
 using nnlab_test::run_cli;
 using nnlab_test::CliResult;
@@ -25,18 +27,13 @@ using nnlab_test::read_text;
 
 namespace {
 
+// The seed of every random tensor in this file.
+constexpr uint64_t kSeed = 42;
+
 // Restores the process-wide convolution choice however a test section ends.
 struct ConvImplGuard {
   ~ConvImplGuard() { set_conv_impl(ConvImpl::Auto); }
 };
-
-Tensor random_tensor(const Shape& shape, DType dtype, uint32_t stream) {
-  Tensor t = Tensor::empty(shape, DType::Float64);
-  uniform_fill(t, -1, 1, RandomStream{42, RandomPurpose::Init, stream});
-  t = t.to(dtype);
-  t.set_requires_grad(true);
-  return t;
-}
 
 // max |a − b| / max |b|, in double, over two tensors of one shape.
 double relative_max_error(const Tensor& a, const Tensor& b) {
@@ -59,8 +56,7 @@ ConvGrads run_conv(ConvImpl impl, const Tensor& x, const Tensor& w, const Tensor
   set_conv_impl(impl);
   for (const Tensor* t : {&x, &w, &b}) const_cast<Tensor*>(t)->set_grad(Tensor());
   Tensor y = conv2d(x, w, b, stride, stride, pad, pad);
-  Tensor dy = random_tensor(y.shape(), y.dtype(), 99);
-  dy.set_requires_grad(false);
+  const Tensor dy = random_tensor(y.shape(), kSeed, 99, y.dtype());
   sum(mul(y, dy)).backward();
   return {y, x.grad(), w.grad(), b.grad()};
 }
@@ -79,9 +75,9 @@ TEST_CASE("reference convolution equals im2col on random shapes, float64 and flo
     uint32_t stream = 0;
     for (const Case& c : cases) {
       CAPTURE(dtype_name(dtype), c.n, c.c, c.h, c.w, c.k, c.r, c.s, c.stride, c.pad);
-      const Tensor x = random_tensor({c.n, c.c, c.h, c.w}, dtype, stream++);
-      const Tensor w = random_tensor({c.k, c.c, c.r, c.s}, dtype, stream++);
-      const Tensor b = random_tensor({c.k}, dtype, stream++);
+      const Tensor x = random_tensor({c.n, c.c, c.h, c.w}, kSeed, stream++, dtype).set_requires_grad(true);
+      const Tensor w = random_tensor({c.k, c.c, c.r, c.s}, kSeed, stream++, dtype).set_requires_grad(true);
+      const Tensor b = random_tensor({c.k}, kSeed, stream++, dtype).set_requires_grad(true);
       const ConvGrads ref = run_conv(ConvImpl::Reference, x, w, b, c.stride, c.pad);
       const ConvGrads fast = run_conv(ConvImpl::Im2col, x, w, b, c.stride, c.pad);
       REQUIRE(ref.y.shape() == fast.y.shape());
@@ -95,7 +91,8 @@ TEST_CASE("reference convolution equals im2col on random shapes, float64 and flo
 
 TEST_CASE("cudnn cannot be selected on the CPU, and the old names of auto are refused", "[explain]") {
   ConvImplGuard guard;
-  const Tensor x = random_tensor({1, 1, 4, 4}, DType::Float32, 1), w = random_tensor({1, 1, 3, 3}, DType::Float32, 2);
+  const Tensor x = random_tensor({1, 1, 4, 4}, kSeed, 1, DType::Float32).set_requires_grad(true);
+  const Tensor w = random_tensor({1, 1, 3, 3}, kSeed, 2, DType::Float32).set_requires_grad(true);
   set_conv_impl(ConvImpl::Cudnn);
   REQUIRE_THROWS_WITH(conv2d(x, w, Tensor(), 1, 1, 0, 0), Catch::Contains("cudnn runs on CUDA only"));
   REQUIRE_THROWS_WITH(parse_conv_impl("fft"), Catch::Contains("unknown convolution implementation 'fft'"));
@@ -106,7 +103,8 @@ TEST_CASE("cudnn cannot be selected on the CPU, and the old names of auto are re
 }
 
 TEST_CASE("the kernel log records BLAS calls only while it is on", "[explain]") {
-  const Tensor a = random_tensor({3, 5}, DType::Float32, 3), b = random_tensor({5, 2}, DType::Float32, 4);
+  const Tensor a = random_tensor({3, 5}, kSeed, 3, DType::Float32).set_requires_grad(true);
+  const Tensor b = random_tensor({5, 2}, kSeed, 4, DType::Float32).set_requires_grad(true);
   take_kernel_calls();
   matmul(a, b);
   CHECK(take_kernel_calls().empty());

@@ -13,24 +13,14 @@
 
 #include "datasets/dataset.h"
 #include "datasets/idx.h"
+#include "test_support.h"
 
 using namespace nnlab;
 namespace fs = std::filesystem;
 
 namespace {
 
-struct TempDir {
-  fs::path path;
-  TempDir() {
-    static int counter = 0;
-    path = fs::temp_directory_path() /
-           ("nnlab_idx_" + std::to_string(getpid()) + "_" + std::to_string(counter++));
-    fs::remove_all(path);
-    fs::create_directories(path);
-  }
-  ~TempDir() { fs::remove_all(path); }
-  std::string file(const std::string& name) const { return (path / name).string(); }
-};
+using nnlab_test::TempDir;
 
 std::vector<uint8_t> idx_bytes(uint8_t type_code, const std::vector<uint32_t>& dims, const std::vector<uint8_t>& data) {
   std::vector<uint8_t> out = {0, 0, type_code, static_cast<uint8_t>(dims.size())};
@@ -64,11 +54,11 @@ void write_split(const TempDir& dir, const std::string& prefix, uint32_t n, bool
   const auto images = idx_bytes(0x08, {n, 3, 2}, iota_bytes(n * 6));
   const auto label_file = idx_bytes(0x08, {n}, labels);
   if (gz) {
-    write_gz(dir.file(prefix + "-images-idx3-ubyte.gz"), images);
-    write_gz(dir.file(prefix + "-labels-idx1-ubyte.gz"), label_file);
+    write_gz((dir / (prefix + "-images-idx3-ubyte.gz")), images);
+    write_gz((dir / (prefix + "-labels-idx1-ubyte.gz")), label_file);
   } else {
-    write_raw(dir.file(prefix + "-images-idx3-ubyte"), images);
-    write_raw(dir.file(prefix + "-labels-idx1-ubyte"), label_file);
+    write_raw((dir / (prefix + "-images-idx3-ubyte")), images);
+    write_raw((dir / (prefix + "-labels-idx1-ubyte")), label_file);
   }
 }
 
@@ -133,22 +123,22 @@ TEST_CASE("idx: raw and gzip files load with the right values", "[idx]") {
 
 TEST_CASE("idx: <stem>.gz is preferred over <stem>", "[idx]") {
   TempDir dir;
-  write_raw(dir.file("a"), idx_bytes(0x08, {2}, {1, 2}));
-  write_gz(dir.file("a.gz"), idx_bytes(0x08, {3}, {7, 8, 9}));
-  const IdxArray a = read_idx(dir.file("a"));
-  CHECK(a.path == dir.file("a.gz"));
+  write_raw((dir / "a"), idx_bytes(0x08, {2}, {1, 2}));
+  write_gz((dir / "a.gz"), idx_bytes(0x08, {3}, {7, 8, 9}));
+  const IdxArray a = read_idx((dir / "a"));
+  CHECK(a.path == (dir / "a.gz"));
   CHECK(a.dims == std::vector<int64_t>{3});
   CHECK(a.data == std::vector<uint8_t>{7, 8, 9});
-  fs::remove(dir.file("a.gz"));
-  CHECK(read_idx(dir.file("a")).data == std::vector<uint8_t>{1, 2});
+  fs::remove((dir / "a.gz"));
+  CHECK(read_idx((dir / "a")).data == std::vector<uint8_t>{1, 2});
 }
 
 TEST_CASE("idx: missing files and directories are named with what to do", "[idx]") {
   TempDir dir;
-  CHECK_THROWS_WITH(read_idx(dir.file("nothing")),
-                    Catch::Contains("IDX file not found") && Catch::Contains(dir.file("nothing.gz")) &&
+  CHECK_THROWS_WITH(read_idx((dir / "nothing")),
+                    Catch::Contains("IDX file not found") && Catch::Contains((dir / "nothing.gz")) &&
                         Catch::Contains("--data-dir"));
-  CHECK_THROWS_WITH(load_dataset("mnist", dir.file("absent"), "train"),
+  CHECK_THROWS_WITH(load_dataset("mnist", (dir / "absent"), "train"),
                     Catch::Contains("does not exist") && Catch::Contains("download-data.sh mnist"));
   CHECK_THROWS_WITH(load_dataset("mnist", "", "train"), Catch::Contains("needs a data directory"));
   CHECK_THROWS_WITH(load_dataset("mnist", dir.path.string(), "train"),
@@ -161,7 +151,7 @@ TEST_CASE("idx: missing files and directories are named with what to do", "[idx]
 
 TEST_CASE("idx: corrupt headers are rejected with the reason", "[idx]") {
   TempDir dir;
-  const std::string f = dir.file("f");
+  const std::string f = (dir / "f");
   SECTION("wrong magic") {
     auto b = idx_bytes(0x08, {2}, {1, 2});
     b[0] = 0x12;
@@ -191,7 +181,7 @@ TEST_CASE("idx: corrupt headers are rejected with the reason", "[idx]") {
 
 TEST_CASE("idx: truncated, trailing and corrupt-gzip data are rejected", "[idx]") {
   TempDir dir;
-  const std::string f = dir.file("f");
+  const std::string f = (dir / "f");
   write_raw(f, idx_bytes(0x08, {3, 2, 2}, iota_bytes(10)));
   CHECK_THROWS_WITH(read_idx_file(f), Catch::Contains("truncated") && Catch::Contains("claims 12 bytes") &&
                                           Catch::Contains("[3, 2, 2]") && Catch::Contains("only 10"));
@@ -211,7 +201,7 @@ TEST_CASE("idx: truncated, trailing and corrupt-gzip data are rejected", "[idx]"
 
 TEST_CASE("idx: a huge size claim fails fast without a huge allocation", "[idx]") {
   TempDir dir;
-  const std::string f = dir.file("f");
+  const std::string f = (dir / "f");
   // Over the limit: refused from the header alone.
   write_raw(f, idx_bytes(0x08, {0x80000000u}, {1, 2, 3}));
   CHECK_THROWS_WITH(read_idx_file(f), Catch::Contains("claims more than 2147483647 bytes"));
@@ -231,27 +221,27 @@ TEST_CASE("idx: a huge size claim fails fast without a huge allocation", "[idx]"
 TEST_CASE("idx: inconsistent image and label files are rejected", "[idx]") {
   TempDir dir;
   SECTION("image and label counts disagree") {
-    write_raw(dir.file("train-images-idx3-ubyte"), idx_bytes(0x08, {3, 2, 2}, iota_bytes(12)));
-    write_raw(dir.file("train-labels-idx1-ubyte"), idx_bytes(0x08, {2}, {1, 2}));
+    write_raw((dir / "train-images-idx3-ubyte"), idx_bytes(0x08, {3, 2, 2}, iota_bytes(12)));
+    write_raw((dir / "train-labels-idx1-ubyte"), idx_bytes(0x08, {2}, {1, 2}));
     CHECK_THROWS_WITH(load_dataset("mnist", dir.path.string(), "train"),
                       Catch::Contains("counts disagree") && Catch::Contains("3 images") &&
                           Catch::Contains("2 labels"));
   }
   SECTION("label out of range") {
-    write_raw(dir.file("train-images-idx3-ubyte"), idx_bytes(0x08, {3, 2, 2}, iota_bytes(12)));
-    write_raw(dir.file("train-labels-idx1-ubyte"), idx_bytes(0x08, {3}, {1, 10, 2}));
+    write_raw((dir / "train-images-idx3-ubyte"), idx_bytes(0x08, {3, 2, 2}, iota_bytes(12)));
+    write_raw((dir / "train-labels-idx1-ubyte"), idx_bytes(0x08, {3}, {1, 10, 2}));
     CHECK_THROWS_WITH(load_dataset("fashion-mnist", dir.path.string(), "train"),
                       Catch::Contains("has label 10 at index 1") && Catch::Contains("0..9"));
   }
   SECTION("image file with the wrong number of dimensions") {
-    write_raw(dir.file("train-images-idx3-ubyte"), idx_bytes(0x08, {12}, iota_bytes(12)));
-    write_raw(dir.file("train-labels-idx1-ubyte"), idx_bytes(0x08, {12}, std::vector<uint8_t>(12)));
+    write_raw((dir / "train-images-idx3-ubyte"), idx_bytes(0x08, {12}, iota_bytes(12)));
+    write_raw((dir / "train-labels-idx1-ubyte"), idx_bytes(0x08, {12}, std::vector<uint8_t>(12)));
     CHECK_THROWS_WITH(load_dataset("mnist", dir.path.string(), "train"),
                       Catch::Contains("dimensions [12]") && Catch::Contains("an image file has 3"));
   }
   SECTION("label file with the wrong number of dimensions") {
-    write_raw(dir.file("train-images-idx3-ubyte"), idx_bytes(0x08, {3, 2, 2}, iota_bytes(12)));
-    write_raw(dir.file("train-labels-idx1-ubyte"), idx_bytes(0x08, {3, 1}, {1, 2, 3}));
+    write_raw((dir / "train-images-idx3-ubyte"), idx_bytes(0x08, {3, 2, 2}, iota_bytes(12)));
+    write_raw((dir / "train-labels-idx1-ubyte"), idx_bytes(0x08, {3, 1}, {1, 2, 3}));
     CHECK_THROWS_WITH(load_dataset("mnist", dir.path.string(), "train"), Catch::Contains("a label file has 1"));
   }
 }

@@ -1,6 +1,7 @@
-// Pooling ops and layers: forward against a naive reference written from the definition
-// (loop over kernel offsets, skip cells outside the image), float32 against the float64
-// reference, gradients against finite differences, PyTorch's geometry rules.
+// Pooling ops and layers: forward against the naive reference (op_cases.h's naive_pool2d) on
+// large awkward shapes, float32 against the float64 reference, the 2×2 kernel's winners, ties,
+// NaN and infinities, PyTorch's geometry rules. Gradient checks on small shapes are cases of
+// the op table (test_op_table.cpp).
 #include <catch2/catch.hpp>
 
 #include <algorithm>
@@ -14,16 +15,16 @@
 #include "layers/activation.h"
 #include "layers/pool.h"
 #include "layers/sequential.h"
+#include "op_cases.h"
+#include "test_support.h"
 
 using namespace nnlab;
+using nnlab_test::random_tensor;
 
 namespace {
 
-Tensor random_tensor(const Shape& shape, uint32_t stream, DType dtype = DType::Float64) {
-  Tensor t = Tensor::empty(shape, dtype);
-  uniform_fill(t, -1.0, 1.0, RandomStream{7, RandomPurpose::Init, stream});
-  return t;
-}
+// The seed of every random tensor in this file.
+constexpr uint64_t kSeed = 7;
 
 // Distinct values at least 0.01 apart (a shuffled ramp), so no window holds a tie and a
 // finite-difference step cannot change which cell wins a max.
@@ -38,28 +39,6 @@ Tensor tie_free_tensor(const Shape& shape, uint32_t stream) {
 struct PoolCase {
   int64_t n, c, h, w, kernel, stride, padding;
 };
-
-// The definition: y[i, j] = max / mean over kernel offsets (a, b) of x[i·s − p + a, j·s − p + b],
-// where cells outside the image are skipped by max and count as 0 in the mean (÷ kernel²).
-std::vector<double> naive_pool(const std::vector<double>& x, const PoolCase& pc, bool max) {
-  const int64_t p = (pc.h + 2 * pc.padding - pc.kernel) / pc.stride + 1;
-  const int64_t q = (pc.w + 2 * pc.padding - pc.kernel) / pc.stride + 1;
-  std::vector<double> y;
-  for (int64_t plane = 0; plane < pc.n * pc.c; ++plane)
-    for (int64_t i = 0; i < p; ++i)
-      for (int64_t j = 0; j < q; ++j) {
-        double acc = max ? -std::numeric_limits<double>::infinity() : 0.0;
-        for (int64_t a = 0; a < pc.kernel; ++a)
-          for (int64_t b = 0; b < pc.kernel; ++b) {
-            const int64_t r = i * pc.stride - pc.padding + a, s = j * pc.stride - pc.padding + b;
-            if (r < 0 || r >= pc.h || s < 0 || s >= pc.w) continue;
-            const double v = x[(plane * pc.h + r) * pc.w + s];
-            acc = max ? std::max(acc, v) : acc + v;
-          }
-        y.push_back(max ? acc : acc / static_cast<double>(pc.kernel * pc.kernel));
-      }
-  return y;
-}
 
 const PoolCase kCases[] = {
     {8, 13, 17, 23, 3, 2, 1},  // odd sizes, padding, overlapping windows, tails
@@ -87,8 +66,9 @@ TEST_CASE("max_pool2d and avg_pool2d match the definition in float64 and float32
     for (const PoolCase& pc : kCases) {
       INFO((max ? "max" : "avg") << " n" << pc.n << " c" << pc.c << " " << pc.h << "x" << pc.w << " k" << pc.kernel
                                  << " s" << pc.stride << " p" << pc.padding);
-      const Tensor x = random_tensor({pc.n, pc.c, pc.h, pc.w}, 1);
-      const std::vector<double> want = naive_pool(x.to_vector<double>(), pc, max);
+      const Tensor x = random_tensor({pc.n, pc.c, pc.h, pc.w}, kSeed, 1);
+      const std::vector<double> want =
+          nnlab_test::naive_pool2d(x.to_vector<double>(), x.shape(), pc.kernel, pc.stride, pc.padding, max);
       const Tensor y = run_pool(max, x, pc);
       const int64_t p = (pc.h + 2 * pc.padding - pc.kernel) / pc.stride + 1;
       const int64_t q = (pc.w + 2 * pc.padding - pc.kernel) / pc.stride + 1;
@@ -118,21 +98,6 @@ TEST_CASE("max_pool2d: stride defaults to the kernel, the first maximum wins, pa
   CHECK(g == want);
 }
 
-TEST_CASE("pooling gradients match finite differences", "[pool2d][gradcheck]") {
-  const PoolCase small[] = {{2, 3, 7, 9, 3, 2, 1}, {1, 2, 6, 5, 2, 2, 0}, {2, 2, 5, 8, 4, 3, 2}};
-  for (const PoolCase& pc : small) {
-    INFO("k" << pc.kernel << " s" << pc.stride << " p" << pc.padding);
-    Tensor x = tie_free_tensor({pc.n, pc.c, pc.h, pc.w}, 3).set_requires_grad(true);
-    auto rmax = gradcheck([&](const std::vector<Tensor>& in) { return run_pool(true, in[0], pc); }, {x});
-    INFO(rmax.report);
-    CHECK(rmax.ok);
-    Tensor xa = random_tensor({pc.n, pc.c, pc.h, pc.w}, 4).set_requires_grad(true);
-    auto ravg = gradcheck([&](const std::vector<Tensor>& in) { return run_pool(false, in[0], pc); }, {xa});
-    INFO(ravg.report);
-    CHECK(ravg.ok);
-  }
-}
-
 // The 2×2 kernel runs whole vector groups of 8 outputs on all but a plane's last rows (see
 // pool2d_cpu.cpp); widths from 2 to 35 give every tail length, the cnn's 28 and 14 included,
 // and odd sizes the dropped last row/column. dx must be dy at each window's winner, 0 elsewhere.
@@ -145,7 +110,7 @@ TEST_CASE("max_pool2d 2x2: the winner of each window gets dy, every other cell 0
       const Tensor x64 = tie_free_tensor({n, c, h, w}, static_cast<uint32_t>(w));
       Tensor x = x64.to(dtype).set_requires_grad(true);
       Tensor y = max_pool2d(x, 2, 2, 0);
-      const Tensor dy = random_tensor(y.shape(), 50 + static_cast<uint32_t>(w), dtype);
+      const Tensor dy = random_tensor(y.shape(), kSeed, 50 + static_cast<uint32_t>(w), dtype);
       y.backward(dy);
       const std::vector<double> xv = x64.to_vector<double>(), yv = y.to_vector<double>();
       const std::vector<double> dyv = dy.to_vector<double>(), dxv = x.grad().to_vector<double>();
@@ -182,7 +147,7 @@ TEST_CASE("max_pool2d 2x2 in float32 picks the same winners as float64: ties, Na
     const std::vector<double> a = y32.to_vector<double>(), b = y64.to_vector<double>();
     REQUIRE(a.size() == b.size());
     for (size_t i = 0; i < a.size(); ++i) CHECK((a[i] == b[i] || (std::isnan(a[i]) && std::isnan(b[i]))));
-    const Tensor dy = random_tensor(y64.shape(), 60 + static_cast<uint32_t>(w), DType::Float32);  // exact in both
+    const Tensor dy = random_tensor(y64.shape(), kSeed, 60 + static_cast<uint32_t>(w), DType::Float32);  // exact in both
     y32.backward(dy);
     y64.backward(dy.to(DType::Float64));
     CHECK(x32.grad().to_vector<double>() == x64.grad().to_vector<double>());
@@ -190,7 +155,7 @@ TEST_CASE("max_pool2d 2x2 in float32 picks the same winners as float64: ties, Na
 }
 
 TEST_CASE("adaptive_avg_pool2d_1x1 is the mean of each plane", "[pool2d]") {
-  const Tensor x = random_tensor({3, 13, 5, 7}, 5);
+  const Tensor x = random_tensor({3, 13, 5, 7}, kSeed, 5);
   const Tensor y = adaptive_avg_pool2d_1x1(x);
   REQUIRE(y.shape() == Shape{3, 13, 1, 1});
   const std::vector<double> xv = x.to_vector<double>(), yv = y.to_vector<double>();
@@ -201,16 +166,16 @@ TEST_CASE("adaptive_avg_pool2d_1x1 is the mean of each plane", "[pool2d]") {
   const Tensor y32 = adaptive_avg_pool2d_1x1(x.to(DType::Float32));
   check_max_rel(y32.to_vector<double>(), yv, 1e-4);
 
-  Tensor xg = random_tensor({2, 3, 4, 5}, 6).set_requires_grad(true);
+  Tensor xg = random_tensor({2, 3, 4, 5}, kSeed, 6).set_requires_grad(true);
   auto r = gradcheck([](const std::vector<Tensor>& in) { return adaptive_avg_pool2d_1x1(in[0]); }, {xg});
   INFO(r.report);
   CHECK(r.ok);
 }
 
 TEST_CASE("pooling rejects bad geometry with a message naming the op", "[pool2d]") {
-  const Tensor x = random_tensor({1, 2, 6, 6}, 8);
+  const Tensor x = random_tensor({1, 2, 6, 6}, kSeed, 8);
   CHECK_THROWS_WITH(max_pool2d(x, 3, 1, 2), Catch::Contains("max_pool2d") && Catch::Contains("half the kernel"));
-  CHECK_THROWS_WITH(avg_pool2d(random_tensor({2, 6, 6}, 9), 2), Catch::Contains("(n, c, h, w)"));
+  CHECK_THROWS_WITH(avg_pool2d(random_tensor({2, 6, 6}, kSeed, 9), 2), Catch::Contains("(n, c, h, w)"));
   CHECK_THROWS_WITH(max_pool2d(x, 7), Catch::Contains("does not fit"));
   CHECK_THROWS_WITH(avg_pool2d(x, 0), Catch::Contains("avg_pool2d"));
   CHECK_THROWS_AS(MaxPool2d(2, 2, 2), Error);
@@ -218,7 +183,7 @@ TEST_CASE("pooling rejects bad geometry with a message naming the op", "[pool2d]
 }
 
 TEST_CASE("pooling layers wrap the ops", "[pool2d][layers]") {
-  const Tensor x = random_tensor({2, 3, 8, 8}, 10);
+  const Tensor x = random_tensor({2, 3, 8, 8}, kSeed, 10);
   MaxPool2d mp(2);
   CHECK(mp.describe() == "MaxPool2d(kernel_size=2, stride=2, padding=0)");
   CHECK(mp.forward(x).to_vector<double>() == max_pool2d(x, 2, 2, 0).to_vector<double>());
@@ -241,7 +206,7 @@ TEST_CASE("Sequential runs ReLU after a following max-pool, with the same output
   for (const auto& [name, layer] : model.run_order()) order.push_back(name);
   CHECK(order == std::vector<std::string>{"pool1", "relu1", "pool2", "relu2"});
 
-  Tensor x = random_tensor({3, 4, 12, 10}, 41, DType::Float32);
+  Tensor x = random_tensor({3, 4, 12, 10}, kSeed, 41, DType::Float32);
   std::vector<float> values = x.to_vector<float>();
   for (size_t i = 0; i < values.size(); i += 3) values[i] = i % 2 ? 0.0f : values[i / 2];  // ties
   Tensor x_fused = Tensor::from_vector(values, x.shape()), x_plain = Tensor::from_vector(values, x.shape());
@@ -250,7 +215,7 @@ TEST_CASE("Sequential runs ReLU after a following max-pool, with the same output
   Tensor y_plain = x_plain;
   for (const auto& [name, layer] : model.children()) y_plain = layer->forward(y_plain);
   REQUIRE(y_fused.to_vector<float>() == y_plain.to_vector<float>());
-  Tensor dy = random_tensor(y_fused.shape(), 42, DType::Float32);
+  Tensor dy = random_tensor(y_fused.shape(), kSeed, 42, DType::Float32);
   y_fused.backward(dy);
   y_plain.backward(dy);
   CHECK(x_fused.grad().to_vector<float>() == x_plain.grad().to_vector<float>());

@@ -25,12 +25,18 @@ std::string simulator_detail();
 
 }  // namespace nnlab::cuda
 
+// A failed call also leaves its error as the runtime's "last error"; it is reported here, so
+// it is cleared (cudaGetLastError) before throwing, or the next launch's check would blame
+// an innocent kernel for it. A sticky error (a fault) stays, as it must.
 #define NNLAB_CUDA_CHECK(call)                                                                            \
   do {                                                                                                    \
     const cudaError_t nnlab_err_ = (call);                                                                \
-    if (nnlab_err_ != cudaSuccess)                                                                        \
+    if (nnlab_err_ != cudaSuccess) {                                                                      \
+      const std::string nnlab_detail_ = ::nnlab::cuda::simulator_detail();                                \
+      cudaGetLastError();                                                                                 \
       ::nnlab::fail(#call, " failed: ", cudaGetErrorString(nnlab_err_), " (", cudaGetErrorName(nnlab_err_), \
-                    ")", ::nnlab::cuda::simulator_detail(), " at ", __FILE__, ":", __LINE__);             \
+                    ")", nnlab_detail_, " at ", __FILE__, ":", __LINE__);                                 \
+    }                                                                                                     \
   } while (0)
 
 #define NNLAB_CUBLAS_CHECK(call)                                                                   \

@@ -1,5 +1,5 @@
 // Shared helpers for the GPU tests: fresh random inputs drawn on the host, the two backends,
-// and a comparison that names the worst element when a CUDA result strays from its CPU twin.
+// and a bit-for-bit comparison; the closeness checks come from tests/test_support.h.
 #pragma once
 #include <catch2/catch.hpp>
 
@@ -10,6 +10,7 @@
 #include "core/random.h"
 #include "core/tensor.h"
 #include "devices/registry.h"
+#include "tests/test_support.h"
 
 namespace nnlab::gputest {
 
@@ -23,11 +24,9 @@ inline uint64_t next_seed() {
   return ++counter;
 }
 
-// float32 tensor on the host with values in [lo, hi).
-inline Tensor random_tensor(const Shape& shape, double lo = -1.0, double hi = 1.0) {
-  Tensor t = Tensor::empty(shape);
-  uniform_fill(t, lo, hi, RandomStream{next_seed(), RandomPurpose::Init, 7});
-  return t;
+// A float32 tensor on the host with values in [lo, hi), from a fresh seed.
+inline Tensor fresh_tensor(const Shape& shape, double lo = -1.0, double hi = 1.0) {
+  return nnlab_test::random_tensor(shape, next_seed(), 7, DType::Float32, lo, hi);
 }
 
 // int32 labels in [0, classes).
@@ -38,25 +37,8 @@ inline Tensor random_labels(int64_t n, int64_t classes) {
   return Tensor::from_vector(v, {n});
 }
 
-// Every element satisfies |gpu − cpu| ≤ atol + rtol·|cpu| (NaN only where the CPU has NaN).
-inline void require_close(const Tensor& from_gpu, const Tensor& from_cpu, double rtol, double atol,
-                          const std::string& what) {
-  REQUIRE(from_gpu.numel() == from_cpu.numel());
-  const std::vector<double> g = from_gpu.to_vector<double>(), c = from_cpu.to_vector<double>();
-  double worst = 0.0;
-  size_t worst_at = 0;
-  for (size_t i = 0; i < g.size(); ++i) {
-    if (g[i] == c[i] || (std::isnan(c[i]) && std::isnan(g[i]))) continue;  // exact (also when tolerance is 0)
-    const double excess = std::fabs(g[i] - c[i]) / (atol + rtol * std::fabs(c[i]));
-    if (!(excess <= worst)) {  // also catches NaN on one side only
-      worst = std::isnan(excess) ? INFINITY : excess;
-      worst_at = i;
-    }
-  }
-  INFO(what << ": worst element " << worst_at << " of " << g.size() << ": cuda " << (g.empty() ? 0 : g[worst_at])
-            << " vs cpu " << (c.empty() ? 0 : c[worst_at]) << " (" << worst << "× the tolerance)");
-  REQUIRE(worst <= 1.0);
-}
+// CUDA results against their CPU twins, element by element (tests/test_support.h).
+using nnlab_test::require_allclose;
 
 // Bit-for-bit equality of two tensors' contents (masks, argmax, integer counters).
 template <typename T>

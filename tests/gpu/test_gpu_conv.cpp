@@ -30,21 +30,21 @@ void check_conv(const Conv2dGeometry& g) {
                            std::to_string(g.stride_w) + " pad " + std::to_string(g.pad_h) + "," + std::to_string(g.pad_w);
   // Each output sums c·r·s products of values in [−1, 1): scale the tolerance with that.
   const double atol = 1e-6 * static_cast<double>(g.c * g.r * g.s) + 1e-6;
-  Tensor x = random_tensor({g.n, g.c, g.h, g.w}), w = random_tensor({g.k, g.c, g.r, g.s}), b = random_tensor({g.k});
+  Tensor x = fresh_tensor({g.n, g.c, g.h, g.w}), w = fresh_tensor({g.k, g.c, g.r, g.s}), b = fresh_tensor({g.k});
   Tensor y = Tensor::empty({g.n, g.k, g.p, g.q}), gy = gpu_empty({g.n, g.k, g.p, g.q});
   const Tensor gb = on_gpu(b);
   cpu().conv2d_forward(g, x, w, &b, y);
   gpu().conv2d_forward(g, on_gpu(x), on_gpu(w), &gb, gy);
-  require_close(gy, y, 1e-5, atol, what + " forward");
-  Tensor dy = random_tensor({g.n, g.k, g.p, g.q});
+  require_allclose(gy, y, 1e-5, atol, what + " forward");
+  Tensor dy = fresh_tensor({g.n, g.k, g.p, g.q});
   Tensor dx = Tensor::empty({g.n, g.c, g.h, g.w}), gdx = gpu_empty({g.n, g.c, g.h, g.w});
   cpu().conv2d_backward_data(g, dy, w, dx);
   gpu().conv2d_backward_data(g, on_gpu(dy), on_gpu(w), gdx);
-  require_close(gdx, dx, 1e-5, 1e-6 * static_cast<double>(g.k * g.r * g.s) + 1e-6, what + " backward data");
+  require_allclose(gdx, dx, 1e-5, 1e-6 * static_cast<double>(g.k * g.r * g.s) + 1e-6, what + " backward data");
   Tensor dw = Tensor::empty({g.k, g.c, g.r, g.s}), gdw = gpu_empty({g.k, g.c, g.r, g.s});
   cpu().conv2d_backward_filter(g, dy, x, dw);
   gpu().conv2d_backward_filter(g, on_gpu(dy), on_gpu(x), gdw);
-  require_close(gdw, dw, 1e-5, 1e-6 * static_cast<double>(g.n * g.p * g.q) + 1e-6, what + " backward filter");
+  require_allclose(gdw, dw, 1e-5, 1e-6 * static_cast<double>(g.n * g.p * g.q) + 1e-6, what + " backward filter");
 }
 
 }  // namespace
@@ -69,7 +69,7 @@ TEST_CASE("gpu: max and average pooling match the CPU exactly", "[gpu][pool2d]")
   for (const Pool2dGeometry& g : shapes) {
     const Shape xs{g.n, g.c, g.h, g.w}, ys{g.n, g.c, g.p, g.q};
     // Few distinct values, so windows hold ties: both devices must pick the same (first) one.
-    Tensor x = random_tensor(xs, 0, 4).to(DType::Int32).to(DType::Float32), dy = random_tensor(ys);
+    Tensor x = fresh_tensor(xs, 0, 4).to(DType::Int32).to(DType::Float32), dy = fresh_tensor(ys);
     Tensor y = Tensor::empty(ys), arg = Tensor::empty(ys, DType::Int32), dx = Tensor::empty(xs);
     Tensor gy = gpu_empty(ys), garg = gpu_empty(ys, DType::Int32), gdx = gpu_empty(xs);
     cpu().maxpool2d_forward(g, x, y, arg);
@@ -78,42 +78,42 @@ TEST_CASE("gpu: max and average pooling match the CPU exactly", "[gpu][pool2d]")
     require_equal<int32_t>(garg, arg, "maxpool argmax");
     cpu().maxpool2d_backward(g, dy, arg, dx);
     gpu().maxpool2d_backward(g, on_gpu(dy), garg, gdx);
-    require_close(gdx, dx, 1e-6, 1e-7, "maxpool backward");
+    require_allclose(gdx, dx, 1e-6, 1e-7, "maxpool backward");
     cpu().avgpool2d_forward(g, x, y);
     gpu().avgpool2d_forward(g, on_gpu(x), gy);
-    require_close(gy, y, 1e-6, 1e-7, "avgpool forward");
+    require_allclose(gy, y, 1e-6, 1e-7, "avgpool forward");
     cpu().avgpool2d_backward(g, dy, dx);
     gpu().avgpool2d_backward(g, on_gpu(dy), gdx);
-    require_close(gdx, dx, 1e-6, 1e-7, "avgpool backward");
+    require_allclose(gdx, dx, 1e-6, 1e-7, "avgpool backward");
   }
 }
 
 TEST_CASE("gpu: batch normalisation, training, evaluation and backward", "[gpu][batchnorm]") {
   for (const Shape& s : std::vector<Shape>{{2, 1}, {4, 3, 5, 5}, {2, 16, 1, 1}, {64, 32, 14, 14}, {3, 7, 9, 2}}) {
     const int64_t c = s[1];
-    Tensor x = random_tensor(s, 2.0, 5.0), gamma = random_tensor({c}, 0.5, 1.5), beta = random_tensor({c});
-    Tensor rm = random_tensor({c}), rv = random_tensor({c}, 0.5, 1.5);
+    Tensor x = fresh_tensor(s, 2.0, 5.0), gamma = fresh_tensor({c}, 0.5, 1.5), beta = fresh_tensor({c});
+    Tensor rm = fresh_tensor({c}), rv = fresh_tensor({c}, 0.5, 1.5);
     Tensor grm = on_gpu(rm), grv = on_gpu(rv);
     Tensor y = Tensor::empty(s), mean = Tensor::empty({c}), invstd = Tensor::empty({c});
     Tensor gy = gpu_empty(s), gmean = gpu_empty({c}), ginvstd = gpu_empty({c});
     cpu().batchnorm_forward_train(x, gamma, beta, rm, rv, 0.1, 1e-5, y, mean, invstd);
     gpu().batchnorm_forward_train(on_gpu(x), on_gpu(gamma), on_gpu(beta), grm, grv, 0.1, 1e-5, gy, gmean, ginvstd);
-    require_close(gy, y, 1e-5, 1e-5, "batchnorm train y " + shape_str(s));
-    require_close(gmean, mean, 1e-6, 1e-7, "save_mean");
-    require_close(ginvstd, invstd, 1e-5, 1e-6, "save_invstd");
-    require_close(grm, rm, 1e-6, 1e-7, "running_mean");
-    require_close(grv, rv, 1e-5, 1e-7, "running_var (unbiased)");
-    Tensor dy = random_tensor(s);
+    require_allclose(gy, y, 1e-5, 1e-5, "batchnorm train y " + shape_str(s));
+    require_allclose(gmean, mean, 1e-6, 1e-7, "save_mean");
+    require_allclose(ginvstd, invstd, 1e-5, 1e-6, "save_invstd");
+    require_allclose(grm, rm, 1e-6, 1e-7, "running_mean");
+    require_allclose(grv, rv, 1e-5, 1e-7, "running_var (unbiased)");
+    Tensor dy = fresh_tensor(s);
     Tensor dx = Tensor::empty(s), dg = Tensor::empty({c}), db = Tensor::empty({c});
     Tensor gdx = gpu_empty(s), gdg = gpu_empty({c}), gdb = gpu_empty({c});
     cpu().batchnorm_backward(x, dy, gamma, mean, invstd, dx, dg, db);
     gpu().batchnorm_backward(on_gpu(x), on_gpu(dy), on_gpu(gamma), gmean, ginvstd, gdx, gdg, gdb);
-    require_close(gdx, dx, 1e-4, 1e-5, "batchnorm dx");
-    require_close(gdg, dg, 1e-4, 1e-5, "batchnorm dgamma");
-    require_close(gdb, db, 1e-5, 1e-5, "batchnorm dbeta");
+    require_allclose(gdx, dx, 1e-4, 1e-5, "batchnorm dx");
+    require_allclose(gdg, dg, 1e-4, 1e-5, "batchnorm dgamma");
+    require_allclose(gdb, db, 1e-5, 1e-5, "batchnorm dbeta");
     cpu().batchnorm_forward_eval(x, gamma, beta, rm, rv, 1e-5, y);
     gpu().batchnorm_forward_eval(on_gpu(x), on_gpu(gamma), on_gpu(beta), grm, grv, 1e-5, gy);
-    require_close(gy, y, 1e-5, 1e-5, "batchnorm eval y");
+    require_allclose(gy, y, 1e-5, 1e-5, "batchnorm eval y");
   }
 }
 
@@ -140,7 +140,7 @@ TEST_CASE("gpu: Philox words are bit-identical on host and device", "[gpu][philo
 TEST_CASE("gpu: dropout masks are bit-equal to the CPU's", "[gpu][dropout]") {
   for (int64_t n : {1, 3, 4, 5, 1000, 100003}) {
     for (double p : {0.0, 0.1, 0.5, 0.9}) {
-      Tensor x = random_tensor({n}), dy = random_tensor({n});
+      Tensor x = fresh_tensor({n}), dy = fresh_tensor({n});
       Tensor y = Tensor::empty({n}), mask = Tensor::empty({n}, DType::UInt8), dx = Tensor::empty({n});
       Tensor gy = gpu_empty({n}), gmask = gpu_empty({n}, DType::UInt8), gdx = gpu_empty({n});
       const uint64_t seed = next_seed();
@@ -148,10 +148,10 @@ TEST_CASE("gpu: dropout masks are bit-equal to the CPU's", "[gpu][dropout]") {
       gpu().dropout_forward(on_gpu(x), p, seed, 17, gy, gmask);
       const std::string what = "dropout n=" + std::to_string(n) + " p=" + std::to_string(p);
       require_equal<uint8_t>(gmask, mask, what + " mask");
-      require_close(gy, y, 1e-7, 0, what + " forward");
+      require_allclose(gy, y, 1e-7, 0, what + " forward");
       cpu().dropout_backward(dy, mask, p, dx);
       gpu().dropout_backward(on_gpu(dy), gmask, p, gdx);
-      require_close(gdx, dx, 1e-7, 0, what + " backward");
+      require_allclose(gdx, dx, 1e-7, 0, what + " backward");
     }
   }
 }

@@ -11,7 +11,7 @@ using namespace nnlab::gputest;
 
 TEST_CASE("gpu: copies, fill, cast and gather_rows match the CPU", "[gpu][memory]") {
   for (int64_t n : {1, 5, 257, 100003}) {
-    Tensor x = random_tensor({n}, -50, 50);
+    Tensor x = fresh_tensor({n}, -50, 50);
     Tensor g = on_gpu(x);
     require_equal<float>(g, x, "round trip");
     Tensor gc = Tensor::empty({n}, DType::Float32, Device::cuda(0));
@@ -25,7 +25,7 @@ TEST_CASE("gpu: copies, fill, cast and gather_rows match the CPU", "[gpu][memory
                            "fill uint8");
   }
   for (const Shape& rows_shape : std::vector<Shape>{{10, 3}, {7, 1, 5, 5}, {1, 1}}) {
-    Tensor rows = random_tensor(rows_shape);
+    Tensor rows = fresh_tensor(rows_shape);
     Tensor idx = random_labels(13, rows_shape[0]);
     Shape out_shape = rows_shape;
     out_shape[0] = 13;
@@ -35,7 +35,7 @@ TEST_CASE("gpu: copies, fill, cast and gather_rows match the CPU", "[gpu][memory
     require_equal<float>(got, want, "gather_rows float32");
   }
   // uint8 rows of an odd size take the byte path.
-  Tensor pix = random_tensor({6, 3, 3}, 0, 255).to(DType::UInt8);
+  Tensor pix = fresh_tensor({6, 3, 3}, 0, 255).to(DType::UInt8);
   Tensor idx = random_labels(9, 6);
   Tensor want = Tensor::empty({9, 3, 3}, DType::UInt8), got = Tensor::empty({9, 3, 3}, DType::UInt8, Device::cuda(0));
   cpu().gather_rows(pix, idx, want);
@@ -55,13 +55,13 @@ TEST_CASE("gpu: gemm matches OpenBLAS for every transpose combination", "[gpu][g
   for (const Dims d : {Dims{1, 1, 1}, Dims{7, 13, 5}, Dims{64, 10, 784}, Dims{129, 257, 65}, Dims{3, 300, 1}}) {
     for (int t = 0; t < 4; ++t) {
       const bool ta = t & 1, tb = t & 2;
-      Tensor a = random_tensor(ta ? Shape{d.k, d.m} : Shape{d.m, d.k});
-      Tensor b = random_tensor(tb ? Shape{d.n, d.k} : Shape{d.k, d.n});
-      Tensor c = random_tensor({d.m, d.n});
+      Tensor a = fresh_tensor(ta ? Shape{d.k, d.m} : Shape{d.m, d.k});
+      Tensor b = fresh_tensor(tb ? Shape{d.n, d.k} : Shape{d.k, d.n});
+      Tensor c = fresh_tensor({d.m, d.n});
       Tensor gc = on_gpu(c);
       cpu().gemm(ta, tb, d.m, d.n, d.k, 1.5, a, b, 0.5, c);
       gpu().gemm(ta, tb, d.m, d.n, d.k, 1.5, on_gpu(a), on_gpu(b), 0.5, gc);
-      require_close(gc, c, 1e-5, 2e-6 * static_cast<double>(d.k) + 1e-6,
+      require_allclose(gc, c, 1e-5, 2e-6 * static_cast<double>(d.k) + 1e-6,
                     "gemm " + std::to_string(d.m) + "×" + std::to_string(d.n) + "×" + std::to_string(d.k) +
                         " trans " + std::to_string(t));
     }
@@ -70,15 +70,15 @@ TEST_CASE("gpu: gemm matches OpenBLAS for every transpose combination", "[gpu][g
 
 TEST_CASE("gpu: TF32 is opt-in and strict float32 is the default", "[gpu][gemm]") {
   REQUIRE_FALSE(cuda_math_tf32());
-  Tensor a = random_tensor({96, 512}), b = random_tensor({512, 96});
+  Tensor a = fresh_tensor({96, 512}), b = fresh_tensor({512, 96});
   Tensor c = Tensor::zeros({96, 96}), strict = on_gpu(c), tf32 = on_gpu(c);
   cpu().gemm(false, false, 96, 96, 512, 1.0, a, b, 0.0, c);
   gpu().gemm(false, false, 96, 96, 512, 1.0, on_gpu(a), on_gpu(b), 0.0, strict);
   set_cuda_math_mode(true);
   gpu().gemm(false, false, 96, 96, 512, 1.0, on_gpu(a), on_gpu(b), 0.0, tf32);
   set_cuda_math_mode(false);
-  require_close(strict, c, 1e-5, 1e-4, "strict float32 gemm");
-  require_close(tf32, c, 1e-2, 5e-2, "tf32 gemm (10-bit mantissa inputs)");
+  require_allclose(strict, c, 1e-5, 1e-4, "strict float32 gemm");
+  require_allclose(tf32, c, 1e-2, 5e-2, "tf32 gemm (10-bit mantissa inputs)");
 }
 
 TEST_CASE("gpu: binary ops with broadcasting, forward and backward", "[gpu][elementwise]") {
@@ -88,45 +88,45 @@ TEST_CASE("gpu: binary ops with broadcasting, forward and backward", "[gpu][elem
   for (const Case& cs : {Case{{1}, {1}}, Case{{5, 7}, {5, 7}}, Case{{33, 10}, {10}}, Case{{4}, {3, 5, 4}},
                          Case{{1000, 3}, {1}}}) {
     for (BinaryOp op : {BinaryOp::Add, BinaryOp::Sub, BinaryOp::Mul, BinaryOp::Div}) {
-      Tensor a = random_tensor(cs.a, 0.5, 2.0), b = random_tensor(cs.b, 0.5, 2.0);
+      Tensor a = fresh_tensor(cs.a, 0.5, 2.0), b = fresh_tensor(cs.b, 0.5, 2.0);
       const Shape ys = shape_numel(cs.a) >= shape_numel(cs.b) ? cs.a : cs.b;
       const std::string what = std::string(binary_op_name(op)) + " " + shape_str(cs.a) + " with " + shape_str(cs.b);
       Tensor y = Tensor::empty(ys), gy = Tensor::empty(ys, DType::Float32, Device::cuda(0));
       cpu().binary_forward(op, a, b, y);
       gpu().binary_forward(op, on_gpu(a), on_gpu(b), gy);
-      require_close(gy, y, 1e-6, 1e-7, what + " forward");
-      Tensor dy = random_tensor(ys);
+      require_allclose(gy, y, 1e-6, 1e-7, what + " forward");
+      Tensor dy = fresh_tensor(ys);
       Tensor da = Tensor::empty(cs.a), db = Tensor::empty(cs.b);
       Tensor gda = Tensor::empty(cs.a, DType::Float32, Device::cuda(0)), gdb = Tensor::empty(cs.b, DType::Float32, Device::cuda(0));
       cpu().binary_backward(op, a, b, dy, &da, &db);
       gpu().binary_backward(op, on_gpu(a), on_gpu(b), on_gpu(dy), &gda, &gdb);
-      require_close(gda, da, 1e-5, 1e-5, what + " da");
-      require_close(gdb, db, 1e-5, 1e-5, what + " db");
+      require_allclose(gda, da, 1e-5, 1e-5, what + " da");
+      require_allclose(gdb, db, 1e-5, 1e-5, what + " db");
     }
   }
 }
 
 TEST_CASE("gpu: activations and axpby", "[gpu][elementwise]") {
   for (int64_t n : {1, 255, 257, 65537}) {
-    Tensor x = random_tensor({n}, -6, 6), dy = random_tensor({n});
+    Tensor x = fresh_tensor({n}, -6, 6), dy = fresh_tensor({n});
     for (UnaryOp op : {UnaryOp::Relu, UnaryOp::Sigmoid, UnaryOp::Tanh}) {
       Tensor y = Tensor::empty({n}), dx = Tensor::empty({n});
       Tensor gx = on_gpu(x), gy = Tensor::empty({n}, DType::Float32, Device::cuda(0)), gdx = gy.clone();
       cpu().unary_forward(op, x, y);
       gpu().unary_forward(op, gx, gy);
-      require_close(gy, y, 2e-6, 1e-7, std::string(unary_op_name(op)) + " forward");
+      require_allclose(gy, y, 2e-6, 1e-7, std::string(unary_op_name(op)) + " forward");
       cpu().unary_backward(op, x, y, dy, dx);
       gpu().unary_backward(op, gx, gy, on_gpu(dy), gdx);
-      require_close(gdx, dx, 1e-5, 1e-7, std::string(unary_op_name(op)) + " backward");
+      require_allclose(gdx, dx, 1e-5, 1e-7, std::string(unary_op_name(op)) + " backward");
     }
-    Tensor y = random_tensor({n}), gy = on_gpu(y);
+    Tensor y = fresh_tensor({n}), gy = on_gpu(y);
     cpu().axpby(0.75, x, -1.25, y);
     gpu().axpby(0.75, on_gpu(x), -1.25, gy);
-    require_close(gy, y, 1e-6, 1e-6, "axpby");
+    require_allclose(gy, y, 1e-6, 1e-6, "axpby");
     Tensor nan = Tensor::full({n}, NAN), gnan = on_gpu(nan);
     gpu().axpby(2.0, on_gpu(x), 0.0, gnan);  // beta = 0 overwrites NaN
     cpu().axpby(2.0, x, 0.0, nan);
-    require_close(gnan, nan, 0, 0, "axpby beta = 0 over NaN");
+    require_allclose(gnan, nan, 0, 0, "axpby beta = 0 over NaN");
   }
 }
 
@@ -135,26 +135,26 @@ TEST_CASE("gpu: bias add, bias gradient and full sums", "[gpu][reduce]") {
     int64_t outer, c, inner;
   };
   for (const Case cs : {Case{1, 1, 1}, Case{64, 10, 1}, Case{3, 7, 29}, Case{32, 64, 196}}) {
-    Tensor y = random_tensor({cs.outer, cs.c, cs.inner}), b = random_tensor({cs.c});
+    Tensor y = fresh_tensor({cs.outer, cs.c, cs.inner}), b = fresh_tensor({cs.c});
     Tensor gy = on_gpu(y);
     cpu().bias_forward(y, b, cs.inner);
     gpu().bias_forward(gy, on_gpu(b), cs.inner);
-    require_close(gy, y, 1e-6, 1e-7, "bias_forward");
+    require_allclose(gy, y, 1e-6, 1e-7, "bias_forward");
     Tensor db = Tensor::empty({cs.c}), gdb = Tensor::empty({cs.c}, DType::Float32, Device::cuda(0));
     cpu().bias_backward(y, db, cs.inner);
     gpu().bias_backward(gy, gdb, cs.inner);
-    require_close(gdb, db, 1e-5, 1e-5, "bias_backward");
+    require_allclose(gdb, db, 1e-5, 1e-5, "bias_backward");
   }
   for (int64_t n : {1, 1000, 1 << 20}) {
-    Tensor x = random_tensor({n});
+    Tensor x = fresh_tensor({n});
     for (DType out_type : {DType::Float32, DType::Float64}) {
       Tensor s = Tensor::empty({}, out_type), gs = Tensor::empty({}, out_type, Device::cuda(0));
       cpu().sum_all(x, 0.5, s);
       gpu().sum_all(on_gpu(x), 0.5, gs);
-      require_close(gs, s, 1e-6, 1e-6, "sum_all");
+      require_allclose(gs, s, 1e-6, 1e-6, "sum_all");
       cpu().sum_squares(x, s);
       gpu().sum_squares(on_gpu(x), gs);
-      require_close(gs, s, 1e-6, 1e-6, "sum_squares");
+      require_allclose(gs, s, 1e-6, 1e-6, "sum_squares");
     }
   }
 }
@@ -162,15 +162,15 @@ TEST_CASE("gpu: bias add, bias gradient and full sums", "[gpu][reduce]") {
 TEST_CASE("gpu: log-softmax and softmax cross-entropy, forward and backward", "[gpu][softmax_xent]") {
   for (const Shape& s : std::vector<Shape>{{1, 1}, {1, 10}, {64, 10}, {257, 3}, {5, 1000}}) {
     const int64_t n = s[0], c = s[1];
-    Tensor x = random_tensor(s, -20, 20), dy = random_tensor(s);
+    Tensor x = fresh_tensor(s, -20, 20), dy = fresh_tensor(s);
     Tensor y = Tensor::empty(s), dx = Tensor::empty(s);
     Tensor gy = Tensor::empty(s, DType::Float32, Device::cuda(0)), gdx = gy.clone();
     cpu().log_softmax_forward(x, y);
     gpu().log_softmax_forward(on_gpu(x), gy);
-    require_close(gy, y, 1e-5, 1e-5, "log_softmax forward " + shape_str(s));
+    require_allclose(gy, y, 1e-5, 1e-5, "log_softmax forward " + shape_str(s));
     cpu().log_softmax_backward(y, dy, dx);
     gpu().log_softmax_backward(gy, on_gpu(dy), gdx);
-    require_close(gdx, dx, 1e-5, 1e-5, "log_softmax backward " + shape_str(s));
+    require_allclose(gdx, dx, 1e-5, 1e-5, "log_softmax backward " + shape_str(s));
 
     Tensor labels = random_labels(n, c);
     Tensor probs = Tensor::empty(s), loss = Tensor::empty({}), gprobs = gy.clone();
@@ -178,13 +178,13 @@ TEST_CASE("gpu: log-softmax and softmax cross-entropy, forward and backward", "[
     Tensor flag = make_nonfinite_flag(Device::cuda(0));
     cpu().softmax_xent_forward(x, labels, probs, loss, nullptr, {});
     gpu().softmax_xent_forward(on_gpu(x), on_gpu(labels), gprobs, gloss, &flag, {1, 0});
-    require_close(gprobs, probs, 1e-5, 1e-7, "softmax probabilities " + shape_str(s));
-    require_close(gloss, loss, 1e-5, 1e-6, "cross-entropy loss " + shape_str(s));
+    require_allclose(gprobs, probs, 1e-5, 1e-7, "softmax probabilities " + shape_str(s));
+    require_allclose(gloss, loss, 1e-5, 1e-6, "cross-entropy loss " + shape_str(s));
     CHECK(read_nonfinite_flag(flag).step == 0);
     Tensor dloss = Tensor::full({}, 1.5);
     cpu().softmax_xent_backward(probs, labels, dloss, dx);
     gpu().softmax_xent_backward(gprobs, on_gpu(labels), on_gpu(dloss), gdx);
-    require_close(gdx, dx, 1e-5, 1e-7, "cross-entropy backward " + shape_str(s));
+    require_allclose(gdx, dx, 1e-5, 1e-7, "cross-entropy backward " + shape_str(s));
 
     Tensor correct = Tensor::full({}, 3, DType::Int32), gcorrect = on_gpu(correct);
     cpu().count_correct(x, labels, correct);
@@ -194,7 +194,7 @@ TEST_CASE("gpu: log-softmax and softmax cross-entropy, forward and backward", "[
 }
 
 TEST_CASE("gpu: non-finite values and bad labels raise flags, not traps", "[gpu][softmax_xent]") {
-  Tensor x = random_tensor({100000});
+  Tensor x = fresh_tensor({100000});
   Tensor flag = make_nonfinite_flag(Device::cuda(0));
   gpu().check_finite(on_gpu(x), flag, {3, 1});
   CHECK(flag.to_vector<int32_t>() == std::vector<int32_t>{0, 0});
@@ -206,7 +206,7 @@ TEST_CASE("gpu: non-finite values and bad labels raise flags, not traps", "[gpu]
   gpu().check_finite(on_gpu(Tensor::from_vector(v, {100000})), flag, {5, 3});
   CHECK(flag.to_vector<int32_t>() == std::vector<int32_t>{4, 2});  // the first fault stays
 
-  Tensor logits = on_gpu(random_tensor({4, 10})), probs = logits.clone();
+  Tensor logits = on_gpu(fresh_tensor({4, 10})), probs = logits.clone();
   Tensor loss = Tensor::empty({}, DType::Float32, Device::cuda(0));
   Tensor nonfinite = make_nonfinite_flag(Device::cuda(0));
   gpu().softmax_xent_forward(logits, on_gpu(Tensor::from_vector<int32_t>({1, 2, 10, 3}, {4})), probs, loss,
@@ -223,37 +223,37 @@ TEST_CASE("gpu: fused SGD and Adam/AdamW steps match the CPU", "[gpu][optim]") {
                                        {0.02, 0.8, 0.3, 1e-2, false}};
   for (int64_t n : {1, 1023, 70000}) {
     for (const SgdParams& hp : sgds) {
-      Tensor p = random_tensor({n}), buf = Tensor::zeros({n});
+      Tensor p = fresh_tensor({n}), buf = Tensor::zeros({n});
       Tensor gp = on_gpu(p), gbuf = on_gpu(buf);
       Tensor none;
       Tensor& cbuf = hp.momentum != 0 ? buf : none;
       Tensor& cgbuf = hp.momentum != 0 ? gbuf : none;
       for (int step = 0; step < 3; ++step) {
-        Tensor g = random_tensor({n});
+        Tensor g = fresh_tensor({n});
         cpu().sgd_step(p, g, cbuf, hp, step == 0, nullptr);
         gpu().sgd_step(gp, on_gpu(g), cgbuf, hp, step == 0, nullptr);
       }
-      require_close(gp, p, 1e-5, 1e-6, "sgd momentum " + std::to_string(hp.momentum));
+      require_allclose(gp, p, 1e-5, 1e-6, "sgd momentum " + std::to_string(hp.momentum));
     }
     for (const AdamParams& hp : {AdamParams{1e-3, 0.9, 0.999, 1e-8, 0.0, false},
                                  AdamParams{1e-2, 0.8, 0.99, 1e-6, 0.1, false},
                                  AdamParams{1e-2, 0.9, 0.999, 1e-8, 0.1, true}}) {
-      Tensor p = random_tensor({n}), m = Tensor::zeros({n}), v = Tensor::zeros({n});
+      Tensor p = fresh_tensor({n}), m = Tensor::zeros({n}), v = Tensor::zeros({n});
       Tensor gp = on_gpu(p), gm = on_gpu(m), gv = on_gpu(v);
       for (int64_t step = 1; step <= 3; ++step) {
-        Tensor g = random_tensor({n});
+        Tensor g = fresh_tensor({n});
         cpu().adam_step(p, g, m, v, hp, step, nullptr);
         gpu().adam_step(gp, on_gpu(g), gm, gv, hp, step, nullptr);
       }
-      require_close(gp, p, 1e-5, 1e-6, hp.decoupled_weight_decay ? "adamw param" : "adam param");
-      require_close(gm, m, 1e-5, 1e-7, "adam exp_avg");
-      require_close(gv, v, 1e-5, 1e-9, "adam exp_avg_sq");
+      require_allclose(gp, p, 1e-5, 1e-6, hp.decoupled_weight_decay ? "adamw param" : "adam param");
+      require_allclose(gm, m, 1e-5, 1e-7, "adam exp_avg");
+      require_allclose(gv, v, 1e-5, 1e-9, "adam exp_avg_sq");
     }
   }
 }
 
 TEST_CASE("gpu: a raised skip flag stops the optimizer on the device", "[gpu][optim]") {
-  Tensor p = random_tensor({500}), g = random_tensor({500});
+  Tensor p = fresh_tensor({500}), g = fresh_tensor({500});
   Tensor gp = on_gpu(p), buf = Tensor::zeros({500}, DType::Float32, Device::cuda(0));
   Tensor m = buf.clone(), v = buf.clone();
   Tensor skip = Tensor::from_vector<int32_t>({3, 1}, {2}).to(Device::cuda(0));  // raised at step 3

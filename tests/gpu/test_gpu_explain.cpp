@@ -37,26 +37,26 @@ TEST_CASE("gpu: the reference convolution kernels match the CPU reference", "[gp
   const Conv2dGeometry shapes[] = {{2, 3, 8, 8, 4, 3, 3, 1, 1, 1, 1, 8, 8}, {3, 5, 9, 7, 6, 5, 3, 2, 1, 2, 1, 5, 7},
                                    {2, 4, 11, 13, 3, 2, 4, 3, 2, 0, 1, 4, 6}};
   for (const Conv2dGeometry& g : shapes) {
-    Tensor x = random_tensor({g.n, g.c, g.h, g.w}), w = random_tensor({g.k, g.c, g.r, g.s}), b = random_tensor({g.k});
-    Tensor dy = random_tensor({g.n, g.k, g.p, g.q});
+    Tensor x = fresh_tensor({g.n, g.c, g.h, g.w}), w = fresh_tensor({g.k, g.c, g.r, g.s}), b = fresh_tensor({g.k});
+    Tensor dy = fresh_tensor({g.n, g.k, g.p, g.q});
     Tensor y = Tensor::empty(dy.shape()), gy = Tensor::empty(dy.shape(), DType::Float32, Device::cuda(0));
     const Tensor gb = on_gpu(b);
     cpu().conv2d_forward(g, x, w, &b, y);
     gpu().conv2d_forward(g, on_gpu(x), on_gpu(w), &gb, gy);
-    require_close(gy, y, 1e-5, 1e-5, "reference forward");
+    require_allclose(gy, y, 1e-5, 1e-5, "reference forward");
     Tensor dx = Tensor::empty(x.shape()), gdx = Tensor::empty(x.shape(), DType::Float32, Device::cuda(0));
     cpu().conv2d_backward_data(g, dy, w, dx);
     gpu().conv2d_backward_data(g, on_gpu(dy), on_gpu(w), gdx);
-    require_close(gdx, dx, 1e-5, 1e-5, "reference backward data");
+    require_allclose(gdx, dx, 1e-5, 1e-5, "reference backward data");
     Tensor dw = Tensor::empty(w.shape()), gdw = Tensor::empty(w.shape(), DType::Float32, Device::cuda(0));
     cpu().conv2d_backward_filter(g, dy, x, dw);
     gpu().conv2d_backward_filter(g, on_gpu(dy), on_gpu(x), gdw);
-    require_close(gdw, dw, 1e-5, 1e-4, "reference backward filter");
+    require_allclose(gdw, dw, 1e-5, 1e-4, "reference backward filter");
   }
   set_conv_impl(ConvImpl::Im2col);
   Tensor y = Tensor::empty({1, 1, 3, 3}, DType::Float32, Device::cuda(0));
   const Conv2dGeometry g{1, 1, 3, 3, 1, 1, 1, 1, 1, 0, 0, 3, 3};
-  REQUIRE_THROWS_WITH(gpu().conv2d_forward(g, on_gpu(random_tensor({1, 1, 3, 3})), on_gpu(random_tensor({1, 1, 1, 1})),
+  REQUIRE_THROWS_WITH(gpu().conv2d_forward(g, on_gpu(fresh_tensor({1, 1, 3, 3})), on_gpu(fresh_tensor({1, 1, 1, 1})),
                                            nullptr, y),
                       Catch::Contains("im2col is the CPU's path"));
 }

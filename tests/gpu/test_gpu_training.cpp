@@ -47,7 +47,7 @@ struct Batch {
 // Images in [0, 1) and labels drawn on the host, so both devices see the same bits.
 std::vector<Batch> make_batches(int steps, int64_t batch) {
   std::vector<Batch> out;
-  for (int s = 0; s < steps; ++s) out.push_back({random_tensor({batch, 1, 28, 28}, 0.0, 1.0), random_labels(batch, 10)});
+  for (int s = 0; s < steps; ++s) out.push_back({fresh_tensor({batch, 1, 28, 28}, 0.0, 1.0), random_labels(batch, 10)});
   return out;
 }
 
