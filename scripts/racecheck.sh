@@ -26,7 +26,7 @@ cmake -S . -B "$build_dir" -DNNLAB_TSAN=ON -DNNLAB_CUDA_SIMULATOR=ON -DCMAKE_BUI
 echo "== building the GPU tests for ThreadSanitizer with $jobs jobs"
 cmake --build "$build_dir" -j "$jobs" --target nnlab_gpu_tests
 
-export TSAN_OPTIONS="halt_on_error=1:second_deadlock_stack=1:report_signal_unsafe=0"
+export TSAN_OPTIONS="halt_on_error=1:second_deadlock_stack=1:report_signal_unsafe=0:ignore_noninstrumented_modules=1"
 export NNLAB_THREADS=1 OMP_NUM_THREADS=1 NNLAB_SIM_THREADS=2
 echo "== running the GPU tests on the simulator under ThreadSanitizer"
 "$build_dir/tests/nnlab_gpu_tests" "${NNLAB_RACECHECK_TESTS:-~[explain]~[training]}"
