@@ -12,7 +12,7 @@ __device__ T block_sum(T v) {
   __shared__ T partial[kThreads];
   partial[threadIdx.x] = v;
   __syncthreads();
-  for (int half = kThreads / 2; half > 0; half /= 2) {
+  for (unsigned half = kThreads / 2; half > 0; half /= 2) {
     if (threadIdx.x < half) partial[threadIdx.x] += partial[threadIdx.x + half];
     __syncthreads();
   }

@@ -39,6 +39,12 @@
 #include <sanitizer/tsan_interface.h>
 #endif
 
+#ifdef NNLAB_SIM_TSAN
+#define NNLAB_SIM_NO_TSAN __attribute__((no_sanitize("thread")))
+#else
+#define NNLAB_SIM_NO_TSAN
+#endif
+
 #if !defined(__x86_64__)
 #error "The CUDA simulator's fiber switch is written for x86-64 (devices/cuda/sim/sim_fiber.cpp)"
 #endif
@@ -111,6 +117,14 @@ Fiber::Fiber(size_t stack_bytes) {
   if (mem == MAP_FAILED) throw std::bad_alloc();
   mprotect(mem, page, PROT_NONE);  // a stack overflow faults here instead of corrupting memory
   stack_ = static_cast<char*>(mem) + page;
+#ifdef NNLAB_SIM_TSAN
+  // One ThreadSanitizer identity for the fiber's life: the scheduler never reuses a fiber
+  // within a block, and orders each block after the last (sim_threads.cpp), so reusing the
+  // identity in the next block hides nothing. Creating one per CUDA thread instead kept
+  // thousands of dead thread states alive (12 GB for the GPU suite).
+  tsan_fiber_ = __tsan_create_fiber(0);
+  owns_tsan_fiber_ = true;
+#endif
 }
 
 Fiber::~Fiber() {
@@ -126,12 +140,6 @@ Fiber& Fiber::thread_fiber() {
 }
 
 void Fiber::start(Entry entry, void* arg) {
-#ifdef NNLAB_SIM_TSAN
-  // A fresh ThreadSanitizer identity per start: the CUDA thread it runs is a new thread.
-  if (owns_tsan_fiber_) __tsan_destroy_fiber(tsan_fiber_);
-  tsan_fiber_ = __tsan_create_fiber(0);
-  owns_tsan_fiber_ = true;
-#endif
   asan_fake_stack_ = nullptr;
   // The frame nnlab_sim_switch_context pops: control words, r12..r15, rbx, rbp, return
   // address; 64 bytes from a 16-byte aligned sp, so the trampoline's call is aligned.
@@ -167,7 +175,7 @@ void Fiber::switch_from(Fiber& from) {
   from.annotate_arrival();
 }
 
-void Fiber::exit_to(Fiber& to) {
+NNLAB_SIM_NO_TSAN void Fiber::exit_to(Fiber& to) {
   t_previous.store(this, std::memory_order_relaxed);
 #ifdef NNLAB_SIM_TSAN
   __tsan_switch_to_fiber(to.tsan_fiber_, to.stack_ ? 0 : __tsan_switch_to_fiber_no_sync);
@@ -195,11 +203,14 @@ void Fiber::annotate_arrival() {
 #endif
 }
 
-void Fiber::run_entry(void* self_raw) {
+// Not instrumented for ThreadSanitizer: this frame never returns (the fiber leaves it by a
+// switch), so an instrumented one would leave an entry on the fiber's shadow call stack at
+// every run. The entry itself returns normally, keeping its entries balanced.
+NNLAB_SIM_NO_TSAN void Fiber::run_entry(void* self_raw) {
   auto* self = static_cast<Fiber*>(self_raw);
   self->annotate_arrival();
-  self->entry_(self->arg_);  // leaves only through exit_to, never by returning
-  std::abort();
+  self->entry_(self->arg_);
+  self->exit_to(thread_fiber());
 }
 
 }  // namespace nnlab::sim

@@ -22,15 +22,16 @@ class Fiber {
   Fiber(const Fiber&) = delete;
   Fiber& operator=(const Fiber&) = delete;
 
-  // Prepares the fiber to run entry(arg) from the top of its stack at the next switch to it.
+  // Prepares the fiber to run entry(arg) from the top of its stack at the next switch to it;
+  // when entry returns, the fiber switches back to its CPU thread's own stack for good.
   void start(Entry entry, void* arg);
   // Suspends the running code (the scheduler's own stack, or another fiber) and runs this
   // fiber from where it last stopped. `from` saves where to come back to.
   void switch_from(Fiber& from);
   // The calling CPU thread's own stack, as a fiber that can be switched back to.
   static Fiber& thread_fiber();
-  // Call last in a fiber whose entry is done: switches to `to` and never returns (the
-  // sanitizers release the finished fiber's state).
+  // The last switch of a fiber whose entry is done: to `to`, never to return (the sanitizers
+  // release the finished fiber's state).
   [[noreturn]] void exit_to(Fiber& to);
 
  private:

@@ -144,7 +144,6 @@ void BlockScheduler::worker_main(void* raw) {
     if (kFiberPerThread) break;
   }
   w.ended.store(true, std::memory_order_relaxed);
-  w.fiber->exit_to(Fiber::thread_fiber());
 }
 
 void BlockScheduler::arrive_at_barrier() {
