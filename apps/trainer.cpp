@@ -293,8 +293,9 @@ EpochResult Trainer::run() {
     if (last.interrupted) break;
     const std::string val =
         last.val_accuracy >= 0 ? fmt::format("  validation accuracy {:.2f}%", 100.0 * last.val_accuracy) : "";
-    spdlog::info("epoch {}/{}  train loss {:.4f}  test accuracy {:.2f}%{}  {:.2f} s  {:.0f} img/s", e, config_.epochs,
-                 last.train_loss, 100.0 * last.test_accuracy, val, last.seconds, last.images_per_second);
+    spdlog::info("epoch {}/{}  train loss {:.4f}  test accuracy {:.2f}%{}  {:.2f} s  {:.0f} img/s{}", e, config_.epochs,
+                 last.train_loss, 100.0 * last.test_accuracy, val, last.seconds, last.images_per_second,
+                 device_.is_cuda() && cuda_simulated() ? " (simulated: CPU time)" : "");
     save_epoch_checkpoints(last);
     if (g_stop_signal != 0) last.interrupted = true;
     if (last.interrupted) break;
