@@ -4,10 +4,11 @@
 // reason). Host memory is core's own (host_memory.cpp): plain memory needs no device code,
 // so a CPU tensor works in any program, before or without the devices library.
 //
-// Other devices come from the devices library, which installs one provider for them all
-// (devices/registry.cpp does so in its static initialisation and again on every
-// backend_for, so any program that can name a kernel has it). Each Backend is itself the
-// DeviceMemory of its device (devices/backend.h).
+// Other devices come from the devices library, which installs one provider for them all:
+// devices/registry.cpp does so in its static initialisation (any program that calls a kernel
+// links that file) and again in cuda_status and resolve_device, the calls that hand a program
+// a CUDA device. A program without the devices library gets an Error naming it. Each Backend
+// is itself the DeviceMemory of its device (devices/backend.h).
 #pragma once
 #include <cstddef>
 
