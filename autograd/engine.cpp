@@ -122,4 +122,8 @@ void run_backward(const Tensor& root, const Tensor& seed_in) {
   for (Node* node : order) node->release();
 }
 
+// Tensor's own entry points (core/tensor.h declares them; core does not see the engine).
+void Tensor::backward() const { run_backward(*this, Tensor()); }
+void Tensor::backward(const Tensor& seed) const { run_backward(*this, seed); }
+
 }  // namespace nnlab

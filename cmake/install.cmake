@@ -1,12 +1,12 @@
 # `cmake --install <build> [--prefix P]`: the nnlab library as a CMake package.
 #
 #   P/include/nnlab/{core,autograd,layers,optim,devices,datasets}/*.h   public headers
-#   P/lib/libnnlab.a                                                      the library
+#   P/lib/libnnlab_{core,devices,autograd,layers,datasets}.a             the library, one per floor
 #   P/lib/cmake/nnlab/nnlabConfig.cmake, nnlabConfigVersion.cmake,        find_package(nnlab)
 #                      nnlabTargets*.cmake                                → nnlab::nnlab
 #   P/bin/nnlab                                                           the command-line program
 #
-# The library is static, so its private dependencies (OpenBLAS, spdlog, nlohmann_json, zlib,
+# The libraries are static, so their private dependencies (OpenBLAS, nlohmann_json, zlib,
 # and CUDA's runtime, cuBLAS and cuDNN in a CUDA build) travel in the exported target as
 # link-only entries; nnlabConfig.cmake finds them again in the user's project.
 include(GNUInstallDirs)
@@ -21,7 +21,9 @@ foreach(dir core autograd layers optim devices datasets)
           PATTERN "cuda_check.h" EXCLUDE PATTERN "cuda_context.h" EXCLUDE)
 endforeach()
 
-install(TARGETS nnlab EXPORT nnlabTargets
+# nnlab is an interface target over the per-floor libraries (cmake/floors.cmake); they are
+# installed and exported with it, the app's library is not (it is the program's).
+install(TARGETS nnlab nnlab_core nnlab_devices nnlab_autograd nnlab_layers nnlab_datasets EXPORT nnlabTargets
         ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR}
         LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR}
         INCLUDES DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/nnlab)
@@ -35,6 +37,3 @@ write_basic_package_version_file(${CMAKE_CURRENT_BINARY_DIR}/nnlabConfigVersion.
                                  VERSION ${PROJECT_VERSION} COMPATIBILITY SameMinorVersion)
 install(FILES ${CMAKE_CURRENT_BINARY_DIR}/nnlabConfig.cmake ${CMAKE_CURRENT_BINARY_DIR}/nnlabConfigVersion.cmake
         DESTINATION ${NNLAB_INSTALL_CMAKEDIR})
-
-# Users of the installed target compile as C++17, as nnlab's headers need.
-target_compile_features(nnlab PUBLIC cxx_std_17)

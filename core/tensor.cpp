@@ -2,16 +2,15 @@
 
 #include <cstring>
 
-#include "autograd/engine.h"
-#include "devices/registry.h"
+#include "core/device_memory.h"
 
 namespace nnlab {
 
 Storage::Storage(size_t nbytes, Device dev) : bytes(nbytes), device(dev) {
-  data = backend_for(dev).allocator().allocate(nbytes == 0 ? 1 : nbytes);
+  data = device_memory(dev).allocator().allocate(nbytes == 0 ? 1 : nbytes);
 }
 
-Storage::~Storage() { backend_for(device).allocator().deallocate(data); }
+Storage::~Storage() { device_memory(device).allocator().deallocate(data); }
 
 Tensor Tensor::empty(const Shape& shape, DType dtype, Device device) {
   for (int64_t d : shape)
@@ -36,7 +35,7 @@ Tensor Tensor::from_vector(const std::vector<T>& values, const Shape& shape, Dev
   NNLAB_CHECK(static_cast<int64_t>(values.size()) == shape_numel(shape), "from_vector: ", values.size(),
               " values do not fill shape ", shape_str(shape));
   Tensor t = empty(shape, DTypeOf<T>::value, device);
-  backend_for(device).copy_from_host(t, values.data());
+  device_memory(device).copy_from_host(t, values.data());
   return t;
 }
 template Tensor Tensor::from_vector(const std::vector<float>&, const Shape&, Device);
@@ -63,7 +62,7 @@ Tensor Tensor::to(Device dev) const {
 
 Tensor Tensor::to(DType t) const {
   Tensor out = empty(shape(), t, device());
-  backend_for(device()).cast(*this, out);
+  device_memory(device()).cast(*this, out);
   return out;
 }
 
@@ -114,7 +113,7 @@ Tensor Tensor::rows(int64_t begin, int64_t end) const {
 }
 
 Tensor& Tensor::fill_(double value) {
-  backend_for(device()).fill(*this, value);
+  device_memory(device()).fill(*this, value);
   return *this;
 }
 
@@ -124,13 +123,13 @@ Tensor& Tensor::copy_(const Tensor& src) {
   if (src.device().is_cpu() && device().is_cpu()) {
     if (nbytes()) std::memcpy(raw_data(), src.raw_data(), nbytes());
   } else if (src.device().is_cpu()) {
-    backend_for(device()).copy_from_host(*this, src.raw_data());
+    device_memory(device()).copy_from_host(*this, src.raw_data());
   } else if (device().is_cpu()) {
-    backend_for(src.device()).copy_to_host(src, raw_data());
+    device_memory(src.device()).copy_to_host(src, raw_data());
   } else {
     NNLAB_CHECK(src.device() == device(), "copy_ between ", src.device().str(), " and ", device().str(),
                 " is not supported; copy through the host");
-    backend_for(device()).copy(src, *this);
+    device_memory(device()).copy(src, *this);
   }
   return *this;
 }
@@ -158,9 +157,6 @@ Tensor& Tensor::set_requires_grad(bool on) {
   impl().requires_grad = on;
   return *this;
 }
-
-void Tensor::backward() const { run_backward(*this, Tensor()); }
-void Tensor::backward(const Tensor& seed) const { run_backward(*this, seed); }
 
 void check_same_device(const char* op, const std::vector<const Tensor*>& tensors) {
   for (const Tensor* t : tensors)

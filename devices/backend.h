@@ -15,6 +15,7 @@
 #include <string>
 
 #include "core/allocator.h"
+#include "core/device_memory.h"
 #include "core/nonfinite.h"
 #include "core/tensor.h"
 
@@ -52,22 +53,32 @@ struct AdamParams {
   bool decoupled_weight_decay;  // AdamW: p ← p·(1 − lr·wd) instead of adding wd·p to the gradient
 };
 
-class Backend {
+// Whether CUDA can be used here and, if not, why (devices/registry.h's cuda_status(); the
+// CUDA backend's probe fills it in).
+struct CudaStatus {
+  bool usable = false;
+  int device_count = 0;
+  std::string reason;  // why not usable: built without CUDA, no driver, no GPU, ...
+};
+
+// A backend is its device's memory too (core/device_memory.h): the allocator and the copy,
+// fill and cast below are what core's Tensor calls, through the provider the registry
+// installs.
+class Backend : public DeviceMemory {
  public:
   explicit Backend(Device device) : device_(device) {}
-  virtual ~Backend() = default;
+  ~Backend() override = default;
   Device device() const { return device_; }
   virtual std::string name() const = 0;
-  virtual CachingAllocator& allocator() = 0;
   // Waits for queued work (a no-op on the CPU). Only the host's read-backs need it.
   virtual void synchronize() {}
 
   // ---- memory: copy, fill, cast --------------------------------------------------------
-  virtual void copy_from_host(Tensor& dst, const void* src);
-  virtual void copy_to_host(const Tensor& src, void* dst);
-  virtual void copy(const Tensor& src, Tensor& dst);
-  virtual void fill(Tensor& t, double value);
-  virtual void cast(const Tensor& src, Tensor& dst);  // same shape, other dtype
+  void copy_from_host(Tensor& dst, const void* src) override;
+  void copy_to_host(const Tensor& src, void* dst) override;
+  void copy(const Tensor& src, Tensor& dst) override;
+  void fill(Tensor& t, double value) override;
+  void cast(const Tensor& src, Tensor& dst) override;  // same shape, other dtype
   // rows: (n, d...)  index: int32 (b)  out: (b, d...)   out[i] = rows[index[i]]
   virtual void gather_rows(const Tensor& rows, const Tensor& index, Tensor& out);
 

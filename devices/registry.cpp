@@ -11,6 +11,18 @@
 
 namespace nnlab {
 
+namespace {
+DeviceMemory& backend_memory(Device device) { return backend_for(device); }
+
+// Core's Tensor reaches a non-CPU device's memory through this provider (core/device_memory.h).
+// It is installed while this file's statics are initialised, which happens in every program
+// that links it (any program that calls backend_for, cuda_status or resolve_device), and again
+// by cuda_status and resolve_device, the calls a program makes to get a CUDA device, so that
+// no order of static initialisation can leave a CUDA tensor without it.
+void install_memory_provider() { set_device_memory_provider(&backend_memory); }
+[[maybe_unused]] const bool g_memory_provider_installed = (install_memory_provider(), true);
+}  // namespace
+
 bool built_with_cuda() {
 #ifdef NNLAB_WITH_CUDA
   return true;
@@ -32,6 +44,7 @@ std::string device_label(Device device) {
 }
 
 CudaStatus cuda_status() {
+  install_memory_provider();
 #ifdef NNLAB_WITH_CUDA
   return cuda_probe();
 #else
@@ -54,6 +67,7 @@ Backend& backend_for(Device device) {
 }
 
 Device resolve_device(const std::string& text, std::string* why) {
+  install_memory_provider();
   if (text == "auto") {
     const CudaStatus s = cuda_status();
     if (s.usable && cuda_simulated()) {

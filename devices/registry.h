@@ -10,12 +10,7 @@ namespace nnlab {
 // Throws an Error saying why when the device cannot be used.
 Backend& backend_for(Device device);
 
-struct CudaStatus {
-  bool usable = false;
-  int device_count = 0;
-  std::string reason;  // why not usable: built without CUDA, no driver, no GPU, ...
-};
-CudaStatus cuda_status();
+CudaStatus cuda_status();  // the struct: devices/backend.h
 
 // Resolves "cpu", "cuda", "cuda:N" or "auto". For "auto", *why says which device was
 // chosen and why. An explicit CUDA device that cannot be used is an Error.

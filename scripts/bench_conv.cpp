@@ -5,9 +5,9 @@
 //
 // It times the kernel table directly — the one place outside autograd/ops that does, because
 // it measures the kernels themselves. Build by hand after building the library:
-//   g++ -O3 -march=native -fopenmp -std=c++17 -I. scripts/bench_conv.cpp build/libnnlab.a \
-//       -I/usr/include/x86_64-linux-gnu/openblas-openmp \
-//       -L/usr/lib/x86_64-linux-gnu/openblas-openmp -lopenblas -lspdlog -lfmt -lz -o bench_conv
+//   g++ -O3 -march=native -fopenmp -std=c++17 -I. scripts/bench_conv.cpp build/libnnlab_devices.a \
+//       build/libnnlab_core.a -I/usr/include/x86_64-linux-gnu/openblas-openmp \
+//       -L/usr/lib/x86_64-linux-gnu/openblas-openmp -lopenblas -o bench_conv
 //   ./bench_conv [reps] [threads]
 #include <cblas.h>
 

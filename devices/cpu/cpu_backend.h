@@ -11,7 +11,7 @@ class CpuBackend final : public Backend {
  public:
   CpuBackend();
   std::string name() const override { return "CPU (OpenBLAS + OpenMP)"; }
-  CachingAllocator& allocator() override { return allocator_; }
+  CachingAllocator& allocator() override;
 
   // memory_cpu.cpp
   void copy_from_host(Tensor& dst, const void* src) override;
@@ -79,9 +79,6 @@ class CpuBackend final : public Backend {
   // dropout_cpu.cpp
   void dropout_forward(const Tensor& x, double p, uint64_t seed, uint32_t stream, Tensor& y, Tensor& mask) override;
   void dropout_backward(const Tensor& dy, const Tensor& mask, double p, Tensor& dx) override;
-
- private:
-  CachingAllocator allocator_;
 };
 
 // conv2d_reference_cpu.cpp: the teaching convolution (direct loops), run by the conv2d

@@ -15,7 +15,6 @@
 #include <string>
 
 #include "devices/backend.h"
-#include "devices/registry.h"
 
 namespace nnlab {
 

@@ -1,6 +1,6 @@
 // CUDA kernels against their CPU twins: convolution (cuDNN), pooling, batch normalisation,
 // dropout, and the Philox generator (host and device words bit-identical).
-#include "tests/gpu/gpu_support.h"
+#include "gpu/gpu_support.h"
 
 #include "core/philox.h"
 #include "devices/cuda/cuda_backend.h"

@@ -1,7 +1,7 @@
 // CUDA kernels against their CPU twins: memory, GEMM, elementwise, reductions,
 // softmax-cross-entropy and the fused optimizer steps, on fresh random inputs of several
 // shapes (including awkward ones: 1 element, odd sizes, sizes just past a block).
-#include "tests/gpu/gpu_support.h"
+#include "gpu/gpu_support.h"
 
 #include "autograd/ops.h"
 #include "devices/cuda/cuda_backend.h"

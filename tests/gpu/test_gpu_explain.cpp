@@ -7,7 +7,7 @@
 #include <cstdio>
 
 #include "devices/conv_impl.h"
-#include "tests/gpu/gpu_support.h"
+#include "gpu/gpu_support.h"
 
 using namespace nnlab;
 using namespace nnlab::gputest;

@@ -1,7 +1,7 @@
 // Whole-device behaviour: the probe and the device report, the caching allocator (no
 // cudaMalloc once training reaches its steady state; a clear out-of-memory message), and an
 // identical strict-float32 training run of the `cnn` model on the CPU and on CUDA.
-#include "tests/gpu/gpu_support.h"
+#include "gpu/gpu_support.h"
 
 #include <cmath>
 #include <memory>
