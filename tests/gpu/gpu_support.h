@@ -10,7 +10,7 @@
 #include "core/random.h"
 #include "core/tensor.h"
 #include "devices/registry.h"
-#include "tests/test_support.h"
+#include "test_support.h"
 
 namespace nnlab::gputest {
 

@@ -1,8 +1,8 @@
 // Every case of the op table (tests/op_cases.h) on CUDA: forward and gradients (through
 // autograd's backward) against the CPU's, in float32, on fresh random inputs, within the
 // case's parity tolerance; dropout's mask bit for bit.
-#include "tests/gpu/gpu_support.h"
-#include "tests/op_cases.h"
+#include "gpu/gpu_support.h"
+#include "op_cases.h"
 
 using namespace nnlab;
 using namespace nnlab::gputest;
