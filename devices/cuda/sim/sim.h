@@ -51,6 +51,11 @@ void enqueue(cudaStream_t stream, std::function<void()> work);
 // `detail` in the diagnostic.
 void raise_sticky_error(cudaError_t error, std::string detail);
 
+// For the simulator's own tests only: forgets the sticky error, so one test process can go on
+// after a test that faults on purpose. A GPU has no such thing (cudaDeviceReset destroys
+// every allocation and stream of the process).
+void clear_sticky_error_for_tests();
+
 // The CPU threads that run a grid's blocks: NNLAB_SIM_THREADS, else nnlab's --threads.
 int block_threads();
 // The OpenMP threads of the cuBLAS/cuDNN stand-ins (nnlab's --threads). Under

@@ -150,6 +150,12 @@ void raise_sticky_error(cudaError_t error, std::string detail) {
   g_sticky_detail = std::move(detail);
 }
 
+void clear_sticky_error_for_tests() {
+  std::lock_guard<std::mutex> lock(g_error_mutex);
+  g_sticky = cudaSuccess;
+  g_sticky_detail.clear();
+}
+
 cudaError_t sticky_or(cudaError_t error) {
   std::lock_guard<std::mutex> lock(g_error_mutex);
   if (g_sticky == cudaSuccess) return error;
