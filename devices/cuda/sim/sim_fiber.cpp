@@ -147,6 +147,10 @@ Fiber& Fiber::thread_fiber() {
 
 void Fiber::start(Entry entry, void* arg) {
   asan_fake_stack_ = nullptr;
+#ifdef NNLAB_SIM_ASAN
+  // A fiber abandoned at a divergent barrier left its frames' red zones on this stack.
+  ASAN_UNPOISON_MEMORY_REGION(stack_, stack_bytes_);
+#endif
   // The frame nnlab_sim_switch_context pops: control words, r12..r15, rbx, rbp, return
   // address; 64 bytes from a 16-byte aligned sp, so the trampoline's call is aligned.
   uintptr_t top = reinterpret_cast<uintptr_t>(stack_ + stack_bytes_) & ~uintptr_t(15);
