@@ -10,6 +10,7 @@
 
 #include <vector>
 
+#include "core/tensor.h"
 #include "devices/cuda/sim/sim.h"
 #include "devices/cuda/sim/sim_launch.h"
 
@@ -108,6 +109,11 @@ TEST_CASE("gpu: on the simulator a barrier in divergent code is the launch's err
   CHECK_THAT(nnlab::sim::last_diagnostic(), Catch::Contains("divergent_barrier_kernel") &&
                                                 Catch::Contains("__syncthreads() was reached by 32 of 64 threads"));
   CHECK(cudaMemset(out.p, 0, sizeof(int)) == cudaErrorLaunchFailure);  // sticky
+  // The caching allocator's next cudaMalloc (200 MB: no cached block fits) fails too, and is
+  // reported as the fault it is, not as "out of memory, try a smaller --batch".
+  CHECK_THROWS_WITH(nnlab::Tensor::empty({50000017}, nnlab::DType::Float32, nnlab::Device::cuda(0)),
+                    Catch::Contains("unspecified launch failure") && Catch::Contains("an earlier kernel faulted") &&
+                        !Catch::Contains("smaller --batch"));
   nnlab::sim::clear_sticky_error_for_tests();
   CHECK(cudaMemset(out.p, 0, sizeof(int)) == cudaSuccess);
 }
