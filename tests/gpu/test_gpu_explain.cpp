@@ -1,11 +1,7 @@
 // The teaching convolution on CUDA (one thread per output element) against its CPU twin,
 // and explain / compare / sweep end to end on the GPU: the kernel log names the cuDNN and
 // cuBLAS calls (or the reference kernels when selected), and compare runs CPU and CUDA.
-#include <sys/wait.h>
-
-#include <array>
-#include <cstdio>
-
+#include "cli_support.h"
 #include "devices/conv_impl.h"
 #include "gpu/gpu_support.h"
 
@@ -18,15 +14,11 @@ struct ConvImplGuard {
   ~ConvImplGuard() { set_conv_impl(ConvImpl::Auto); }
 };
 
+// The program's output; its exit code in `exit_code`.
 std::string run_cli(const std::string& args, int& exit_code) {
-  FILE* pipe = popen((std::string(NNLAB_CLI_PATH) + " " + args + " 2>&1").c_str(), "r");
-  REQUIRE(pipe);
-  std::string out;
-  std::array<char, 4096> buf{};
-  while (fgets(buf.data(), buf.size(), pipe)) out += buf.data();
-  const int status = pclose(pipe);
-  exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  return out;
+  const nnlab_test::CliResult r = nnlab_test::run_cli(args);
+  exit_code = r.exit_code;
+  return r.output;
 }
 
 }  // namespace

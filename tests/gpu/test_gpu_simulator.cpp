@@ -10,6 +10,7 @@
 
 #include <vector>
 
+#include "cli_support.h"
 #include "core/tensor.h"
 #include "devices/cuda/sim/sim.h"
 #include "devices/cuda/sim/sim_launch.h"
@@ -116,5 +117,19 @@ TEST_CASE("gpu: on the simulator a barrier in divergent code is the launch's err
                         !Catch::Contains("smaller --batch"));
   nnlab::sim::clear_sticky_error_for_tests();
   CHECK(cudaMemset(out.p, 0, sizeof(int)) == cudaSuccess);
+}
+TEST_CASE("gpu: the simulator's settings are checked and a bad one is one clear message", "[gpu][simulator]") {
+  for (const char* setting : {"NNLAB_SIM_MEMORY_MB=abc", "NNLAB_SIM_THREADS=0", "NNLAB_SIM_MEMORY_MB=-5"}) {
+    const nnlab_test::CliResult r = nnlab_test::run_shell(std::string(setting) + " " + NNLAB_CLI_PATH +
+                                                          " train --device cuda --model mlp --max-steps 1");
+    INFO(setting << ": " << r.output);
+    CHECK(r.exit_code != 0);
+    CHECK_THAT(r.output, Catch::Contains("must be a positive whole number"));
+  }
+  const nnlab_test::CliResult small = nnlab_test::run_shell(std::string("NNLAB_SIM_MEMORY_MB=1 ") + NNLAB_CLI_PATH +
+                                                            " train --device cuda --model cnn --max-steps 1");
+  INFO(small.output);
+  CHECK(small.exit_code != 0);
+  CHECK_THAT(small.output, Catch::Contains("out of memory on cuda:0") && Catch::Contains("smaller --batch"));
 }
 #endif

@@ -83,7 +83,9 @@ cudnnStatus_t prepare(const char* call, Direction dir, cudnnHandle_t handle, con
     return fail(CUDNN_STATUS_BAD_PARAM, call, "algorithm " + std::to_string(algo) + " is not a valid enumerant");
   if (!nnlab::sim::dnn::conv_workspace_bytes(dir, algo, *g, workspace))
     return fail(CUDNN_STATUS_NOT_SUPPORTED, call,
-                "algorithm " + std::to_string(algo) + " is not implemented by the simulator for this shape");
+                "algorithm " + std::to_string(algo) +
+                    " is not one of the simulator's (Find offers only those it runs); "
+                    "cuDNN answers NOT_SUPPORTED the same way for an algorithm a shape does not support");
   return CUDNN_STATUS_SUCCESS;
 }
 

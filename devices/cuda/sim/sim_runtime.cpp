@@ -11,12 +11,14 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <map>
 #include <mutex>
 
+#include "core/error.h"
 #include "devices/cpu/threads.h"
 #include "devices/cuda/sim/sim.h"
 #include "devices/cuda/sim/sim_runtime_state.h"
@@ -38,10 +40,23 @@ std::string g_sticky_detail;
 thread_local cudaError_t t_last_error = cudaSuccess;
 thread_local std::string t_diagnostic;
 
+// A positive whole number from the environment variable `name`, or 0 when it is unset. A value
+// that is not one is the user's mistake and says so (a silent 0 would read as "no memory").
+long long env_count(const char* name) {
+  const char* text = std::getenv(name);
+  if (!text) return 0;
+  char* end = nullptr;
+  errno = 0;
+  const long long v = std::strtoll(text, &end, 10);
+  NNLAB_CHECK(end != text && *end == '\0' && errno == 0 && v > 0, name, " must be a positive whole number, got '", text,
+              "'; unset it for the default");
+  return v;
+}
+
 // The simulated device's memory: half the machine's, or NNLAB_SIM_MEMORY_MB.
 size_t device_memory_bytes() {
   static const size_t bytes = [] {
-    if (const char* mb = std::getenv("NNLAB_SIM_MEMORY_MB")) return static_cast<size_t>(std::atoll(mb)) << 20;
+    if (const long long mb = env_count("NNLAB_SIM_MEMORY_MB")) return static_cast<size_t>(mb) << 20;
     const long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
     return pages > 0 && page > 0 ? static_cast<size_t>(pages) * static_cast<size_t>(page) / 2 : size_t(4) << 30;
   }();
@@ -170,10 +185,7 @@ cudaError_t fail_call(cudaError_t error, std::string detail) {
 }
 
 int block_threads() {
-  static const int from_env = [] {
-    const char* v = std::getenv("NNLAB_SIM_THREADS");
-    return v ? std::atoi(v) : 0;
-  }();
+  static const int from_env = static_cast<int>(std::min<long long>(env_count("NNLAB_SIM_THREADS"), 1024));
   return from_env > 0 ? from_env : std::max(1, cpu_threads());
 }
 
@@ -253,6 +265,10 @@ cudaError_t cudaRuntimeGetVersion(int* version) { return cudaDriverGetVersion(ve
 
 cudaError_t cudaGetDeviceCount(int* count) {
   if (!count) return fail_call(cudaErrorInvalidValue, "cudaGetDeviceCount: null argument");
+  // The first call of every run (nnlab's probe), on the caller's thread: a bad
+  // NNLAB_SIM_MEMORY_MB or NNLAB_SIM_THREADS is reported here, not later on a stream's thread.
+  nnlab::sim::device_memory_bytes();
+  nnlab::sim::block_threads();
   *count = 1;
   return cudaSuccess;
 }
