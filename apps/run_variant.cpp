@@ -40,7 +40,7 @@ RunVariant parse_one(const std::string& item, int default_threads, ConvImpl defa
   v.device_text = parts[0];
   size_t i = 1;
   if (parts[0] == "cuda" && parts.size() > 1 && all_digits(parts[1])) v.device_text += ":" + parts[i++];
-  if (parts[0] == "cuda" && cuda_simulated()) v.label += " (simulated)";  // its times are CPU times
+  if (parts[0] == "cuda" && cuda_simulated()) v.label += kSimulatedMark;  // its times are CPU times
   for (; i < parts.size(); ++i) {
     const size_t eq = parts[i].find('=');
     NNLAB_CHECK(eq != std::string::npos, "device '", item, "': setting '", parts[i], "' is not KEY=VALUE; ", kSyntax);

@@ -40,7 +40,7 @@ bool cuda_simulated() {
 }
 
 std::string device_label(Device device) {
-  return device.is_cuda() && cuda_simulated() ? device.str() + " (simulated)" : device.str();
+  return device.is_cuda() && cuda_simulated() ? device.str() + kSimulatedMark : device.str();
 }
 
 CudaStatus cuda_status() {

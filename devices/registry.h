@@ -24,5 +24,7 @@ bool cuda_simulated();
 // "cpu", "cuda:0", or on the simulator "cuda:0 (simulated)": the label every printed time and
 // record carries, so a simulated time is never passed off as a GPU time.
 std::string device_label(Device device);
+// The mark device_label appends, for labels that are not a Device (a run variant's text).
+inline constexpr const char* kSimulatedMark = " (simulated)";
 
 }  // namespace nnlab
