@@ -11,7 +11,8 @@
 # its barriers would read as races.
 #
 # Environment: BUILD_DIR (default build-tsan), JOBS (default: all cores),
-# NNLAB_RACECHECK_TESTS (Catch test spec, default: the kernel tests, without the CLI runs).
+# NNLAB_RACECHECK_TESTS (Catch test spec, default: the kernel tests, without the CLI runs: this
+# build has no CLI).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 build_dir=${BUILD_DIR:-build-tsan}
@@ -29,5 +30,5 @@ cmake --build "$build_dir" -j "$jobs" --target nnlab_gpu_tests
 export TSAN_OPTIONS="halt_on_error=1:second_deadlock_stack=1:report_signal_unsafe=0:ignore_noninstrumented_modules=1"
 export NNLAB_THREADS=1 OMP_NUM_THREADS=1 NNLAB_SIM_THREADS=2
 echo "== running the GPU tests on the simulator under ThreadSanitizer"
-"$build_dir/tests/nnlab_gpu_tests" "${NNLAB_RACECHECK_TESTS:-~[explain]~[training]}"
+"$build_dir/tests/nnlab_gpu_tests" "${NNLAB_RACECHECK_TESTS:-~[explain]~[training]~[cli]}"
 echo "== ThreadSanitizer run clean in $(( $(date +%s) - start )) s"
