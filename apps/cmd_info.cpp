@@ -12,9 +12,6 @@
 #include "devices/cpu/threads.h"
 #include "devices/registry.h"
 #include "layers/zoo.h"
-#ifdef NNLAB_WITH_CUDA
-#include "devices/cuda/cuda_backend.h"
-#endif
 
 #ifndef NNLAB_VERSION
 #define NNLAB_VERSION "0.1.0"
@@ -38,11 +35,7 @@ void register_info_commands(CLI::App& app) {
       std::printf("  OPENBLAS_CORETYPE=%s is set in the environment: OpenBLAS runs those kernels, not the ones it "
                   "would pick for this CPU%s\n",
                   forced, cpu_has_avx512() ? " (which has AVX-512)" : "");
-#ifdef NNLAB_WITH_CUDA
-    std::printf("%s\n", cuda_device_report().c_str());
-#else
-    std::printf("cuda: not usable: %s\n", cuda_status().reason.c_str());
-#endif
+    std::printf("%s\n", cuda_report().c_str());
     return 0;
   });
 

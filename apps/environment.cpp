@@ -2,9 +2,6 @@
 
 #include "devices/cpu/threads.h"
 #include "devices/registry.h"
-#ifdef NNLAB_WITH_CUDA
-#include "devices/cuda/cuda_backend.h"
-#endif
 
 // The commit comes from the header the build regenerates (scripts/commit_header.cmake), the
 // version from a compile definition of the nnlab_cli target (CMakeLists.txt); the fallbacks
@@ -69,21 +66,22 @@ nlohmann::json config_record(const TrainConfig& c) {
 namespace {
 
 // GPU, driver, runtime, cuBLAS and cuDNN: the backend's report (one paragraph per GPU),
-// plus the math mode when the run is on a GPU.
+// plus the math mode. A CPU run that has not loaded the CUDA backend does not load it just
+// to describe it (registry.h): it records that the GPU was not probed.
 nlohmann::json gpu_record(Device device) {
   nlohmann::json gpu;
-  const CudaStatus status = cuda_status();
   gpu["built_with_cuda"] = built_with_cuda();
   gpu["simulator"] = cuda_simulated();
+  gpu["probed"] = device.is_cuda() || cuda_loaded();
+  if (!gpu["probed"].get<bool>()) return gpu;
+  const CudaStatus status = cuda_status();
   gpu["usable"] = status.usable;
   gpu["device_count"] = status.device_count;
   if (!status.usable) gpu["reason"] = status.reason;
-#ifdef NNLAB_WITH_CUDA
-  if (status.usable) gpu["report"] = cuda_device_report();
-  gpu["math_mode"] = cuda_math_tf32() ? "tf32" : "strict-fp32";
-  gpu["deterministic"] = cuda_deterministic();
-#endif
-  (void)device;
+  if (status.usable) gpu["report"] = cuda_report();
+  const CudaOptions options = cuda_options();
+  gpu["math_mode"] = options.tf32 ? "tf32" : "strict-fp32";
+  gpu["deterministic"] = options.deterministic;
   return gpu;
 }
 
@@ -100,9 +98,7 @@ nlohmann::json environment_record(const TrainConfig& config, Device device) {
   env["gpu"] = gpu_record(device);
   // The CPU is always strict float32 (no -ffast-math); a CUDA run may opt into TF32.
   std::string math = "strict-fp32";
-#ifdef NNLAB_WITH_CUDA
-  if (device.is_cuda() && cuda_math_tf32()) math = "tf32";
-#endif
+  if (device.is_cuda() && cuda_options().tf32) math = "tf32";
   env["math_mode"] = math;
   env["seed"] = config.seed;
   env["config"] = config_record(config);

@@ -5,9 +5,6 @@
 #include "core/error.h"
 #include "devices/cpu/threads.h"
 #include "devices/registry.h"
-#ifdef NNLAB_WITH_CUDA
-#include "devices/cuda/cuda_backend.h"
-#endif
 
 namespace nnlab {
 
@@ -88,9 +85,9 @@ Device apply_variant(const RunVariant& v) {
   const Device device = resolve_device(v.device_text, nullptr);
   set_cpu_threads(v.threads);
   set_conv_impl(v.conv);
-#ifdef NNLAB_WITH_CUDA
-  set_cuda_math_mode(v.tf32);
-#endif
+  CudaOptions cuda = cuda_options();
+  cuda.tf32 = v.tf32;
+  set_cuda_options(cuda);
   return device;
 }
 

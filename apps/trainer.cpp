@@ -23,9 +23,6 @@
 #include "devices/cpu/threads.h"
 #include "devices/conv_impl.h"
 #include "devices/registry.h"
-#ifdef NNLAB_WITH_CUDA
-#include "devices/cuda/cuda_backend.h"
-#endif
 #include "optim/clip.h"
 
 namespace nnlab {
@@ -34,19 +31,22 @@ namespace nnlab {
 // accumulated in double over all pixels.
 Normalization channel_statistics(const Dataset& data) {
   const int64_t n = data.size(), c = data.channels(), plane = data.height() * data.width();
-  const float* x = data.images.data<float>();
-  Normalization norm;
-  for (int64_t ch = 0; ch < c; ++ch) {
-    double sum = 0, sum_sq = 0;
-    for (int64_t i = 0; i < n; ++i) {
-      const float* p = x + (i * c + ch) * plane;
+  std::vector<double> sum(static_cast<size_t>(c), 0.0), sum_sq(static_cast<size_t>(c), 0.0);
+  std::vector<float> sample(static_cast<size_t>(c * plane));
+  for (int64_t i = 0; i < n; ++i) {
+    data.sample_as_float(i, sample.data());
+    for (int64_t ch = 0; ch < c; ++ch) {
+      const float* p = sample.data() + ch * plane;
       for (int64_t j = 0; j < plane; ++j) {
-        sum += p[j];
-        sum_sq += static_cast<double>(p[j]) * p[j];
+        sum[ch] += p[j];
+        sum_sq[ch] += static_cast<double>(p[j]) * p[j];
       }
     }
-    const double count = static_cast<double>(n * plane), mean = sum / count;
-    const double var = std::max(0.0, sum_sq / count - mean * mean);
+  }
+  Normalization norm;
+  for (int64_t ch = 0; ch < c; ++ch) {
+    const double count = static_cast<double>(n * plane), mean = sum[ch] / count;
+    const double var = std::max(0.0, sum_sq[ch] / count - mean * mean);
     norm.mean.push_back(static_cast<float>(mean));
     norm.std.push_back(static_cast<float>(std::sqrt(var) > 1e-12 ? std::sqrt(var) : 1.0));
   }
@@ -88,12 +88,7 @@ Trainer::Trainer(TrainConfig config) : config_(std::move(config)) {
   if (config_.device == "auto") spdlog::info("{}", why);
   NNLAB_CHECK(config_.math == "fp32" || device_.is_cuda(), "--math ", config_.math,
               " applies to CUDA devices only; the CPU always computes in strict float32");
-#ifdef NNLAB_WITH_CUDA
-  if (device_.is_cuda()) {
-    set_cuda_math_mode(config_.math == "tf32");
-    set_cuda_deterministic(config_.deterministic);
-  }
-#endif
+  if (device_.is_cuda()) set_cuda_options({config_.math == "tf32", config_.deterministic});
   set_conv_impl(parse_conv_impl(config_.conv_impl));
   check_conv_impl(conv_impl(), device_);
   train_ = load_dataset(config_.data, config_.data_dir, "train");

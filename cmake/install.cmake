@@ -5,10 +5,11 @@
 #   P/lib/cmake/nnlab/nnlabConfig.cmake, nnlabConfigVersion.cmake,        find_package(nnlab)
 #                      nnlabTargets*.cmake                                → nnlab::nnlab
 #   P/bin/nnlab                                                           the command-line program
+#   P/lib/nnlab/libnnlab_cuda.so                                          the CUDA backend, loaded on use
 #
-# The libraries are static, so their private dependencies (OpenBLAS, nlohmann_json, zlib,
-# and CUDA's runtime, cuBLAS and cuDNN in a CUDA build) travel in the exported target as
-# link-only entries; nnlabConfig.cmake finds them again in the user's project.
+# The libraries are static, so their private dependencies (OpenBLAS, nlohmann_json, zlib)
+# travel in the exported target as link-only entries; nnlabConfig.cmake finds them again in
+# the user's project. CUDA's libraries are not among them: only libnnlab_cuda.so needs them.
 include(GNUInstallDirs)
 include(CMakePackageConfigHelpers)
 
@@ -28,6 +29,10 @@ install(TARGETS nnlab nnlab_core nnlab_devices nnlab_autograd nnlab_layers nnlab
         LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR}
         INCLUDES DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/nnlab)
 install(TARGETS nnlab_cli RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
+# The CUDA backend, loaded on first use from <prefix>/lib/nnlab (devices/cuda_loader.h).
+if(TARGET nnlab_cuda)
+  install(TARGETS nnlab_cuda LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR}/nnlab)
+endif()
 install(EXPORT nnlabTargets NAMESPACE nnlab:: DESTINATION ${NNLAB_INSTALL_CMAKEDIR})
 
 configure_package_config_file(${CMAKE_CURRENT_LIST_DIR}/nnlabConfig.cmake.in

@@ -5,9 +5,7 @@
 #include <vector>
 
 #include "devices/cpu/cpu_backend.h"
-#ifdef NNLAB_WITH_CUDA
-#include "devices/cuda/cuda_backend.h"
-#endif
+#include "devices/cuda_loader.h"
 
 namespace nnlab {
 
@@ -43,15 +41,50 @@ std::string device_label(Device device) {
   return device.is_cuda() && cuda_simulated() ? device.str() + kSimulatedMark : device.str();
 }
 
+// Setting or reading the options never loads the backend: a CPU run that records them
+// must not map the CUDA libraries. Options set before it is loaded are handed over when it is.
+namespace {
+CudaOptions g_cuda_options;
+bool g_cuda_options_set = false;  // by set_cuda_options, not just the defaults
+const CudaPlugin* cuda_plugin(std::string* why) {
+  static const CudaPlugin* handed_over = nullptr;
+  const CudaPlugin* cuda = load_cuda_plugin(why);
+  if (cuda && !handed_over && g_cuda_options_set) {
+    cuda->set_math_tf32(g_cuda_options.tf32);
+    cuda->set_deterministic(g_cuda_options.deterministic);
+  }
+  if (cuda) handed_over = cuda;
+  return cuda;
+}
+}  // namespace
+
 CudaStatus cuda_status() {
   install_memory_provider();
-#ifdef NNLAB_WITH_CUDA
-  return cuda_probe();
-#else
   CudaStatus s;
-  s.reason = "this nnlab was built without CUDA (nvcc was not found at configure time, or NNLAB_WITH_CUDA=OFF)";
+  if (const CudaPlugin* cuda = cuda_plugin(&s.reason)) return cuda->probe();
   return s;
-#endif
+}
+
+std::string cuda_report() {
+  const CudaStatus s = cuda_status();
+  if (!s.usable) return "no usable CUDA GPU: " + s.reason;
+  return cuda_plugin(nullptr)->device_report();
+}
+
+bool cuda_loaded() { return loaded_cuda_plugin() != nullptr; }
+
+void set_cuda_options(const CudaOptions& options) {
+  g_cuda_options = options;
+  g_cuda_options_set = true;
+  if (const CudaPlugin* cuda = loaded_cuda_plugin()) {
+    cuda->set_math_tf32(options.tf32);
+    cuda->set_deterministic(options.deterministic);
+  }
+}
+
+CudaOptions cuda_options() {
+  if (const CudaPlugin* cuda = loaded_cuda_plugin()) return {cuda->math_tf32(), cuda->deterministic()};
+  return g_cuda_options;
 }
 
 Backend& backend_for(Device device) {
@@ -59,11 +92,10 @@ Backend& backend_for(Device device) {
     static CpuBackend cpu;  // never destroyed before the tensors that use it: see cpu_backend.h
     return cpu;
   }
-#ifdef NNLAB_WITH_CUDA
-  return cuda_backend(device.index);
-#else
-  fail("cannot use ", device.str(), ": ", cuda_status().reason);
-#endif
+  std::string why;
+  const CudaPlugin* cuda = cuda_plugin(&why);
+  if (!cuda) fail("cannot use ", device.str(), ": ", why);
+  return cuda->backend(device.index);
 }
 
 Device resolve_device(const std::string& text, std::string* why) {

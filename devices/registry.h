@@ -10,7 +10,25 @@ namespace nnlab {
 // Throws an Error saying why when the device cannot be used.
 Backend& backend_for(Device device);
 
+// The CUDA backend lives in its own library, loaded by the first of these calls that needs
+// it (devices/cuda_plugin.h): a program that never asks for a CUDA device never maps the
+// CUDA libraries.
 CudaStatus cuda_status();  // the struct: devices/backend.h
+// One paragraph per GPU (name, memory, compute capability, driver, runtime, cuBLAS and cuDNN
+// versions), or why no GPU is usable; for `nnlab devices` and run records.
+std::string cuda_report();
+// Whether the CUDA backend has been loaded (by one of the calls above or backend_for).
+bool cuda_loaded();
+
+// Math modes of the CUDA backend, process-wide. tf32 = false (the default) is strict float32;
+// deterministic = true allows cuDNN only deterministic algorithms (cuda_backend.h). Setting
+// and reading them does not load the backend; it gets them when it is loaded.
+struct CudaOptions {
+  bool tf32 = false;
+  bool deterministic = false;
+};
+void set_cuda_options(const CudaOptions& options);
+CudaOptions cuda_options();
 
 // Resolves "cpu", "cuda", "cuda:N" or "auto". For "auto", *why says which device was
 // chosen and why. An explicit CUDA device that cannot be used is an Error.

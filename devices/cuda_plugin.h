@@ -1,0 +1,38 @@
+// The CUDA backend is a library of its own, libnnlab_cuda.so, that the registry loads the
+// first time a CUDA device is asked for (devices/registry.cpp). Linked into the program, the
+// CUDA runtime, cuBLAS and cuDNN cost every run about 210 MiB of resident memory before it
+// did anything, CPU runs included; loaded on demand, a CPU run never maps them.
+//
+// The library exports one C function, nnlab_cuda_plugin(), returning the table below. The
+// registry calls the backend only through it, so the program has no link-time reference to
+// anything CUDA. The library in turn uses the program's own Tensor, allocator and kernel log:
+// programs that link nnlab export their symbols (--export-dynamic, CMakeLists.txt), and the
+// library resolves against them when it is loaded, so there is one of each in the process.
+//
+// The table is plain C++ and needs no CUDA header, like cuda_backend.h.
+#pragma once
+#include <string>
+
+#include "devices/backend.h"
+
+namespace nnlab {
+
+// Bumped whenever the table changes, so a stale library next to a newer program is refused
+// with a message instead of being called through the wrong slots.
+inline constexpr int kCudaPluginVersion = 1;
+
+struct CudaPlugin {
+  int version;
+  CudaStatus (*probe)();               // cuda_probe()
+  Backend& (*backend)(int index);      // cuda_backend(index)
+  std::string (*device_report)();      // cuda_device_report()
+  void (*set_math_tf32)(bool tf32);    // set_cuda_math_mode
+  bool (*math_tf32)();
+  void (*set_deterministic)(bool on);  // set_cuda_deterministic
+  bool (*deterministic)();
+};
+
+}  // namespace nnlab
+
+// The one exported entry point (extern "C": found by name with dlsym).
+extern "C" const nnlab::CudaPlugin* nnlab_cuda_plugin();
