@@ -1,6 +1,7 @@
 #include "datasets/cifar10.h"
 
 #include <filesystem>
+#include <cstring>
 #include <fstream>
 
 #include "core/error.h"
@@ -39,7 +40,7 @@ int64_t record_count(const fs::path& path) {
 }
 
 // Reads `count` records of `path` into images/labels starting at sample `first`.
-void read_records(const fs::path& path, int64_t count, int64_t first, float* images, int32_t* labels) {
+void read_records(const fs::path& path, int64_t count, int64_t first, uint8_t* images, int32_t* labels) {
   std::ifstream in(path, std::ios::binary);
   NNLAB_CHECK(in, "cannot open CIFAR-10 file ", path.string(), ": check that it is readable");
   std::vector<uint8_t> record(static_cast<size_t>(kCifarRecordBytes));
@@ -50,8 +51,7 @@ void read_records(const fs::path& path, int64_t count, int64_t first, float* ima
     NNLAB_CHECK(record[0] <= 9, "CIFAR-10 file ", path.string(), " record ", r, " has label ", int(record[0]),
                 "; labels are 0..9, so the file is corrupt or not CIFAR-10 (CIFAR-100 has 2 label bytes)");
     labels[first + r] = record[0];
-    float* dst = images + (first + r) * kCifarImageBytes;
-    for (int64_t i = 0; i < kCifarImageBytes; ++i) dst[i] = static_cast<float>(record[1 + i]) / 255.0f;
+    std::memcpy(images + (first + r) * kCifarImageBytes, record.data() + 1, kCifarImageBytes);
   }
 }
 
@@ -75,12 +75,12 @@ Dataset load_cifar10(const std::string& dir, const std::string& split) {
 
   Dataset d;
   d.name = "cifar10";
-  d.images = Tensor::empty({n, 3, 32, 32});
+  d.images = Tensor::empty({n, 3, 32, 32}, DType::UInt8);
   d.labels = Tensor::empty({n}, DType::Int32);
   d.class_names = {"airplane", "automobile", "bird", "cat", "deer", "dog", "frog", "horse", "ship", "truck"};
   int64_t first = 0;
   for (size_t i = 0; i < names.size(); ++i) {
-    read_records(root / names[i], counts[i], first, d.images.data<float>(), d.labels.data<int32_t>());
+    read_records(root / names[i], counts[i], first, d.images.data<uint8_t>(), d.labels.data<int32_t>());
     first += counts[i];
   }
   return d;

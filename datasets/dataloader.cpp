@@ -2,6 +2,7 @@
 
 #include <cstring>
 #include <numeric>
+#include <vector>
 
 #include "core/error.h"
 #include "core/random.h"
@@ -12,8 +13,9 @@ namespace {
 
 void check_options(const Dataset& data, const DataLoaderOptions& o) {
   NNLAB_CHECK(data.images.defined() && data.labels.defined(), "DataLoader: data set '", data.name, "' is empty");
-  NNLAB_CHECK(data.images.ndim() == 4 && data.images.dtype() == DType::Float32 && data.images.device().is_cpu(),
-              "DataLoader: images must be float32 (n, c, h, w) on the CPU, got ", data.images.describe());
+  NNLAB_CHECK(data.images.ndim() == 4 && data.images.device().is_cpu() &&
+                  (data.images.dtype() == DType::Float32 || data.images.dtype() == DType::UInt8),
+              "DataLoader: images must be float32 or uint8 (n, c, h, w) on the CPU, got ", data.images.describe());
   NNLAB_CHECK(data.labels.ndim() == 1 && data.labels.dtype() == DType::Int32 && data.labels.device().is_cpu() &&
                   data.labels.dim(0) == data.images.dim(0),
               "DataLoader: labels must be int32 (n) on the CPU matching images ", data.images.describe(), ", got ",
@@ -165,12 +167,16 @@ Batch DataLoader::make_batch(int64_t step) const {
 // uniform in [−pad, pad]; flip: x → w − 1 − x. Draws 6p..6p+5 of the stream belong to p.
 void DataLoader::copy_sample(int64_t position, int32_t src, float* dst) const {
   const int64_t c = data_.channels(), h = data_.height(), w = data_.width();
-  const float* s = data_.images.data<float>() + int64_t{src} * c * h * w;
   const int64_t pad = options_.augment.crop_padding;
   if (pad == 0 && !options_.augment.horizontal_flip) {
-    std::memcpy(dst, s, sizeof(float) * static_cast<size_t>(c * h * w));
+    data_.sample_as_float(src, dst);
     return;
   }
+  // The sample as floats first (the data set may hold bytes), then cropped and flipped.
+  thread_local std::vector<float> sample;
+  sample.resize(static_cast<size_t>(c * h * w));
+  data_.sample_as_float(src, sample.data());
+  const float* s = sample.data();
   const RandomStream rs{options_.seed, RandomPurpose::Augment, static_cast<uint32_t>(epoch_)};
   const auto p = static_cast<uint64_t>(position);
   const auto span = static_cast<uint64_t>(2 * pad + 1);

@@ -25,12 +25,24 @@ std::string default_data_dir(const std::string& name) {
   return name == "fashion-mnist" ? "/usr/share/datasets/fashion-mnist" : "";
 }
 
-Tensor bytes_to_unit_float(const uint8_t* bytes, const Shape& shape) {
-  Tensor t = Tensor::empty(shape);
-  float* dst = t.data<float>();
-  const int64_t n = t.numel();
+void bytes_to_unit_float(const uint8_t* bytes, int64_t n, float* dst) {
   for (int64_t i = 0; i < n; ++i) dst[i] = static_cast<float>(bytes[i]) / 255.0f;
-  return t;
+}
+
+void Dataset::sample_as_float(int64_t index, float* dst) const {
+  NNLAB_CHECK(index >= 0 && index < size(), "sample ", index, " of ", name, " does not exist (", size(), " samples)");
+  const int64_t row = channels() * height() * width();
+  if (images.dtype() == DType::UInt8)
+    bytes_to_unit_float(images.data<uint8_t>() + index * row, row, dst);
+  else
+    std::memcpy(dst, images.data<float>() + index * row, sizeof(float) * static_cast<size_t>(row));
+}
+
+Tensor Dataset::images_as_float(int64_t first, int64_t count) const {
+  Tensor out = Tensor::empty({count, channels(), height(), width()});
+  const int64_t row = channels() * height() * width();
+  for (int64_t i = 0; i < count; ++i) sample_as_float(first + i, out.data<float>() + i * row);
+  return out;
 }
 
 namespace {
@@ -60,7 +72,8 @@ Dataset load_idx_dataset(const std::string& name, const std::string& dir, const 
 
   Dataset d;
   d.name = name;
-  d.images = bytes_to_unit_float(images.data.data(), {images.dims[0], 1, images.dims[1], images.dims[2]});
+  d.images = Tensor::empty({images.dims[0], 1, images.dims[1], images.dims[2]}, DType::UInt8);
+  std::memcpy(d.images.data<uint8_t>(), images.data.data(), images.data.size());
   std::vector<int32_t> y(labels.data.begin(), labels.data.end());
   d.labels = Tensor::from_vector(y, {labels.dims[0]});
   if (name == "fashion-mnist")
@@ -78,13 +91,14 @@ Dataset subset(const Dataset& src, const std::vector<int32_t>& index) {
   d.classes = src.classes;
   d.class_names = src.class_names;
   const auto m = static_cast<int64_t>(index.size());
-  d.images = Tensor::empty({m, src.channels(), src.height(), src.width()});
+  d.images = Tensor::empty({m, src.channels(), src.height(), src.width()}, src.images.dtype());
   d.labels = Tensor::empty({m}, DType::Int32);
-  const int64_t row = src.channels() * src.height() * src.width();
-  const float* x = src.images.data<float>();
+  const auto row = static_cast<size_t>(src.channels() * src.height() * src.width()) * dtype_size(src.images.dtype());
+  const auto* x = static_cast<const uint8_t*>(src.images.raw_data());
+  auto* dst = static_cast<uint8_t*>(d.images.raw_data());
   const int32_t* y = src.labels.data<int32_t>();
   for (int64_t i = 0; i < m; ++i) {
-    std::memcpy(d.images.data<float>() + i * row, x + int64_t{index[i]} * row, sizeof(float) * row);
+    std::memcpy(dst + i * row, x + index[i] * row, row);
     d.labels.data<int32_t>()[i] = y[index[i]];
   }
   return d;

@@ -1,7 +1,9 @@
 // A labelled image data set held in memory, and the loaders for the data sets nnlab knows:
 // Fashion-MNIST and MNIST (IDX files, see idx.h) and CIFAR-10 (binary version, see
-// cifar10.h). Pixels are scaled to [0, 1] once, at load time; per-channel normalisation and
-// augmentation happen per batch in the DataLoader.
+// cifar10.h). Pixels stay in the type they were stored in: the 8-bit pixels of IDX and CIFAR
+// files stay bytes (Fashion-MNIST's training set is 47 MB so, 188 MB as float32), converted to
+// x / 255 in [0, 1] per batch by the DataLoader, with per-channel normalisation and
+// augmentation.
 #pragma once
 #include <cstdint>
 #include <string>
@@ -14,7 +16,9 @@ namespace nnlab {
 
 struct Dataset {
   std::string name;                        // "fashion-mnist", "mnist", "cifar10"
-  Tensor images;                           // float32 (n, c, h, w), values in [0, 1], on the CPU
+  // (n, c, h, w) on the CPU: uint8 pixels p standing for p / 255 (IDX, CIFAR-10), or float32
+  // values in [0, 1] (image folders, synthetic data). Read them as floats with the two below.
+  Tensor images;
   Tensor labels;                           // int32 (n)
   int64_t classes = 10;
   std::vector<std::string> class_names;    // Fashion-MNIST: T-shirt/top, Trouser, ...; CIFAR-10: airplane, ...
@@ -22,6 +26,10 @@ struct Dataset {
   int64_t channels() const;
   int64_t height() const;
   int64_t width() const;
+  // Sample `index` as float32 values in [0, 1] into dst (channels · height · width floats).
+  void sample_as_float(int64_t index, float* dst) const;
+  // Samples first .. first + count − 1 as a float32 (count, c, h, w) tensor.
+  Tensor images_as_float(int64_t first, int64_t count) const;
 };
 
 // name: "fashion-mnist" | "mnist" | "cifar10" | "folder" (image_folder.h); split: "train" |
@@ -36,7 +44,7 @@ std::pair<Dataset, Dataset> split_validation(const Dataset& train, double val_fr
 // fashion-mnist, where Debian's dataset-fashion-mnist installs it; "" otherwise).
 std::string default_data_dir(const std::string& name);
 
-// Raw 8-bit pixels -> float32 tensor of `shape` with values x / 255 in [0, 1].
-Tensor bytes_to_unit_float(const uint8_t* bytes, const Shape& shape);
+// Raw 8-bit pixels -> float32 values p / 255 in [0, 1].
+void bytes_to_unit_float(const uint8_t* bytes, int64_t n, float* dst);
 
 }  // namespace nnlab

@@ -42,7 +42,9 @@ void write_all(const fs::path& dir) {
 }
 
 void check_records(const Dataset& d, int64_t first) {
-  const auto x = d.images.to_vector<float>();
+  // Stored as the file's bytes; read as floats p / 255.
+  CHECK(d.images.dtype() == DType::UInt8);
+  const auto x = d.images_as_float(0, d.size()).to_vector<float>();
   const auto y = d.labels.to_vector<int32_t>();
   for (int64_t i = 0; i < d.size(); ++i) {
     REQUIRE(y[i] == (first + i) % 10);
@@ -67,7 +69,7 @@ TEST_CASE("cifar10: train and test batches load in order with the right values",
   REQUIRE(test.images.shape() == Shape{4, 3, 32, 32});
   check_records(test, 100);
   // Channel-major: red plane first, so element (0, 1, 0, 0) is pixel byte 1024.
-  CHECK(test.images.data<float>()[1024] == static_cast<float>(pixel(100, 1024)) / 255.0f);
+  CHECK(test.images.data<uint8_t>()[1024] == pixel(100, 1024));
 }
 
 TEST_CASE("cifar10: the folder the archive unpacks into is accepted", "[cifar]") {

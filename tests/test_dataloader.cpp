@@ -285,3 +285,48 @@ TEST_CASE("split_validation: seeded, disjoint, complete", "[dataloader][split]")
   CHECK_THROWS_WITH(split_validation(data, 0.0, 1), Catch::Contains("out of range"));
   CHECK_THROWS_WITH(split_validation(data, 0.001, 1), Catch::Contains("empty training or validation set"));
 }
+
+TEST_CASE("a data set of bytes gives the same batches as its float32 values", "[dataloader][bytes]") {
+  // The loaders keep IDX and CIFAR pixels as bytes and convert per batch; the batches must be
+  // exactly those of the same data held as floats p / 255, augmented and normalised alike.
+  constexpr int64_t n = 37;
+  Dataset bytes, floats;
+  bytes.name = floats.name = "bytes";
+  std::vector<uint8_t> pixels;
+  std::vector<int32_t> labels;
+  for (int64_t i = 0; i < n * kC * kH * kW; ++i) pixels.push_back(static_cast<uint8_t>((i * 97 + 13) % 256));
+  for (int64_t i = 0; i < n; ++i) labels.push_back(static_cast<int32_t>(i % 10));
+  bytes.images = Tensor::empty({n, kC, kH, kW}, DType::UInt8);
+  std::copy(pixels.begin(), pixels.end(), bytes.images.data<uint8_t>());
+  std::vector<float> values;
+  for (uint8_t p : pixels) values.push_back(static_cast<float>(p) / 255.0f);
+  floats.images = Tensor::from_vector(values, {n, kC, kH, kW});
+  bytes.labels = floats.labels = Tensor::from_vector(labels, {n});
+  CHECK(bytes.images_as_float(0, n).to_vector<float>() == values);
+
+  DataLoaderOptions o;
+  o.batch_size = 8;
+  o.seed = 5;
+  o.augment.crop_padding = 1;
+  o.augment.horizontal_flip = true;
+  o.normalize.mean = {0.5f, 0.25f};
+  o.normalize.std = {0.2f, 0.3f};
+  DataLoader a(bytes, o), b(floats, o);
+  a.start_epoch(1);
+  b.start_epoch(1);
+  Batch x, y;
+  int batches = 0;
+  while (a.next(x)) {
+    REQUIRE(b.next(y));
+    CHECK(x.images.to_vector<float>() == y.images.to_vector<float>());
+    CHECK(x.labels.to_vector<int32_t>() == y.labels.to_vector<int32_t>());
+    ++batches;
+  }
+  CHECK_FALSE(b.next(y));
+  CHECK(batches == 5);
+  // A validation split keeps the bytes.
+  const auto [train, val] = split_validation(bytes, 0.25, 3);
+  CHECK(train.images.dtype() == DType::UInt8);
+  CHECK(val.images.dtype() == DType::UInt8);
+  CHECK(train.size() + val.size() == n);
+}

@@ -105,7 +105,7 @@ TEST_CASE("download: verified MNIST files from a file:// mirror are accepted", "
     CHECK_FALSE(fs::exists(dir.out() + "/.partial"));
     const Dataset train = load_dataset("mnist", dir.out(), "train");
     CHECK(train.images.shape() == Shape{3, 1, 2, 2});
-    CHECK(train.images.to_vector<float>()[0] == 200.0f / 255.0f);
+    CHECK(train.images_as_float(0, 1).to_vector<float>()[0] == 200.0f / 255.0f);
     CHECK(load_dataset("mnist", dir.out(), "test").labels.to_vector<int32_t>() == std::vector<int32_t>{7, 7});
   }
   // A second run finds the files in place and verified.

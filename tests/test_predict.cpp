@@ -78,7 +78,7 @@ TEST_CASE("nnlab predict classifies Fashion-MNIST test images saved as PNG", "[p
   for (int i = 0; i < 20; ++i) {
     std::vector<uint8_t> px(28 * 28);
     for (int j = 0; j < 28 * 28; ++j)
-      px[j] = static_cast<uint8_t>(std::lround(test.images.data<float>()[i * 784 + j] * 255));
+      px[j] = test.images.data<uint8_t>()[i * 784 + j];
     const fs::path p = dir / ("img" + std::to_string(i) + ".png");
     REQUIRE(stbi_write_png(p.c_str(), 28, 28, 1, px.data(), 28) != 0);
     args += " " + p.string();
