@@ -38,7 +38,9 @@ void add_train_options(CLI::App& app, TrainConfig& c) {
                  "none, or dataset: subtract the training set's per-channel mean, divide by its std")
       ->capture_default_str();
   app.add_option("--seed", c.seed, "Seed of every random draw (weights, shuffles, dropout)")->capture_default_str();
-  app.add_option("--threads", c.threads, "CPU threads for nnlab and OpenBLAS (default: all cores)");
+  app.add_option("--threads", c.threads,
+                 "CPU threads for nnlab and OpenBLAS (default: all cores, or 1 while other programs keep the cores "
+                 "busy, measured as training runs; a number pins the count and makes runs repeat bit for bit)");
   app.add_option("--denormals", c.denormals,
                  "CPU: flush denormal floats to zero (fast) or keep them (IEEE gradual underflow, up to ~100x slower "
                  "per operation that meets one)")

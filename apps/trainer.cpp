@@ -86,6 +86,11 @@ Trainer::Trainer(TrainConfig config) : config_(std::move(config)) {
   std::string why;
   device_ = resolve_device(config_.device, &why);
   if (config_.device == "auto") spdlog::info("{}", why);
+  if (device_.is_cpu() && config_.threads == 0 && cpu_threads() >= 2) {
+    ThreadGovernorOptions governor;
+    governor.max_threads = config_max_threads_ = cpu_threads();
+    governor_ = std::make_unique<ThreadGovernor>(governor);
+  }
   NNLAB_CHECK(config_.math == "fp32" || device_.is_cuda(), "--math ", config_.math,
               " applies to CUDA devices only; the CPU always computes in strict float32");
   if (device_.is_cuda()) set_cuda_options({config_.math == "tf32", config_.deterministic});
@@ -139,7 +144,8 @@ EpochResult Trainer::train_epoch(int64_t epoch) {
   int64_t step = skip, images = 0;
   for (;;) {
     if (reached_max_steps()) break;
-    auto t = Clock::now();
+    const auto t_step = Clock::now();
+    auto t = t_step;
     if (!loader_->next(batch)) break;
     r.phases.data += seconds_since(t);
 
@@ -150,6 +156,7 @@ EpochResult Trainer::train_epoch(int64_t epoch) {
       loss_sum = add(loss_sum, loss);
     }
     r.phases.optimizer += seconds_since(t);
+    if (governor_) adapt_threads(seconds_since(t_step));
     ++step;
     ++global_step_;
     images += batch.images.dim(0);
@@ -186,12 +193,24 @@ EpochResult Trainer::train_epoch(int64_t epoch) {
                    {"test_accuracy", r.test_accuracy},
                    {"seconds", r.seconds},
                    {"images_per_second", r.images_per_second},
+                   {"threads", cpu_threads()},
+                   {"thread_changes", governor_ ? governor_->changes() : 0},
                    {"phase_seconds",
                     {{"data", r.phases.data},
                      {"forward", r.phases.forward},
                      {"backward", r.phases.backward},
                      {"optimizer", r.phases.optimizer}}}});
   return r;
+}
+
+void Trainer::adapt_threads(double step_seconds) {
+  const int chosen_before = governor_->chosen();
+  const int threads = governor_->after_step(step_seconds);
+  if (threads != cpu_threads()) set_cpu_threads(threads);
+  // The probes' own switches are not news; a new choice is (the first only when it is not the default).
+  const int chosen = governor_->chosen();
+  if (chosen != chosen_before && (chosen_before != 0 || chosen != config_max_threads_))
+    spdlog::info("CPU threads: {}", governor_->last_decision());
 }
 
 // The step numbered global_step_ + 1. Returns its loss (on the device, not read back).
@@ -264,8 +283,10 @@ void Trainer::wait_for_go(int64_t epoch) {
 EpochResult Trainer::run() {
   spdlog::info("model {} ({} parameters) on {}, data {} ({} train / {} test images from {})", config_.model,
                model_->parameter_count(), device_label(device_), config_.data, train_.size(), test_.size(), config_.data_dir);
-  spdlog::info("optimizer {}, batch {}, {} epochs, seed {}, {} CPU threads (denormals: {})", optimizer_->describe(),
-               config_.batch, config_.epochs, config_.seed, cpu_threads(), denormals_name(cpu_denormals()));
+  const std::string threads = governor_ ? std::to_string(cpu_threads()) + " CPU threads (1 while other programs keep the cores busy)"
+                                        : std::to_string(cpu_threads()) + " CPU threads";
+  spdlog::info("optimizer {}, batch {}, {} epochs, seed {}, {} (denormals: {})", optimizer_->describe(), config_.batch,
+               config_.epochs, config_.seed, threads, denormals_name(cpu_denormals()));
   recorder_.write({{"type", "run"},
                    {"model", config_.model},
                    {"parameters", model_->parameter_count()},

@@ -8,6 +8,7 @@
 #include "apps/train_config.h"
 #include "datasets/dataloader.h"
 #include "datasets/dataset.h"
+#include "devices/cpu/thread_governor.h"
 #include "layers/check_numerics.h"
 #include "layers/zoo.h"
 #include "optim/optimizer.h"
@@ -64,6 +65,8 @@ class Trainer {
   void save_epoch_checkpoints(const EpochResult& r);
   // One training step: forward, loss, backward, gradient check, optimizer.
   Tensor train_step(const Batch& batch, PhaseSeconds& phases);
+  // Hands the step's wall time to the governor and applies the thread count it advises.
+  void adapt_threads(double step_seconds);
   // Reads the non-finite flag back and, when it is raised, stops the run with one message
   // naming the first bad step and what went bad, then `consequence`.
   void stop_if_faulty(const std::string& consequence) const;
@@ -79,6 +82,9 @@ class Trainer {
   RunRecorder recorder_;
   std::unique_ptr<NonFiniteGuard> guard_;    // the non-finite flag, read once per log interval
   std::unique_ptr<NumericsCheck> numerics_;  // --check-numerics: layer by layer, synchronising
+  // On the CPU without --threads: 1 thread or all, whichever steps faster now (thread_governor.h).
+  std::unique_ptr<ThreadGovernor> governor_;
+  int config_max_threads_ = 0;  // the governor's upper count
   int64_t global_step_ = 0;
   // Where a resumed run picks up: this epoch, after this many of its steps, with this loss sum.
   int64_t start_epoch_ = 1, start_step_ = 0;

@@ -1,0 +1,92 @@
+// The thread governor (devices/cpu/thread_governor.h) fed made-up step times: an idle
+// machine where 2 threads are faster, a busy one where every barrier waits a time slice,
+// and load that comes and goes. Tests the mechanism, never a timing.
+#include <catch2/catch.hpp>
+
+#include "devices/cpu/thread_governor.h"
+
+using namespace nnlab;
+
+namespace {
+
+// Step time of the model machine: 1 ms with 1 thread, 0.6 ms with 2 on an idle machine; with
+// the cores taken 1.5 ms with 1 thread and 70 ms with 2 (a time slice at the barriers).
+double step_time(int threads, bool busy) {
+  if (threads == 1) return busy ? 1.5e-3 : 1.0e-3;
+  return busy ? 70e-3 : 0.6e-3;
+}
+
+struct Run {
+  int64_t steps_at_one = 0, steps_at_max = 0;
+  double seconds = 0;
+};
+
+// `steps` steps on a machine that is busy when busy(step) says so.
+template <typename Busy>
+Run run(ThreadGovernor& g, int64_t steps, Busy busy, int64_t first = 0) {
+  Run r;
+  int threads = g.threads();
+  for (int64_t s = first; s < first + steps; ++s) {
+    const double t = step_time(threads, busy(s));
+    r.seconds += t;
+    (threads == 1 ? r.steps_at_one : r.steps_at_max) += 1;
+    threads = g.after_step(t);
+  }
+  return r;
+}
+
+}  // namespace
+
+TEST_CASE("thread governor: on an idle machine it keeps all threads and probes ever more rarely", "[governor]") {
+  ThreadGovernor g(ThreadGovernorOptions{});
+  const Run r = run(g, 20000, [](int64_t) { return false; });
+  CHECK(g.threads() == 2);
+  CHECK(g.changes() == 0);
+  // Probes at steps ~7, 524, 1541, 3558, 7575, 15592: each costs 5 steps at 1 thread.
+  CHECK(g.probes() <= 7);
+  CHECK(r.steps_at_one <= 5 * g.probes());
+  // Within 1% of always using 2 threads.
+  CHECK(r.seconds <= 1.01 * 20000 * step_time(2, false));
+  CHECK(g.last_decision().find("unchanged") != std::string::npos);
+}
+
+TEST_CASE("thread governor: with the cores taken it backs off to 1 thread after one slow step", "[governor]") {
+  ThreadGovernor g(ThreadGovernorOptions{});
+  const Run r = run(g, 5000, [](int64_t) { return true; });
+  CHECK(g.threads() == 1);
+  CHECK(g.last_decision().find("other programs are using the cores") != std::string::npos);
+  // Two warm-up steps, then one slow step per probe.
+  CHECK(r.steps_at_max <= 2 + g.probes());
+  // Never worse than 1 thread by more than 20% (the bound), here far within it.
+  const double one_thread_only = 5000 * step_time(1, true);
+  CHECK(r.seconds <= 1.2 * one_thread_only + 2 * step_time(2, true));
+}
+
+TEST_CASE("thread governor: load that comes is noticed within a few steps, load that goes at the next probe",
+          "[governor]") {
+  ThreadGovernor g(ThreadGovernorOptions{});
+  run(g, 3000, [](int64_t) { return false; });
+  REQUIRE(g.threads() == 2);
+  // The cores become busy: the median of the last 4 steps doubles, a probe follows at once.
+  int64_t slow_steps = 0;
+  int threads = g.threads();
+  for (int i = 0; i < 20 && threads == 2; ++i) {
+    threads = g.after_step(step_time(threads, true));
+    ++slow_steps;
+  }
+  CHECK(threads == 1);
+  CHECK(slow_steps <= 4);
+  run(g, 100, [](int64_t) { return true; });
+  CHECK(g.threads() == 1);
+  // The load ends: steps at 1 thread get faster, which is no alarm, so the next probe (after
+  // the hold) finds 2 threads faster again.
+  run(g, 600, [](int64_t) { return false; });
+  CHECK(g.threads() == 2);
+  CHECK(g.changes() == 2);
+}
+
+TEST_CASE("thread governor: refuses fewer than 2 threads to choose from", "[governor]") {
+  ThreadGovernorOptions o;
+  o.max_threads = 1;
+  CHECK_THROWS_WITH(ThreadGovernor(o), Catch::Contains("at least 2 threads"));
+}
