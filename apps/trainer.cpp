@@ -20,6 +20,7 @@
 #include "apps/progress.h"
 #include "autograd/grad_mode.h"
 #include "autograd/ops.h"
+#include "devices/cpu/cpu_isa.h"
 #include "devices/cpu/threads.h"
 #include "devices/conv_impl.h"
 #include "devices/registry.h"
@@ -269,8 +270,9 @@ void Trainer::wait_for_go(int64_t epoch) {
 EpochResult Trainer::run() {
   spdlog::info("model {} ({} parameters) on {}, data {} ({} train / {} test images from {})", config_.model,
                model_->parameter_count(), device_label(device_), config_.data, train_.size(), test_.size(), config_.data_dir);
-  spdlog::info("optimizer {}, batch {}, {} epochs, seed {}, {} CPU threads (denormals: {})", optimizer_->describe(),
-               config_.batch, config_.epochs, config_.seed, cpu_threads(), denormals_name(cpu_denormals()));
+  spdlog::info("optimizer {}, batch {}, {} epochs, seed {}, {} CPU threads (denormals: {}; cpu kernels: {})",
+               optimizer_->describe(), config_.batch, config_.epochs, config_.seed, cpu_threads(),
+               denormals_name(cpu_denormals()), cpu_isa_report());
   recorder_.write({{"type", "run"},
                    {"model", config_.model},
                    {"parameters", model_->parameter_count()},
