@@ -5,6 +5,7 @@
 // dispatch, NNLAB_CPU_ISA at the command line).
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <string>
 
@@ -83,15 +84,24 @@ void compare_conv(const Conv2dGeometry& g, Forward2 fwd2, Forward512 fwd512, Dat
   fwd2(g, x, w, &b, y2);
   fwd512(g, x, w, &b, y512);
   fwd2(g, ax, aw, &ab, ym);
-  SECTION("forward") { check_close(y2, y512, ym); }
+  {
+    INFO("forward");
+    check_close(y2, y512, ym);
+  }
   data2(g, dy, w, dx2);
   data512(g, dy, w, dx512);
   data2(g, ady, aw, dxm);
-  SECTION("backward data") { check_close(dx2, dx512, dxm); }
+  {
+    INFO("backward data");
+    check_close(dx2, dx512, dxm);
+  }
   filter2(g, dy, x, dw2);
   filter512(g, dy, x, dw512);
   filter2(g, ady, ax, dwm);
-  SECTION("backward filter") { check_close(dw2, dw512, dwm); }
+  {
+    INFO("backward filter");
+    check_close(dw2, dw512, dwm);
+  }
 }
 
 }  // namespace
@@ -218,8 +228,8 @@ TEST_CASE("a short training on the forced AVX2 kernels runs and says so", "[cpu_
   const std::string metrics = dir / "m.jsonl";
   // lenet5 runs two dispatched families: its direct convolutions and max-pools
   const auto r = nnlab_test::run_shell("NNLAB_CPU_ISA=avx2 " + std::string(NNLAB_CLI_PATH) +
-                                       " train --model lenet5 --max-steps 3 --threads 1 --seed 1 --metrics-every 1 --metrics " +
-                                       metrics);
+                                       " train --model lenet5 --max-steps 3 --threads 1 --seed 1 --metrics-every 1"
+                                       " --metrics " + metrics);
   INFO(r.output);
   REQUIRE(r.exit_code == 0);
   CHECK(r.output.find("cpu kernels: avx2 (forced by NNLAB_CPU_ISA)") != std::string::npos);
