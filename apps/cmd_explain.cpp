@@ -18,6 +18,7 @@
 #include "autograd/grad_mode.h"
 #include "autograd/ops.h"
 #include "core/random.h"
+#include "devices/cpu/cpu_isa.h"
 #include "devices/kernel_log.h"
 #include "devices/registry.h"
 #include "layers/zoo.h"
@@ -307,8 +308,8 @@ void register_explain_command(CLI::App& app) {
     check_variants(usable);
     std::vector<DeviceExplain> runs;
     for (const RunVariant& v : usable) runs.push_back(explain_on(v, o->model, o->batch, o->seed));
-    std::printf("nnlab explain: %s, batch %lld, one training step after two warm-up steps\n", o->model.c_str(),
-                static_cast<long long>(o->batch));
+    std::printf("nnlab explain: %s, batch %lld, one training step after two warm-up steps; cpu kernels: %s\n",
+                o->model.c_str(), static_cast<long long>(o->batch), cpu_isa_report().c_str());
     print_explain(runs);
     for (const DeviceExplain& d : runs) print_totals(d);
     return 0;

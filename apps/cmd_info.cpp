@@ -9,6 +9,7 @@
 #include "autograd/grad_mode.h"
 #include "autograd/ops.h"
 #include "core/random.h"
+#include "devices/cpu/cpu_isa.h"
 #include "devices/cpu/threads.h"
 #include "devices/registry.h"
 #include "layers/zoo.h"
@@ -29,6 +30,8 @@ void register_info_commands(CLI::App& app) {
     set_cpu_threads(*threads);
     std::printf("cpu: %s, %d cores, %d threads\n  OpenBLAS: %s\n", cpu_model_name().c_str(), cpu_cores(),
                 cpu_threads(), openblas_build());
+    std::printf("  cpu kernels: %s; this CPU %s AVX-512 (set NNLAB_CPU_ISA=avx2|avx512|auto to choose)\n",
+                cpu_isa_report().c_str(), cpu_has_avx512() ? "has" : "lacks");
     // A kernel family forced from the environment is the user's choice and stays; but say so,
     // since it can halve the sgemm rate (AVX2 kernels on an AVX-512 CPU).
     if (const char* forced = std::getenv("OPENBLAS_CORETYPE"))

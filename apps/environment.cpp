@@ -1,5 +1,6 @@
 #include "apps/environment.h"
 
+#include "devices/cpu/cpu_isa.h"
 #include "devices/cpu/threads.h"
 #include "devices/registry.h"
 
@@ -92,7 +93,9 @@ nlohmann::json environment_record(const TrainConfig& config, Device device) {
   env["nnlab_version"] = nnlab_version();
   env["commit"] = nnlab_commit();
   env["cpu"] = {{"model", cpu_model_name()}, {"cores", cpu_cores()}, {"threads", cpu_threads()},
-                {"denormals", denormals_name(cpu_denormals())}};
+                {"denormals", denormals_name(cpu_denormals())},
+                // nnlab's own kernels: "avx512" or "avx2", and "auto" or why not (cpu_isa.h)
+                {"kernels", cpu_isa_name(cpu_isa())}, {"kernels_chosen", cpu_isa_reason()}};
   env["openblas"] = openblas_build();
   env["device"] = device.str();
   env["gpu"] = gpu_record(device);

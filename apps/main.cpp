@@ -7,6 +7,7 @@
 #include <spdlog/spdlog.h>
 
 #include "apps/commands.h"
+#include "devices/cpu/cpu_isa.h"
 
 int main(int argc, char** argv) {
   spdlog::set_pattern("%v");
@@ -33,6 +34,7 @@ int main(int argc, char** argv) {
     return app.exit(e);
   }
   try {
+    nnlab::cpu_isa();  // a bad NNLAB_CPU_ISA is refused here, before any work
     return nnlab::run_selected_command(app);
   } catch (const std::exception& e) {  // nnlab::Error and the standard library's alike
     std::fflush(stdout);

@@ -20,6 +20,7 @@
 #include "apps/progress.h"
 #include "autograd/grad_mode.h"
 #include "autograd/ops.h"
+#include "devices/cpu/cpu_isa.h"
 #include "devices/cpu/threads.h"
 #include "devices/conv_impl.h"
 #include "devices/registry.h"
@@ -285,8 +286,8 @@ EpochResult Trainer::run() {
                model_->parameter_count(), device_label(device_), config_.data, train_.size(), test_.size(), config_.data_dir);
   const std::string threads = governor_ ? std::to_string(cpu_threads()) + " CPU threads (1 while other programs keep the cores busy)"
                                         : std::to_string(cpu_threads()) + " CPU threads";
-  spdlog::info("optimizer {}, batch {}, {} epochs, seed {}, {} (denormals: {})", optimizer_->describe(), config_.batch,
-               config_.epochs, config_.seed, threads, denormals_name(cpu_denormals()));
+  spdlog::info("optimizer {}, batch {}, {} epochs, seed {}, {} (denormals: {}; cpu kernels: {})", optimizer_->describe(),
+               config_.batch, config_.epochs, config_.seed, threads, denormals_name(cpu_denormals()), cpu_isa_report());
   recorder_.write({{"type", "run"},
                    {"model", config_.model},
                    {"parameters", model_->parameter_count()},

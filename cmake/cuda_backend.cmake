@@ -29,8 +29,8 @@ endforeach()
 target_compile_features(nnlab_cuda PRIVATE cxx_std_17)
 # The floors' own flags (cmake/floors.cmake), for the C++ files.
 target_compile_options(nnlab_cuda PRIVATE $<$<COMPILE_LANGUAGE:CXX>:-Wall -Wextra -fno-math-errno>)
-if(NNLAB_NATIVE AND NNLAB_HAS_MARCH_NATIVE)
-  target_compile_options(nnlab_cuda PRIVATE $<$<COMPILE_LANGUAGE:CXX>:-march=native>)
+if(NNLAB_BASELINE_FLAGS)
+  target_compile_options(nnlab_cuda PRIVATE "$<$<COMPILE_LANGUAGE:CXX>:${NNLAB_BASELINE_FLAGS}>")
 endif()
 target_link_libraries(nnlab_cuda PRIVATE OpenMP::OpenMP_CXX)
 

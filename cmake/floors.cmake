@@ -35,8 +35,10 @@ function(nnlab_floor floor)
   # loop that takes a square root scalar (the Adam step: 0.53 ms for the cnn's 401,408-weight
   # layer). nnlab never reads errno; sqrt itself stays correctly rounded, so results do not change.
   target_compile_options(nnlab_${floor} PRIVATE $<$<COMPILE_LANGUAGE:CXX>:-fno-math-errno>)
-  if(NNLAB_NATIVE AND NNLAB_HAS_MARCH_NATIVE)
-    target_compile_options(nnlab_${floor} PRIVATE $<$<COMPILE_LANGUAGE:CXX>:-march=native>)
+  # The portable baseline (x86-64-v3, tuned for this machine; CMakeLists.txt): never
+  # -march=native, which would let AVX-512 into code that AVX2-only CPUs must run.
+  if(NNLAB_BASELINE_FLAGS)
+    target_compile_options(nnlab_${floor} PRIVATE "$<$<COMPILE_LANGUAGE:CXX>:${NNLAB_BASELINE_FLAGS}>")
   endif()
   # Users of the installed targets compile as C++17, as nnlab's headers need.
   target_compile_features(nnlab_${floor} PUBLIC cxx_std_17)

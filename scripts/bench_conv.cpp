@@ -5,10 +5,10 @@
 //
 // It times the kernel table directly — the one place outside autograd/ops that does, because
 // it measures the kernels themselves. Build by hand after building the library:
-//   g++ -O3 -march=native -fopenmp -std=c++17 -I. scripts/bench_conv.cpp build/libnnlab_devices.a \
+//   g++ -O3 -march=x86-64-v3 -fopenmp -std=c++17 -I. scripts/bench_conv.cpp build/libnnlab_devices.a \
 //       build/libnnlab_core.a -I/usr/include/x86_64-linux-gnu/openblas-openmp \
 //       -L/usr/lib/x86_64-linux-gnu/openblas-openmp -lopenblas -o bench_conv
-//   ./bench_conv [reps] [threads]
+//   ./bench_conv [reps] [threads]          (NNLAB_CPU_ISA=avx2 ./bench_conv: the AVX2 kernels)
 #include <cblas.h>
 
 #include <algorithm>

@@ -4,10 +4,10 @@
 //   nt: C (m × k) += A (m × n) · B (k × n)ᵀ          (filter gradient; n plays the tiles)
 // each repeated `reps` times, best of 5, with the largest difference from OpenBLAS's result.
 // Build by hand after building the library (one command line), and run on an idle machine:
-//   g++ -O3 -march=native -fopenmp -std=c++17 -I. scripts/bench_small_gemm.cpp build/libnnlab_devices.a
+//   g++ -O3 -march=x86-64-v3 -fopenmp -std=c++17 -I. scripts/bench_small_gemm.cpp build/libnnlab_devices.a
 //       build/libnnlab_core.a -I/usr/include/x86_64-linux-gnu/openblas-openmp
 //       -L/usr/lib/x86_64-linux-gnu/openblas-openmp -lopenblas -o bench_small_gemm
-//   OMP_NUM_THREADS=1 ./bench_small_gemm [reps]
+//   OMP_NUM_THREADS=1 ./bench_small_gemm [reps]   (NNLAB_CPU_ISA=avx2 in front: the AVX2 kernels)
 #include <cblas.h>
 
 #include <algorithm>

@@ -51,6 +51,33 @@ namespace nnlab {
 
 namespace cpu {
 
+// The shapes of rules 1 and 2, the same whichever instruction set runs the kernels (their
+// loops are compiled once per set: cpu_isa.h).
+bool winograd_applies(const Conv2dGeometry& g) {
+  return g.r == 3 && g.s == 3 && g.stride_h == 1 && g.stride_w == 1 && g.pad_h <= 2 && g.pad_w <= 2 &&
+         g.c >= kWinogradMinChannels && g.k >= kWinogradMinChannels && g.p >= 1 && g.q >= 1;
+}
+
+bool direct_applies(const Conv2dGeometry& g, ConvDirection direction) {
+  const bool shape = g.stride_h == 1 && g.stride_w == 1 && g.pad_h < g.r && g.pad_w < g.s &&
+                     g.c <= kDirectMaxChannels && g.c * g.r * g.s >= kDirectMinTaps;
+  if (direction != ConvDirection::BackwardFilter) return shape;
+  return shape && (g.k <= kDirectBlock || g.p * g.q <= 256);
+}
+
+// The shapes the direct filter gradient's channel layout serves: whole vectors of output
+// channels, rows that would leave lanes of its row layout idle, and a filter width it has an
+// instance for.
+bool channel_layout_pays(const Conv2dGeometry& g) {
+  return g.k % kDirectLanes == 0 && g.q % kDirectLanes != 0 && (g.s == 3 || g.s == 5);
+}
+
+const char* direct_method(const Conv2dGeometry& g, ConvDirection direction) {
+  return direction == ConvDirection::BackwardFilter && channel_layout_pays(g)
+             ? "output channels in the vector lanes"
+             : "vector loops over shifted rows";
+}
+
 ConvAlgorithm choose_conv_algorithm(const Conv2dGeometry& g, ConvDirection direction, DType dtype,
                                     ConvImpl requested) {
   check_conv_impl(requested, Device::cpu());  // cudnn is refused here

@@ -14,6 +14,11 @@ constexpr int64_t kDirectMaxChannels = 7;
 // little and its GEMM keeps up; measured, see direct_applies.
 constexpr int64_t kDirectMinTaps = 25;
 
+// Output columns per vector chunk and output channels per pass of the loops (one 512-bit or
+// two 256-bit vectors of float32, eight channels' accumulators in registers).
+constexpr long kDirectLanes = 16;
+constexpr long kDirectBlock = 8;
+
 // Stride 1, padding smaller than the filter, at most kDirectMaxChannels input channels and at
 // least kDirectMinTaps values per receptive field. The filter gradient only for at most 8
 // output channels or planes of at most 256 outputs: it reloads dy for every filter tap, and
@@ -25,8 +30,22 @@ const char* direct_method(const Conv2dGeometry& g, ConvDirection direction);
 // The filter gradient of layers whose output channels fill whole vectors (a multiple of 16)
 // over rows narrower than a vector puts the channels in the lanes.
 bool channel_layout_pays(const Conv2dGeometry& g);
+
+// The kernels of the instruction set cpu_isa() chose (isa_dispatch.cpp).
 void direct_forward(const Conv2dGeometry& g, const Tensor& x, const Tensor& w, const Tensor* b, Tensor& y);
 void direct_backward_data(const Conv2dGeometry& g, const Tensor& dy, const Tensor& w, Tensor& dx);
 void direct_backward_filter(const Conv2dGeometry& g, const Tensor& dy, const Tensor& x, Tensor& dw);
+
+// Each instruction set's own (conv2d_direct_cpu.cpp, compiled once per set).
+namespace avx2 {
+void direct_forward(const Conv2dGeometry& g, const Tensor& x, const Tensor& w, const Tensor* b, Tensor& y);
+void direct_backward_data(const Conv2dGeometry& g, const Tensor& dy, const Tensor& w, Tensor& dx);
+void direct_backward_filter(const Conv2dGeometry& g, const Tensor& dy, const Tensor& x, Tensor& dw);
+}  // namespace avx2
+namespace avx512 {
+void direct_forward(const Conv2dGeometry& g, const Tensor& x, const Tensor& w, const Tensor* b, Tensor& y);
+void direct_backward_data(const Conv2dGeometry& g, const Tensor& dy, const Tensor& w, Tensor& dx);
+void direct_backward_filter(const Conv2dGeometry& g, const Tensor& dy, const Tensor& x, Tensor& dw);
+}  // namespace avx512
 
 }  // namespace nnlab::cpu

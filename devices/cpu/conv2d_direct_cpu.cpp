@@ -30,6 +30,10 @@
 // Threads: images are spread over the OpenMP threads (static schedule), each with its own
 // workspace; the filter gradient keeps per-thread partial sums (one per lane) that are added
 // in thread and lane order, so for a given thread count results repeat bit for bit.
+//
+// Compiled once per instruction set (cpu_isa.h), into cpu::avx2 and cpu::avx512; the AVX-512
+// build prefers 512-bit vectors (CMakeLists.txt), so a 16-column chunk is one vector there and
+// two in AVX2. The shapes it serves (direct_applies) are chosen in conv2d_cpu.cpp.
 #include <omp.h>
 
 #include <algorithm>
@@ -38,12 +42,12 @@
 #include "devices/cpu/conv2d_direct.h"
 #include "devices/cpu/dispatch.h"
 
-namespace nnlab::cpu {
+namespace nnlab::cpu::NNLAB_ISA {
 
 namespace {
 
-constexpr long kLanes = 16;  // output columns per chunk: two 8-float vectors
-constexpr long kBlock = 8;   // output channels per pass
+constexpr long kLanes = kDirectLanes;  // output columns per chunk: one 16-float vector, or two of 8
+constexpr long kBlock = kDirectBlock;  // output channels per pass
 
 long round_up(long v, long m) { return (v + m - 1) / m * m; }
 
@@ -295,25 +299,6 @@ void channel_backward_filter(const Conv2dGeometry& g, const Bordered& b, const T
 
 }  // namespace
 
-// The shapes channel_taps serves: whole lane blocks of output channels, rows that would
-// leave lanes of filter_taps idle, and a filter width with a channel_filter_sum instance.
-bool channel_layout_pays(const Conv2dGeometry& g) {
-  return g.k % kLanes == 0 && g.q % kLanes != 0 && (g.s == 3 || g.s == 5);
-}
-
-const char* direct_method(const Conv2dGeometry& g, ConvDirection direction) {
-  return direction == ConvDirection::BackwardFilter && channel_layout_pays(g)
-             ? "output channels in the vector lanes"
-             : "vector loops over shifted rows";
-}
-
-bool direct_applies(const Conv2dGeometry& g, ConvDirection direction) {
-  const bool shape = g.stride_h == 1 && g.stride_w == 1 && g.pad_h < g.r && g.pad_w < g.s &&
-                     g.c <= kDirectMaxChannels && g.c * g.r * g.s >= kDirectMinTaps;
-  if (direction != ConvDirection::BackwardFilter) return shape;
-  return shape && (g.k <= kBlock || g.p * g.q <= 256);
-}
-
 // x: (n, c, h, w)  w: (k, c, r, s)  b: (k) or null  y: (n, k, p, q)
 void direct_forward(const Conv2dGeometry& g, const Tensor& x, const Tensor& w, const Tensor* b, Tensor& y) {
   dispatch_float("conv2d_forward", x, [&](auto tag) {
@@ -397,4 +382,4 @@ void direct_backward_filter(const Conv2dGeometry& g, const Tensor& dy, const Ten
   });
 }
 
-}  // namespace nnlab::cpu
+}  // namespace nnlab::cpu::NNLAB_ISA

@@ -12,8 +12,22 @@ constexpr int64_t kWinogradMinChannels = 8;
 
 // 3×3 filter, stride 1, padding at most 2, and enough channels.
 bool winograd_applies(const Conv2dGeometry& g);
+
+// The kernels of the instruction set cpu_isa() chose (isa_dispatch.cpp).
 void winograd_forward(const Conv2dGeometry& g, const Tensor& x, const Tensor& w, const Tensor* b, Tensor& y);
 void winograd_backward_data(const Conv2dGeometry& g, const Tensor& dy, const Tensor& w, Tensor& dx);
 void winograd_backward_filter(const Conv2dGeometry& g, const Tensor& dy, const Tensor& x, Tensor& dw);
+
+// Each instruction set's own (conv2d_winograd_cpu.cpp, compiled once per set).
+namespace avx2 {
+void winograd_forward(const Conv2dGeometry& g, const Tensor& x, const Tensor& w, const Tensor* b, Tensor& y);
+void winograd_backward_data(const Conv2dGeometry& g, const Tensor& dy, const Tensor& w, Tensor& dx);
+void winograd_backward_filter(const Conv2dGeometry& g, const Tensor& dy, const Tensor& x, Tensor& dw);
+}  // namespace avx2
+namespace avx512 {
+void winograd_forward(const Conv2dGeometry& g, const Tensor& x, const Tensor& w, const Tensor* b, Tensor& y);
+void winograd_backward_data(const Conv2dGeometry& g, const Tensor& dy, const Tensor& w, Tensor& dx);
+void winograd_backward_filter(const Conv2dGeometry& g, const Tensor& dy, const Tensor& x, Tensor& dw);
+}  // namespace avx512
 
 }  // namespace nnlab::cpu

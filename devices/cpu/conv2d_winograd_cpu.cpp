@@ -29,6 +29,10 @@
 // cache; chunks are spread over the OpenMP threads and each runs its products single-threaded.
 // Every output element comes from one chunk in a fixed order; the filter gradient sums
 // per-thread partials in thread order, so for a given thread count results repeat bit for bit.
+//
+// Compiled once per instruction set (cpu_isa.h), into cpu::avx2 and cpu::avx512, each with its
+// own small_gemm and even/odd splits; which shapes it serves (winograd_applies) is decided in
+// conv2d_cpu.cpp.
 #include <cblas.h>
 #include <omp.h>
 
@@ -39,7 +43,7 @@
 #include "devices/cpu/even_odd.h"
 #include "devices/cpu/small_gemm.h"
 
-namespace nnlab::cpu {
+namespace nnlab::cpu::NNLAB_ISA {
 
 namespace {
 
@@ -312,11 +316,6 @@ void winograd_convolve(DType dtype, const T* x, long n, long cin, const Tiling& 
 
 }  // namespace
 
-bool winograd_applies(const Conv2dGeometry& g) {
-  return g.r == 3 && g.s == 3 && g.stride_h == 1 && g.stride_w == 1 && g.pad_h <= 2 && g.pad_w <= 2 &&
-         g.c >= kWinogradMinChannels && g.k >= kWinogradMinChannels && g.p >= 1 && g.q >= 1;
-}
-
 // x: (n, c, h, w)  w: (k, c, 3, 3)  b: (k) or null  y: (n, k, p, q)
 void winograd_forward(const Conv2dGeometry& g, const Tensor& x, const Tensor& w, const Tensor* b, Tensor& y) {
   dispatch_float("conv2d_forward (winograd)", x, [&](auto tag) {
@@ -401,4 +400,4 @@ void winograd_backward_filter(const Conv2dGeometry& g, const Tensor& dy, const T
   });
 }
 
-}  // namespace nnlab::cpu
+}  // namespace nnlab::cpu::NNLAB_ISA

@@ -1,8 +1,12 @@
 // Splitting a row into its even and odd elements, and merging two halves back: the
 // deinterleave that stride-2 kernels need (2×2 pooling windows, the even/odd half-planes of
 // the Winograd transforms). Written as plain loops for any type; float32 has a 512-bit version
-// when the compiler targets AVX-512, because the plain loop's stride-2 reads stay scalar and
-// were a fifth of the Winograd input transform's time (perf, cifar-cnn).
+// in the AVX-512 build of the kernels (cpu_isa.h), because the plain loop's stride-2 reads stay
+// scalar and were a fifth of the Winograd input transform's time (perf, cifar-cnn).
+//
+// Only files compiled once per instruction set include this header, and it puts everything in
+// their namespace cpu::NNLAB_ISA: an inline function compiled with AVX-512 in one file and
+// without in another must not share a name, or the linker keeps one copy for both.
 //
 //   split_even_odd(src, n, even, odd):  even[k] = src[2k] (⌈n/2⌉ of them), odd[k] = src[2k + 1] (⌊n/2⌋)
 //   merge_even_odd(even, odd, n, dst):  dst[i] = i even ? even[i/2] : odd[i/2]   for i < n
@@ -16,7 +20,11 @@
 #include <immintrin.h>
 #endif
 
-namespace nnlab::cpu {
+#ifndef NNLAB_ISA
+#error "even_odd.h belongs to the kernels compiled once per instruction set (NNLAB_ISA, CMakeLists.txt)"
+#endif
+
+namespace nnlab::cpu::NNLAB_ISA {
 
 template <typename T>
 inline void split_even_odd(const T* src, int64_t n, T* even, T* odd) {
@@ -29,8 +37,6 @@ inline void merge_even_odd(const T* even, const T* odd, int64_t n, T* dst) {
 }
 
 #if defined(__AVX512F__)
-namespace avx512 {
-
 // Lanes [0, count) of 16, count clipped to [0, 16].
 inline __mmask16 first_lanes(int64_t count) {
   return count >= 16 ? __mmask16(0xFFFF) : count <= 0 ? __mmask16(0) : __mmask16((1u << count) - 1);
@@ -56,10 +62,7 @@ inline void store_even_odd(float* dst, int64_t count, __m512 even, __m512 odd) {
   _mm512_mask_storeu_ps(dst + 16, first_lanes(count - 16), _mm512_permutex2var_ps(even, hi, odd));
 }
 
-}  // namespace avx512
-
 inline void split_even_odd(const float* src, int64_t n, float* even, float* odd) {
-  using namespace avx512;
   for (int64_t i = 0; i < n; i += 32, src += 32, even += 16, odd += 16) {
     const int64_t left = n - i;  // elements of src still to go
     __m512 e, o;
@@ -70,7 +73,6 @@ inline void split_even_odd(const float* src, int64_t n, float* even, float* odd)
 }
 
 inline void merge_even_odd(const float* even, const float* odd, int64_t n, float* dst) {
-  using namespace avx512;
   for (int64_t i = 0; i < n; i += 32, dst += 32, even += 16, odd += 16) {
     const int64_t left = n - i;  // elements of dst still to go
     store_even_odd(dst, left, _mm512_maskz_loadu_ps(first_lanes((left + 1) / 2), even),
@@ -79,4 +81,4 @@ inline void merge_even_odd(const float* even, const float* odd, int64_t n, float
 }
 #endif
 
-}  // namespace nnlab::cpu
+}  // namespace nnlab::cpu::NNLAB_ISA

@@ -6,15 +6,18 @@
 // Window of output (i, j): rows i·stride_h − pad_h ... + kernel_h − 1, clipped to [0, h)
 // (columns likewise). Padded cells are never read: they cannot win a max, and an average
 // counts them as zeros (count_include_pad=True, PyTorch's default).
+//
+// Compiled once per instruction set (cpu_isa.h), into cpu::avx2 and cpu::avx512: the 2×2
+// max-pool has its own AVX-512 loops; CpuBackend's pooling methods pick a set
+// (isa_dispatch.cpp).
 #include <algorithm>
 #include <cmath>
 
-#include "devices/cpu/cpu_backend.h"
 #include "devices/cpu/dispatch.h"
 #include "devices/cpu/even_odd.h"
-#include "devices/kernel_log.h"
+#include "devices/cpu/pool2d.h"
 
-namespace nnlab {
+namespace nnlab::cpu::NNLAB_ISA {
 
 namespace {
 
@@ -161,7 +164,6 @@ inline void challenge(__m512 v, __m512i at, __m512& best, __m512i& best_at) {
 
 // One plane: x (h, w) → y, argmax (p, q), 16 outputs of a row at a time.
 void maxpool_2x2_plane(const Pool2dGeometry& g, const float* xp, float* yp, int32_t* ap) {
-  using namespace cpu::avx512;
   const __m512i twice_lane = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
   const __m512i one = _mm512_set1_epi32(1), row = _mm512_set1_epi32(static_cast<int32_t>(g.w));
   for (int64_t i = 0; i < g.p; ++i)
@@ -186,7 +188,6 @@ void maxpool_2x2_plane(const Pool2dGeometry& g, const float* xp, float* yp, int3
 
 // One plane: dy, argmax (p, q) → dx (h, w), both input rows of 16 windows at a time.
 void maxpool_2x2_plane_backward(const Pool2dGeometry& g, const float* dyp, const int32_t* ap, float* dxp) {
-  using namespace cpu::avx512;
   const __m512i twice_lane = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
   const __m512i one = _mm512_set1_epi32(1);
   for (int64_t i = 0; i < g.p; ++i) {
@@ -215,12 +216,12 @@ void maxpool_forward_typed(const Pool2dGeometry& g, const Tensor& x, const Tenso
   int32_t* a_data = static_cast<int32_t*>(a.raw_data());
   const long planes = static_cast<long>(g.n * g.c);
   if (is_2x2(g)) {
-#pragma omp parallel for schedule(static) if (planes * g.h * g.w > cpu::kParallelGrain)
+#pragma omp parallel for schedule(static) if (planes * g.h * g.w > kParallelGrain)
     for (long pl = 0; pl < planes; ++pl)
       maxpool_2x2_plane(g, x_data + pl * g.h * g.w, y_data + pl * g.p * g.q, a_data + pl * g.p * g.q);
     return;
   }
-#pragma omp parallel for schedule(static) if (planes * g.p * g.q * g.kernel_h * g.kernel_w > cpu::kParallelGrain)
+#pragma omp parallel for schedule(static) if (planes * g.p * g.q * g.kernel_h * g.kernel_w > kParallelGrain)
   for (long pl = 0; pl < planes; ++pl) {
     const T* xp = x_data + pl * g.h * g.w;
     T* yp = y_data + pl * g.p * g.q;
@@ -255,12 +256,12 @@ void maxpool_backward_typed(const Pool2dGeometry& g, const Tensor& dy, const Ten
   T* dx_data = static_cast<T*>(dx.raw_data());
   const long planes = static_cast<long>(g.n * g.c);
   if (is_2x2(g)) {
-#pragma omp parallel for schedule(static) if (planes * g.h * g.w > cpu::kParallelGrain)
+#pragma omp parallel for schedule(static) if (planes * g.h * g.w > kParallelGrain)
     for (long pl = 0; pl < planes; ++pl)
       maxpool_2x2_plane_backward(g, dy_data + pl * g.p * g.q, a_data + pl * g.p * g.q, dx_data + pl * g.h * g.w);
     return;
   }
-#pragma omp parallel for schedule(static) if (planes * g.h * g.w > cpu::kParallelGrain)
+#pragma omp parallel for schedule(static) if (planes * g.h * g.w > kParallelGrain)
   for (long pl = 0; pl < planes; ++pl) {
     T* dxp = dx_data + pl * g.h * g.w;
     std::fill(dxp, dxp + g.h * g.w, T(0));
@@ -276,7 +277,7 @@ void avgpool_forward_typed(const Pool2dGeometry& g, const Tensor& x, const Tenso
   const T* x_data = static_cast<const T*>(x.raw_data());
   T* y_data = static_cast<T*>(y.raw_data());
   const long planes = static_cast<long>(g.n * g.c);
-#pragma omp parallel for schedule(static) if (planes * g.p * g.q * g.kernel_h * g.kernel_w > cpu::kParallelGrain)
+#pragma omp parallel for schedule(static) if (planes * g.p * g.q * g.kernel_h * g.kernel_w > kParallelGrain)
   for (long pl = 0; pl < planes; ++pl) {
     const T* xp = x_data + pl * g.h * g.w;
     T* yp = y_data + pl * g.p * g.q;
@@ -298,7 +299,7 @@ void avgpool_backward_typed(const Pool2dGeometry& g, const Tensor& dy, const Ten
   const T* dy_data = static_cast<const T*>(dy.raw_data());
   T* dx_data = static_cast<T*>(dx.raw_data());
   const long planes = static_cast<long>(g.n * g.c);
-#pragma omp parallel for schedule(static) if (planes * g.p * g.q * g.kernel_h * g.kernel_w > cpu::kParallelGrain)
+#pragma omp parallel for schedule(static) if (planes * g.p * g.q * g.kernel_h * g.kernel_w > kParallelGrain)
   for (long pl = 0; pl < planes; ++pl) {
     T* dxp = dx_data + pl * g.h * g.w;
     std::fill(dxp, dxp + g.h * g.w, T(0));
@@ -316,24 +317,20 @@ void avgpool_backward_typed(const Pool2dGeometry& g, const Tensor& dy, const Ten
 
 }  // namespace
 
-void CpuBackend::maxpool2d_forward(const Pool2dGeometry& g, const Tensor& x, Tensor& y, Tensor& argmax) {
-  NNLAB_LOG_KERNEL("maxpool2d_forward", x);  // nnlab explain: record the call
-  cpu::dispatch_float("maxpool2d_forward", x, [&](auto t) { maxpool_forward_typed<decltype(t)>(g, x, y, argmax); });
+void maxpool2d_forward(const Pool2dGeometry& g, const Tensor& x, Tensor& y, Tensor& argmax) {
+  dispatch_float("maxpool2d_forward", x, [&](auto t) { maxpool_forward_typed<decltype(t)>(g, x, y, argmax); });
 }
 
-void CpuBackend::maxpool2d_backward(const Pool2dGeometry& g, const Tensor& dy, const Tensor& argmax, Tensor& dx) {
-  NNLAB_LOG_KERNEL("maxpool2d_backward", dy);  // nnlab explain: record the call
-  cpu::dispatch_float("maxpool2d_backward", dy, [&](auto t) { maxpool_backward_typed<decltype(t)>(g, dy, argmax, dx); });
+void maxpool2d_backward(const Pool2dGeometry& g, const Tensor& dy, const Tensor& argmax, Tensor& dx) {
+  dispatch_float("maxpool2d_backward", dy, [&](auto t) { maxpool_backward_typed<decltype(t)>(g, dy, argmax, dx); });
 }
 
-void CpuBackend::avgpool2d_forward(const Pool2dGeometry& g, const Tensor& x, Tensor& y) {
-  NNLAB_LOG_KERNEL("avgpool2d_forward", x);  // nnlab explain: record the call
-  cpu::dispatch_float("avgpool2d_forward", x, [&](auto t) { avgpool_forward_typed<decltype(t)>(g, x, y); });
+void avgpool2d_forward(const Pool2dGeometry& g, const Tensor& x, Tensor& y) {
+  dispatch_float("avgpool2d_forward", x, [&](auto t) { avgpool_forward_typed<decltype(t)>(g, x, y); });
 }
 
-void CpuBackend::avgpool2d_backward(const Pool2dGeometry& g, const Tensor& dy, Tensor& dx) {
-  NNLAB_LOG_KERNEL("avgpool2d_backward", dy);  // nnlab explain: record the call
-  cpu::dispatch_float("avgpool2d_backward", dy, [&](auto t) { avgpool_backward_typed<decltype(t)>(g, dy, dx); });
+void avgpool2d_backward(const Pool2dGeometry& g, const Tensor& dy, Tensor& dx) {
+  dispatch_float("avgpool2d_backward", dy, [&](auto t) { avgpool_backward_typed<decltype(t)>(g, dy, dx); });
 }
 
-}  // namespace nnlab
+}  // namespace nnlab::cpu::NNLAB_ISA

@@ -9,7 +9,8 @@
 // product is 0.6 MFLOP), and the machine's OPENBLAS_CORETYPE may pin it to 256-bit kernels.
 // OpenBLAS's Haswell kernels reach 84–109 GFLOP/s on these shapes on one Zen 5 core; the
 // register-blocked AVX-512 loops reach 203–230 (nn) and 170–196 (nt), out of the core's 247
-// (docs/benchmarks.md, 2026-11-23 night). Without AVX-512 they call cblas_sgemm.
+// (docs/benchmarks.md, 2026-11-23 night). The AVX2 kernels (cpu_isa.h) call cblas_sgemm, whose
+// Haswell kernels are as fast as 256-bit loops of our own would be.
 //
 // nn: an 8 × 32 block of C lives in 16 registers; each step p broadcasts A[i][p] for its 8 rows
 // and multiplies two 16-wide vectors of B's row p. Columns past n are masked, so no tails.
@@ -22,7 +23,18 @@
 
 namespace nnlab::cpu {
 
+// The kernels of the instruction set cpu_isa() chose (isa_dispatch.cpp).
 void small_gemm_nn(int64_t m, int64_t n, int64_t k, const float* a, const float* b, float* c, bool accumulate);
 void small_gemm_nt(int64_t m, int64_t n, int64_t t, const float* a, const float* b, float* c);
+
+// Each instruction set's own (small_gemm_cpu.cpp, compiled once per set).
+namespace avx2 {
+void small_gemm_nn(int64_t m, int64_t n, int64_t k, const float* a, const float* b, float* c, bool accumulate);
+void small_gemm_nt(int64_t m, int64_t n, int64_t t, const float* a, const float* b, float* c);
+}  // namespace avx2
+namespace avx512 {
+void small_gemm_nn(int64_t m, int64_t n, int64_t k, const float* a, const float* b, float* c, bool accumulate);
+void small_gemm_nt(int64_t m, int64_t n, int64_t t, const float* a, const float* b, float* c);
+}  // namespace avx512
 
 }  // namespace nnlab::cpu

@@ -1,18 +1,20 @@
-// The register-blocked products declared and explained in small_gemm.h.
+// The register-blocked products declared and explained in small_gemm.h. Compiled once per
+// instruction set (cpu_isa.h): the AVX-512 build, namespace cpu::avx512, runs the loops below;
+// the baseline's, cpu::avx2, calls OpenBLAS.
 #include "devices/cpu/small_gemm.h"
 
 #include <cblas.h>
 
 #if defined(__AVX512F__)
 #include <immintrin.h>
-
-#include "devices/cpu/even_odd.h"
 #endif
 
-namespace nnlab::cpu {
+#include "devices/cpu/even_odd.h"
+
+namespace nnlab::cpu::NNLAB_ISA {
 
 #if defined(__AVX512F__)
-namespace avx512 {
+namespace {
 
 // C rows [0, MR) × 32 columns (masks m0, m1 for the two 16-wide halves) [+]= A · B.
 // a: MR rows, stride lda; b: k rows, stride ldb; c: stride ldc.
@@ -110,7 +112,7 @@ inline void gemm_nt_rows(int64_t n, int64_t t, const float* a, const float* b, f
   for (; j < n; ++j) gemm_nt_block<MR, 1>(t, a, t, b + j * t, t, c + j, ldc);
 }
 
-}  // namespace avx512
+}  // namespace
 #endif
 
 void small_gemm_nn(int64_t m, int64_t n, int64_t k, const float* a, const float* b, float* c, bool accumulate) {
@@ -118,11 +120,11 @@ void small_gemm_nn(int64_t m, int64_t n, int64_t k, const float* a, const float*
   for (int64_t i = 0; i < m;) {
     const int64_t rows = m - i >= 8 ? 8 : 1;  // 8-row blocks, then single rows
     for (int64_t j = 0; j < n; j += 32) {
-      const __mmask16 m0 = avx512::first_lanes(n - j), m1 = avx512::first_lanes(n - j - 16);
+      const __mmask16 m0 = first_lanes(n - j), m1 = first_lanes(n - j - 16);
       if (rows == 8)
-        avx512::gemm_nn_block<8>(k, a + i * k, k, b + j, n, c + i * n + j, n, m0, m1, accumulate);
+        gemm_nn_block<8>(k, a + i * k, k, b + j, n, c + i * n + j, n, m0, m1, accumulate);
       else
-        avx512::gemm_nn_block<1>(k, a + i * k, k, b + j, n, c + i * n + j, n, m0, m1, accumulate);
+        gemm_nn_block<1>(k, a + i * k, k, b + j, n, c + i * n + j, n, m0, m1, accumulate);
     }
     i += rows;
   }
@@ -135,12 +137,12 @@ void small_gemm_nn(int64_t m, int64_t n, int64_t k, const float* a, const float*
 void small_gemm_nt(int64_t m, int64_t n, int64_t t, const float* a, const float* b, float* c) {
 #if defined(__AVX512F__)
   int64_t i = 0;
-  for (; i + 4 <= m; i += 4) avx512::gemm_nt_rows<4>(n, t, a + i * t, b, c + i * n, n);
-  for (; i < m; ++i) avx512::gemm_nt_rows<1>(n, t, a + i * t, b, c + i * n, n);
+  for (; i + 4 <= m; i += 4) gemm_nt_rows<4>(n, t, a + i * t, b, c + i * n, n);
+  for (; i < m; ++i) gemm_nt_rows<1>(n, t, a + i * t, b, c + i * n, n);
 #else
   cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, int(m), int(n), int(t), 1.0f, a, int(t), b, int(t), 1.0f, c,
               int(n));
 #endif
 }
 
-}  // namespace nnlab::cpu
+}  // namespace nnlab::cpu::NNLAB_ISA

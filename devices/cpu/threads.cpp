@@ -88,12 +88,4 @@ std::string cpu_model_name() {
   return "unknown CPU";
 }
 
-bool cpu_has_avx512() {
-#if defined(__x86_64__) || defined(__i386__)
-  return __builtin_cpu_supports("avx512f");
-#else
-  return false;
-#endif
-}
-
 }  // namespace nnlab

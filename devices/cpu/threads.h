@@ -23,6 +23,5 @@ Denormals cpu_denormals();
 const char* denormals_name(Denormals mode);  // "flush" or "keep"
 const char* openblas_build(); // OpenBLAS's own description of its build
 std::string cpu_model_name();
-bool cpu_has_avx512();          // AVX-512 Foundation (x86); false elsewhere
 
 }  // namespace nnlab

@@ -1,0 +1,23 @@
+// The pooling kernels of the CPU backend (pool2d_cpu.cpp), compiled once per instruction set
+// (cpu_isa.h); CpuBackend's pooling methods call the chosen set's (isa_dispatch.cpp).
+//   x: (n, c, h, w)  y, argmax: (n, c, p, q)  argmax int32, the flat index r·w + s of the winner
+#pragma once
+#include "devices/backend.h"
+
+namespace nnlab::cpu {
+
+namespace avx2 {
+void maxpool2d_forward(const Pool2dGeometry& g, const Tensor& x, Tensor& y, Tensor& argmax);
+void maxpool2d_backward(const Pool2dGeometry& g, const Tensor& dy, const Tensor& argmax, Tensor& dx);
+void avgpool2d_forward(const Pool2dGeometry& g, const Tensor& x, Tensor& y);
+void avgpool2d_backward(const Pool2dGeometry& g, const Tensor& dy, Tensor& dx);
+}  // namespace avx2
+
+namespace avx512 {
+void maxpool2d_forward(const Pool2dGeometry& g, const Tensor& x, Tensor& y, Tensor& argmax);
+void maxpool2d_backward(const Pool2dGeometry& g, const Tensor& dy, const Tensor& argmax, Tensor& dx);
+void avgpool2d_forward(const Pool2dGeometry& g, const Tensor& x, Tensor& y);
+void avgpool2d_backward(const Pool2dGeometry& g, const Tensor& dy, Tensor& dx);
+}  // namespace avx512
+
+}  // namespace nnlab::cpu
