@@ -1,0 +1,214 @@
+#include "apps/run_report.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <map>
+
+#include "apps/report_html.h"
+#include "core/error.h"
+#include "devices/registry.h"
+
+namespace nnlab {
+
+namespace {
+
+std::string fixed(double v, int digits) {
+  if (!std::isfinite(v)) return "n/a";
+  char buf[48];
+  std::snprintf(buf, sizeof buf, "%.*f", digits, v);
+  return buf;
+}
+
+std::string field(const nlohmann::json& run, const char* key) {
+  const auto it = run.find(key);
+  if (it == run.end() || it->is_null()) return "";
+  return it->is_string() ? it->get<std::string>() : it->dump();
+}
+
+std::string device_of(const RunLog& r) {
+  return field(r.run, "device") + (r.run.value("simulated", false) ? kSimulatedMark : "");
+}
+
+// Every leaf of a record as "a.b.c" -> value, so two runs' settings line up row by row.
+void flatten(const nlohmann::json& j, const std::string& prefix, std::map<std::string, std::string>& out) {
+  if (j.is_object()) {
+    for (const auto& [key, value] : j.items()) flatten(value, prefix.empty() ? key : prefix + "." + key, out);
+    return;
+  }
+  out[prefix] = j.is_string() ? j.get<std::string>() : j.dump();
+}
+
+std::map<std::string, std::string> settings_of(const RunLog& r) {
+  std::map<std::string, std::string> out;
+  nlohmann::json run = r.run;
+  run.erase("type");
+  flatten(run, "", out);
+  return out;
+}
+
+// The run's time-weighted images/s over all its epochs: all images over all seconds.
+double overall_images_per_second(const RunLog& r) {
+  double images = 0, seconds = 0;
+  for (const EpochRecord& e : r.epochs) images += e.images_per_second * e.seconds, seconds += e.seconds;
+  return seconds > 0 ? images / seconds : NAN;
+}
+
+std::string runs_tables(const std::vector<RunLog>& runs) {
+  std::vector<std::vector<std::string>> what, results;
+  for (const RunLog& r : runs) {
+    what.push_back({r.name, field(r.run, "model"), field(r.run, "data"), device_of(r), field(r.run, "parameters"),
+                    field(r.run, "optimizer"), field(r.run, "batch"), field(r.run, "seed"), field(r.run, "threads")});
+    int64_t steps = 0;
+    double seconds = 0, best = -1;
+    int64_t best_epoch = 0;
+    for (const EpochRecord& e : r.epochs) {
+      steps += e.steps;
+      seconds += e.seconds;
+      if (e.test_accuracy > best) best = e.test_accuracy, best_epoch = e.epoch;
+    }
+    if (!r.steps.empty()) steps = std::max(steps, r.steps.back().step);
+    const EpochRecord* last = r.epochs.empty() ? nullptr : &r.epochs.back();
+    results.push_back({r.name, std::to_string(r.epochs.size()) + " of " + field(r.run, "epochs"), std::to_string(steps),
+                       last ? fixed(last->train_loss, 4) : "n/a", last ? fixed(100 * last->test_accuracy, 2) + "%" : "n/a",
+                       best >= 0 ? fixed(100 * best, 2) + "% (epoch " + std::to_string(best_epoch) + ")" : "n/a",
+                       fixed(overall_images_per_second(r), 0), fixed(seconds, 2)});
+  }
+  return "<h2>Runs</h2>\n" +
+         html_table({"run", "model", "data", "device", "parameters", "optimizer", "batch", "seed", "threads"}, what,
+                    true) +
+         html_table({"run", "epochs", "steps", "final train loss", "final test accuracy", "best test accuracy",
+                     "images/s", "training s"},
+                    results);
+}
+
+// One series per run of a per-epoch quantity.
+std::vector<ChartSeries> per_epoch(const std::vector<RunLog>& runs, double (*value)(const EpochRecord&)) {
+  std::vector<ChartSeries> out;
+  for (const RunLog& r : runs) {
+    ChartSeries s{r.name, {}, {}};
+    for (const EpochRecord& e : r.epochs) s.x.push_back(double(e.epoch)), s.y.push_back(value(e));
+    out.push_back(std::move(s));
+  }
+  return out;
+}
+
+std::string charts(const std::vector<RunLog>& runs) {
+  ChartAxes loss{"training loss per epoch (mean over the epoch's steps)", "epoch", "loss"};
+  ChartAxes accuracy{"test accuracy after each epoch", "epoch", "accuracy (%)"};
+  ChartAxes speed{"training images/s per epoch", "epoch", "images/s"};
+  loss.integer_x = accuracy.integer_x = speed.integer_x = true;
+  std::string out = "<h2>Curves</h2>\n<div class='charts'>\n";
+  out += svg_line_chart(loss, per_epoch(runs, [](const EpochRecord& e) { return e.train_loss; }));
+  out += svg_line_chart(accuracy, per_epoch(runs, [](const EpochRecord& e) { return 100 * e.test_accuracy; }));
+  const bool any_steps = std::any_of(runs.begin(), runs.end(), [](const RunLog& r) { return !r.steps.empty(); });
+  if (any_steps) {
+    std::vector<ChartSeries> steps;
+    for (const RunLog& r : runs) {
+      ChartSeries s{r.name, {}, {}};
+      for (const StepRecord& st : r.steps) s.x.push_back(double(st.step)), s.y.push_back(st.loss);
+      steps.push_back(std::move(s));
+    }
+    out += svg_line_chart({"training loss per recorded step (--metrics-every)", "step", "loss"}, steps);
+  }
+  out += svg_line_chart(speed, per_epoch(runs, [](const EpochRecord& e) { return e.images_per_second; }));
+  return out + "</div>\n";
+}
+
+// One bar per epoch for a single run (where the time goes, and whether it changes); one bar
+// per run, summed over its epochs, when runs are compared.
+std::string phases_chart(const std::vector<RunLog>& runs) {
+  std::vector<BarGroup> groups;
+  for (const RunLog& r : runs) {
+    if (runs.size() == 1) {
+      for (const EpochRecord& e : r.epochs)
+        groups.push_back({"epoch " + std::to_string(e.epoch), {e.data, e.forward, e.backward, e.optimizer}});
+      continue;
+    }
+    BarGroup g{r.name, {0, 0, 0, 0}};
+    for (const EpochRecord& e : r.epochs) {
+      g.parts[0] += e.data, g.parts[1] += e.forward, g.parts[2] += e.backward, g.parts[3] += e.optimizer;
+    }
+    groups.push_back(std::move(g));
+  }
+  if (groups.empty()) return "";
+  const std::string title = runs.size() == 1 ? "seconds per phase in each epoch" : "seconds per phase, all epochs";
+  return "<h2>Time per phase</h2>\n<p>Data loading, forward pass, backward pass and optimizer step, as timed by the "
+         "trainer (the evaluation after each epoch is not included).</p>\n" +
+         svg_stacked_bars(title, "s", {"data", "forward", "backward", "optimizer"}, groups);
+}
+
+// The settings and environment of every run: one column per run. With several runs the
+// settings that differ come first, the rest folded away below them.
+std::string settings_tables(const std::vector<RunLog>& runs) {
+  std::vector<std::map<std::string, std::string>> settings;
+  std::map<std::string, bool> keys;  // key -> the runs disagree on it
+  for (const RunLog& r : runs) settings.push_back(settings_of(r));
+  for (const auto& s : settings)
+    for (const auto& [key, value] : s) keys[key] = false;
+  for (auto& [key, differs] : keys) {
+    const auto first = settings[0].find(key);
+    for (const auto& s : settings) {
+      const auto it = s.find(key);
+      differs = differs || it == s.end() || first == settings[0].end() || it->second != first->second;
+    }
+  }
+  std::vector<std::string> header = {"setting"};
+  for (const RunLog& r : runs) header.push_back(r.name);
+  std::vector<std::vector<std::string>> differing, all;
+  for (const auto& [key, differs] : keys) {
+    std::vector<std::string> row = {key};
+    for (const auto& s : settings) row.push_back(s.count(key) ? s.at(key) : "");
+    if (differs) differing.push_back(row);
+    all.push_back(std::move(row));
+  }
+  std::string out = "<h2>Configuration and environment</h2>\n";
+  if (runs.size() == 1) return out + html_table(header, all, true);
+  out += differing.empty() ? "<p>The runs share every setting.</p>\n"
+                           : "<p>Settings that differ between the runs:</p>\n" + html_table(header, differing, true);
+  return out + "<details><summary>All settings (" + std::to_string(all.size()) + ")</summary>\n" +
+         html_table(header, all, true) + "</details>\n";
+}
+
+}  // namespace
+
+std::string run_report_html(const std::vector<RunLog>& runs) {
+  std::string intro = "<p>";
+  for (size_t i = 0; i < runs.size(); ++i)
+    intro += (i ? ", " : "") + std::string("<b>") + html_escape(runs[i].name) + "</b> (" + html_escape(runs[i].path) + ")";
+  intro += runs.size() == 1 ? ": one training run of nnlab.</p>\n"
+                            : ": " + std::to_string(runs.size()) + " training runs of nnlab, overlaid.</p>\n";
+  for (const RunLog& r : runs)
+    if (r.dropped_partial_line)
+      intro += "<p>" + html_escape(r.name) + ": the last record was cut off (the run stopped while writing it) and "
+               "is left out.</p>\n";
+  const std::string title = runs.size() == 1 ? "nnlab run: " + runs[0].name : "nnlab runs";
+  return html_page(title, intro + runs_tables(runs) + charts(runs) + phases_chart(runs) + settings_tables(runs));
+}
+
+void write_run_report(const std::vector<std::string>& record_files, const std::string& output, const char* option) {
+  NNLAB_CHECK(!record_files.empty(), "no run record files given; name at least one (from `nnlab train --metrics FILE`)");
+  check_writable(output, option);
+  std::vector<RunLog> runs;
+  for (const std::string& path : record_files) {
+    std::error_code ec;
+    NNLAB_CHECK(!std::filesystem::equivalent(path, output, ec), option, " '", output, "' is the run record file ",
+                path, "; writing the report there would destroy it, so choose another name");
+    runs.push_back(read_run_log(path));
+  }
+  name_runs(runs);
+  write_text_file(output, run_report_html(runs));
+}
+
+void write_train_report(const std::string& records, bool records_kept, const std::string& output) {
+  std::vector<RunLog> runs = {read_run_log(records)};
+  name_runs(runs);
+  if (!records_kept) {
+    runs[0].name = std::filesystem::path(output).stem().string();
+    runs[0].path = "records not kept: add --metrics FILE to keep them";
+  }
+  write_text_file(output, run_report_html(runs));
+}
+
+}  // namespace nnlab
