@@ -155,7 +155,9 @@ std::string compare_report_html(const CompareResult& r) {
     losses.push_back(std::move(s));
     phases.push_back({v.label, {v.phases.data, v.phases.forward, v.phases.backward, v.phases.optimizer}});
   }
-  body += "<h2>Loss per step</h2>\n" + svg_line_chart({"training loss per step", "step", "loss"}, losses);
+  ChartAxes loss_axes{"training loss per step", "step", "loss"};
+  loss_axes.integer_x = true;
+  body += "<h2>Loss per step</h2>\n" + svg_line_chart(loss_axes, losses);
   body += "<h2>Time per phase</h2>\n" +
           svg_stacked_bars("seconds per phase, whole run", "s", {"data", "forward", "backward", "optimizer"}, phases);
   for (size_t i = 0; i < r.drift.size(); ++i) {
@@ -165,6 +167,7 @@ std::string compare_report_html(const CompareResult& r) {
     const bool any_positive = std::any_of(d.loss_diff.begin(), d.loss_diff.end(), [](double v) { return v > 0; });
     ChartAxes axes{"|Δloss| per step: " + s.name, "step", "|loss difference|"};
     axes.log_y = any_positive;
+    axes.integer_x = true;
     body += "<h2>Drift: " + html_escape(s.name) + "</h2>\n";
     body += any_positive ? svg_line_chart(axes, {s})
                          : "<p>Bit-identical losses at every step (|Δloss| = 0).</p>" + svg_line_chart(axes, {s});

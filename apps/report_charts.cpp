@@ -75,8 +75,11 @@ struct Scale {
 };
 
 Scale linear_scale(double lo, double hi, bool integer) {
+  if (hi <= lo) {  // one value: a band with it in the middle
+    const double half = integer || lo == 0 ? 1 : std::fabs(lo) * 0.05;
+    lo -= half, hi += half;
+  }
   if (lo > 0 && lo < hi / 3) lo = 0;  // start near-zero data at zero
-  if (hi <= lo) hi = lo + (integer || lo == 0 ? 1 : std::fabs(lo) * 0.1);  // one value: a band around it
   double step = nice_step((hi - lo) / 5);
   if (integer) step = std::max(step, 1.0);
   Scale s;
@@ -187,7 +190,10 @@ std::string svg_line_chart(const ChartAxes& axes, const std::vector<ChartSeries>
       ++n;
     }
     // data-values: the data behind each point, in the order of `points`, for the hover read-out.
-    o << "<polyline class='series' fill='none' stroke='" << color_of(i) << "' stroke-width='1.6' data-name='"
+    // Earlier lines are drawn wider, so that a line hidden under an identical later one (a
+    // bit-identical run) still shows its colour along both edges.
+    o << "<polyline class='series' fill='none' stroke='" << color_of(i) << "' stroke-width='"
+      << num(series.size() > 1 ? std::max(1.5, 3.5 - double(i)) : 1.6) << "' data-name='"
       << html_escape(s.name) << "' data-values='" << values << "' points='" << points << "'/>";
     if (n <= 60) o << "<g fill='" << color_of(i) << "'>" << markers << "</g>";
   }

@@ -47,6 +47,7 @@ const char* kStyle =
     "body{font-family:sans-serif;max-width:1200px;margin:1.5em auto;padding:0 1em;color:#222;line-height:1.4}"
     "h1{font-size:1.5em}h2{font-size:1.2em;margin-top:1.6em;border-bottom:1px solid #ddd;padding-bottom:.2em}"
     ".charts{display:grid;grid-template-columns:repeat(auto-fill,minmax(min(100%,480px),1fr));gap:.5em 2.5em}"
+    ".columns{display:grid;grid-template-columns:repeat(auto-fit,minmax(min(100%,440px),1fr));gap:0 2.5em}"
     "figure.chart{margin:1em 0;max-width:760px;min-width:0}"
     "figcaption{font-weight:bold;font-size:.95em;margin-bottom:.3em}"
     ".plot{position:relative}.plot svg{width:100%;height:auto;display:block}"
@@ -60,7 +61,8 @@ const char* kStyle =
     "td,th{border:1px solid #ccc;padding:3px 7px;text-align:right;white-space:nowrap}"
     "th{background:#f3f3f3;white-space:normal;vertical-align:bottom}"
     "td:first-child,th:first-child{text-align:left}"
-    "table.text td{white-space:pre-wrap;text-align:left;overflow-wrap:anywhere;max-width:32em;vertical-align:top}"
+    "table.text td,table.text th{white-space:pre-wrap;text-align:left;overflow-wrap:anywhere;max-width:32em;"
+    "vertical-align:top}table.text td:first-child{white-space:nowrap}"
     "pre{background:#f7f7f7;padding:8px;overflow-x:auto}";
 
 // Hover read-out: the value of every series at the point nearest the pointer, and a guide

@@ -40,11 +40,17 @@ void flatten(const nlohmann::json& j, const std::string& prefix, std::map<std::s
   out[prefix] = j.is_string() ? j.get<std::string>() : j.dump();
 }
 
-std::map<std::string, std::string> settings_of(const RunLog& r) {
+// The configuration (every option, after recipe defaults) or the environment (machine,
+// libraries, versions) of a run, from its run record's "environment".
+std::map<std::string, std::string> settings_of(const RunLog& r, bool configuration) {
   std::map<std::string, std::string> out;
-  nlohmann::json run = r.run;
-  run.erase("type");
-  flatten(run, "", out);
+  nlohmann::json env = r.run.value("environment", nlohmann::json::object());
+  if (configuration) {
+    flatten(env.value("config", nlohmann::json::object()), "", out);
+  } else {
+    env.erase("config");
+    flatten(env, "", out);
+  }
   return out;
 }
 
@@ -139,12 +145,12 @@ std::string phases_chart(const std::vector<RunLog>& runs) {
          svg_stacked_bars(title, "s", {"data", "forward", "backward", "optimizer"}, groups);
 }
 
-// The settings and environment of every run: one column per run. With several runs the
-// settings that differ come first, the rest folded away below them.
-std::string settings_tables(const std::vector<RunLog>& runs) {
+// One column per run. With several runs the settings that differ come first, all of them
+// folded away below.
+std::string settings_table(const std::vector<RunLog>& runs, bool configuration) {
   std::vector<std::map<std::string, std::string>> settings;
   std::map<std::string, bool> keys;  // key -> the runs disagree on it
-  for (const RunLog& r : runs) settings.push_back(settings_of(r));
+  for (const RunLog& r : runs) settings.push_back(settings_of(r, configuration));
   for (const auto& s : settings)
     for (const auto& [key, value] : s) keys[key] = false;
   for (auto& [key, differs] : keys) {
@@ -154,7 +160,7 @@ std::string settings_tables(const std::vector<RunLog>& runs) {
       differs = differs || it == s.end() || first == settings[0].end() || it->second != first->second;
     }
   }
-  std::vector<std::string> header = {"setting"};
+  std::vector<std::string> header = {configuration ? "option" : "environment"};
   for (const RunLog& r : runs) header.push_back(r.name);
   std::vector<std::vector<std::string>> differing, all;
   for (const auto& [key, differs] : keys) {
@@ -163,12 +169,23 @@ std::string settings_tables(const std::vector<RunLog>& runs) {
     if (differs) differing.push_back(row);
     all.push_back(std::move(row));
   }
-  std::string out = "<h2>Configuration and environment</h2>\n";
-  if (runs.size() == 1) return out + html_table(header, all, true);
-  out += differing.empty() ? "<p>The runs share every setting.</p>\n"
-                           : "<p>Settings that differ between the runs:</p>\n" + html_table(header, differing, true);
-  return out + "<details><summary>All settings (" + std::to_string(all.size()) + ")</summary>\n" +
+  if (runs.size() == 1) return html_table(header, all, true);
+  const std::string what = configuration ? "options" : "entries";
+  return (differing.empty() ? "<p>The runs share all " + what + ".</p>\n"
+                            : "<p>The " + what + " that differ between the runs:</p>\n" +
+                                  html_table(header, differing, true)) +
+         "<details><summary>All " + std::to_string(all.size()) + " " + what + "</summary>\n" +
          html_table(header, all, true) + "</details>\n";
+}
+
+std::string settings_tables(const std::vector<RunLog>& runs) {
+  const std::string tables =
+      "<div><h2>Configuration</h2>\n<p>Every option of the run, after the model's recipe filled in those not "
+      "given.</p>\n" + settings_table(runs, true) +
+      "</div><div><h2>Environment</h2>\n<p>The machine, the libraries and the build the run trained with.</p>\n" +
+      settings_table(runs, false) + "</div>";
+  // One run's two tables are narrow: side by side. Several runs' are as wide as the page.
+  return runs.size() == 1 ? "<div class='columns'>" + tables + "</div>\n" : tables + "\n";
 }
 
 }  // namespace
