@@ -20,12 +20,12 @@ const char* kWhatItIs = "a run record file is what `nnlab train --metrics FILE` 
 
 std::string read_whole_file(const std::string& path) {
   std::error_code ec;
-  NNLAB_CHECK(fs::exists(path, ec), "run records '", path, "' do not exist; ", kWhatItIs);
-  NNLAB_CHECK(!fs::is_directory(path, ec), "run records '", path, "' is a folder, not a file; ", kWhatItIs);
+  NNLAB_CHECK(fs::exists(path, ec), "run record file '", path, "' does not exist; ", kWhatItIs);
+  NNLAB_CHECK(!fs::is_directory(path, ec), "run record file '", path, "' is a folder, not a file; ", kWhatItIs);
   std::ifstream in(path, std::ios::binary);
-  NNLAB_CHECK(in.is_open(), "cannot read the run records '", path, "': ", std::strerror(errno));
+  NNLAB_CHECK(in.is_open(), "cannot read the run record file '", path, "': ", std::strerror(errno));
   std::string text(std::istreambuf_iterator<char>(in), {});
-  NNLAB_CHECK(!in.bad(), "reading the run records '", path, "' failed: ", std::strerror(errno));
+  NNLAB_CHECK(!in.bad(), "reading the run record file '", path, "' failed: ", std::strerror(errno));
   return text;
 }
 
@@ -69,8 +69,8 @@ std::string other_kind(const nlohmann::json& first) {
 
 RunLog read_run_log(const std::string& path) {
   const std::string text = read_whole_file(path);
-  NNLAB_CHECK(text.find_first_not_of(" \t\r\n") != std::string::npos, "run records '", path,
-              "' are empty: the run wrote nothing (it stopped before it began?)");
+  NNLAB_CHECK(text.find_first_not_of(" \t\r\n") != std::string::npos, "run record file '", path,
+              "' is empty: the run wrote nothing (it stopped before it began?)");
   RunLog log;
   log.path = path;
   size_t start = 0;
@@ -91,7 +91,8 @@ RunLog read_run_log(const std::string& path) {
         log.dropped_partial_line = true;
         break;
       }
-      fail(where, " is not JSON (", e.what(), "); ", kWhatItIs, ", one JSON object per line");
+      fail(where, " is not JSON (syntax error at byte ", e.byte, " of the line); ", kWhatItIs,
+           ", one JSON object per line");
     }
     NNLAB_CHECK(j.is_object(), where, " is not a JSON object; ", kWhatItIs, ", one JSON object per line");
     if (!log.run.is_object()) {
@@ -110,8 +111,8 @@ RunLog read_run_log(const std::string& path) {
       fail(where, " is a record of unknown type \"", type, "\" (expected \"epoch\" or \"step\"); ", kWhatItIs);
     }
   }
-  NNLAB_CHECK(!log.epochs.empty() || !log.steps.empty(), "run records '", path,
-              "' hold no finished epoch and no step records: the run stopped before its first epoch ended "
+  NNLAB_CHECK(!log.epochs.empty() || !log.steps.empty(), "run record file '", path,
+              "' holds no finished epoch and no step records: the run stopped before its first epoch ended "
               "(--metrics-every N records steps as they happen)");
   return log;
 }

@@ -108,18 +108,18 @@ TEST_CASE("report refuses bad record files and output paths, writing nothing", "
   write_file(dir / "unknown.jsonl", run_records("sgd", 1.0) + "{\"type\":\"weather\"}\n");
 
   const std::vector<std::pair<std::string, std::string>> cases = {
-      {"report " + (dir / "missing.jsonl") + " -o " + out, "do not exist"},
+      {"report " + (dir / "missing.jsonl") + " -o " + out, "does not exist"},
       {"report " + dir.path.string() + " -o " + out, "is a folder, not a file"},
-      {"report " + (dir / "empty.jsonl") + " -o " + out, "are empty"},
+      {"report " + (dir / "empty.jsonl") + " -o " + out, "is empty"},
       {"report " + (dir / "binary.jsonl") + " -o " + out, "line 1 is not JSON"},
       {"report " + (dir / "array.jsonl") + " -o " + out, "line 1 is not a JSON object"},
       {"report " + (dir / "compare.jsonl") + " -o " + out, "records of `nnlab compare`"},
       {"report " + (dir / "sweep.jsonl") + " -o " + out, "records of `nnlab sweep`"},
-      {"report " + (dir / "started.jsonl") + " -o " + out, "hold no finished epoch"},
+      {"report " + (dir / "started.jsonl") + " -o " + out, "holds no finished epoch"},
       {"report " + (dir / "damaged.jsonl") + " -o " + out, "line 4 has no number \"train_loss\""},
       {"report " + (dir / "middle.jsonl") + " -o " + out, "line 2 is not JSON"},
       {"report " + (dir / "unknown.jsonl") + " -o " + out, "unknown type \"weather\""},
-      {"report " + good + " " + (dir / "missing.jsonl") + " -o " + out, "missing.jsonl' do not exist"},
+      {"report " + good + " " + (dir / "missing.jsonl") + " -o " + out, "missing.jsonl' does not exist"},
       {"report " + good + " -o " + (dir / "no-such-folder/r.html"), "does not exist"},
       {"report " + good + " -o " + dir.path.string(), "must name a file"},
       {"report " + good + " -o " + good, "would destroy it"},
