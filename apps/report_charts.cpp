@@ -142,6 +142,58 @@ std::string svg_open(double height) {
 
 }  // namespace
 
+namespace {
+
+std::string svg_line(double x1, double y1, double x2, double y2, const std::string& extra = "") {
+  return "<line x1='" + num(x1) + "' y1='" + num(y1) + "' x2='" + num(x2) + "' y2='" + num(y2) + "'" + extra + "/>";
+}
+
+// Gridlines, the frame's left and bottom edges, ticks, axis labels, and the marked x values.
+void draw_frame(std::ostringstream& o, const ChartAxes& axes, const Scale& sx, const Scale& sy) {
+  o << "<g stroke='#e6e6e6'>";
+  for (double t : sx.ticks) o << svg_line(sx(t), sy.p1, sx(t), sy.p0);
+  for (double t : sy.ticks) o << svg_line(sx.p0, sy(t), sx.p1, sy(t));
+  o << "</g><path d='M" << num(sx.p0) << ' ' << num(sy.p1) << "V" << num(sy.p0) << "H" << num(sx.p1)
+    << "' fill='none' stroke='#777'/>";
+  for (double t : sx.ticks) o << text(sx(t), sy.p0 + 15, tick_label(t));
+  for (double t : sy.ticks) o << text(sx.p0 - 6, sy(t) + 4, tick_label(t), "end");
+  o << text((sx.p0 + sx.p1) / 2, kHeight - 8, axes.x_label);
+  const double mid_y = (sy.p0 + sy.p1) / 2;
+  o << text(12, mid_y, axes.y_label, "middle", (" transform='rotate(-90 12 " + num(mid_y) + ")'").c_str());
+  for (double m : axes.marks_x) {
+    if (!drawable(axes, m, sy.log ? sy.lo : 0) || m < sx.lo || m > sx.hi) continue;
+    const std::string label = "crossover " + tick_label(m);
+    const bool fits_right = sx(m) + 4 + text_width(label) <= sx.p1;  // else the label goes left of the line
+    o << svg_line(sx(m), sy.p1, sx(m), sy.p0, " stroke='#444' stroke-dasharray='4 3'")
+      << text(fits_right ? sx(m) + 4 : sx(m) - 4, sy.p1 + 12, label, fits_right ? "start" : "end");
+  }
+}
+
+// Series i of `count`: its line, and markers when there are few points. data-values holds the
+// data behind each point, in the order of `points`, for the hover read-out.
+void draw_series(std::ostringstream& o, const ChartAxes& axes, const Scale& sx, const Scale& sy, const ChartSeries& s,
+                 size_t i, size_t count) {
+  std::string points, values, markers;
+  size_t n = 0;
+  for (size_t j = 0; j < s.x.size() && j < s.y.size(); ++j) {
+    if (!drawable(axes, s.x[j], s.y[j])) continue;
+    char value[64];
+    std::snprintf(value, sizeof value, "%.6g,%.6g ", s.x[j], s.y[j]);
+    points += num(sx(s.x[j])) + "," + num(sy(s.y[j])) + " ";
+    values += value;
+    markers += "<circle cx='" + num(sx(s.x[j])) + "' cy='" + num(sy(s.y[j])) + "' r='2.5'/>";
+    ++n;
+  }
+  // Earlier lines are drawn wider, so that a line hidden under an identical later one (a
+  // bit-identical run) still shows its colour along both edges.
+  const double width = count > 1 ? std::max(1.5, 3.5 - double(i)) : 1.6;
+  o << "<polyline class='series' fill='none' stroke='" << color_of(i) << "' stroke-width='" << num(width)
+    << "' data-name='" << html_escape(s.name) << "' data-values='" << values << "' points='" << points << "'/>";
+  if (n <= 60) o << "<g fill='" << color_of(i) << "'>" << markers << "</g>";
+}
+
+}  // namespace
+
 std::string svg_line_chart(const ChartAxes& axes, const std::vector<ChartSeries>& series) {
   std::vector<double> xs, ys;
   for (const ChartSeries& s : series)
@@ -153,52 +205,20 @@ std::string svg_line_chart(const ChartAxes& axes, const std::vector<ChartSeries>
   // half of the last x tick label, which is centred on the frame's edge.
   double widest = 0;
   for (double t : sy.ticks) widest = std::max(widest, text_width(tick_label(t)));
-  const double left = std::max(48.0, widest + 30), right = std::max(14.0, text_width(tick_label(sx.hi)) / 2 + 6);
-  const double bottom_y = kHeight - kBottom;
-  sx.p0 = left, sx.p1 = kWidth - right;
-  sy.p0 = bottom_y, sy.p1 = kTop;
+  sx.p0 = std::max(48.0, widest + 30);
+  sx.p1 = kWidth - std::max(14.0, text_width(tick_label(sx.hi)) / 2 + 6);
+  sy.p0 = kHeight - kBottom;
+  sy.p1 = kTop;
 
   std::ostringstream o;
-  o << svg_open(kHeight) << "<g class='grid' stroke='#e6e6e6'>";
-  for (double t : sx.ticks) o << "<line x1='" << num(sx(t)) << "' x2='" << num(sx(t)) << "' y1='" << kTop << "' y2='" << bottom_y << "'/>";
-  for (double t : sy.ticks) o << "<line x1='" << left << "' x2='" << num(sx.p1) << "' y1='" << num(sy(t)) << "' y2='" << num(sy(t)) << "'/>";
-  o << "</g><path d='M" << left << ' ' << kTop << "V" << bottom_y << "H" << num(sx.p1) << "' fill='none' stroke='#777'/>";
-  for (double t : sx.ticks) o << text(sx(t), bottom_y + 15, tick_label(t));
-  for (double t : sy.ticks) o << text(left - 6, sy(t) + 4, tick_label(t), "end");
-  o << text((left + sx.p1) / 2, kHeight - 8, axes.x_label);
-  const double mid_y = (kTop + bottom_y) / 2;
-  o << text(12, mid_y, axes.y_label, "middle", (" transform='rotate(-90 12 " + num(mid_y) + ")'").c_str());
-  for (double m : axes.marks_x) {
-    if (!drawable(axes, m, sy.log ? sy.lo : 0) || m < sx.lo || m > sx.hi) continue;
-    const std::string label = "crossover " + tick_label(m);
-    const bool fits_right = sx(m) + 4 + text_width(label) <= sx.p1;
-    o << "<line x1='" << num(sx(m)) << "' x2='" << num(sx(m)) << "' y1='" << kTop << "' y2='" << bottom_y
-      << "' stroke='#444' stroke-dasharray='4 3'/>"
-      << text(fits_right ? sx(m) + 4 : sx(m) - 4, kTop + 12, label, fits_right ? "start" : "end");
-  }
+  o << svg_open(kHeight);
+  draw_frame(o, axes, sx, sy);
   std::vector<std::string> names;
   for (size_t i = 0; i < series.size(); ++i) {
-    const ChartSeries& s = series[i];
-    names.push_back(s.name);
-    std::string points, values, markers;
-    size_t n = 0;
-    for (size_t j = 0; j < s.x.size() && j < s.y.size(); ++j) {
-      if (!drawable(axes, s.x[j], s.y[j])) continue;
-      points += num(sx(s.x[j])) + "," + num(sy(s.y[j])) + " ";
-      values += num(s.x[j]) + "," + num(s.y[j]) + " ";
-      markers += "<circle cx='" + num(sx(s.x[j])) + "' cy='" + num(sy(s.y[j])) + "' r='2.5'/>";
-      ++n;
-    }
-    // data-values: the data behind each point, in the order of `points`, for the hover read-out.
-    // Earlier lines are drawn wider, so that a line hidden under an identical later one (a
-    // bit-identical run) still shows its colour along both edges.
-    o << "<polyline class='series' fill='none' stroke='" << color_of(i) << "' stroke-width='"
-      << num(series.size() > 1 ? std::max(1.5, 3.5 - double(i)) : 1.6) << "' data-name='"
-      << html_escape(s.name) << "' data-values='" << values << "' points='" << points << "'/>";
-    if (n <= 60) o << "<g fill='" << color_of(i) << "'>" << markers << "</g>";
+    draw_series(o, axes, sx, sy, series[i], i, series.size());
+    names.push_back(series[i].name);
   }
-  o << "<line class='guide' y1='" << kTop << "' y2='" << bottom_y << "' stroke='#999' visibility='hidden'/>";
-  o << "</svg>";
+  o << svg_line(sx.p0, sy.p1, sx.p0, sy.p0, " class='guide' stroke='#999' visibility='hidden'") << "</svg>";
   return figure(axes.title, o.str(), names);
 }
 
@@ -221,7 +241,7 @@ std::string svg_stacked_bars(const std::string& title, const std::string& unit, 
 
   std::ostringstream o;
   o << svg_open(height) << "<g stroke='#e6e6e6'>";
-  for (double t : sx.ticks) o << "<line x1='" << num(sx(t)) << "' x2='" << num(sx(t)) << "' y1='4' y2='" << bottom_y << "'/>";
+  for (double t : sx.ticks) o << svg_line(sx(t), 4, sx(t), bottom_y);
   o << "</g>";
   for (double t : sx.ticks) o << text(sx(t), bottom_y + 14, tick_label(t));
   o << text((left + sx.p1) / 2, height - 4, unit == "s" ? "seconds" : unit);
