@@ -82,6 +82,8 @@ Scale linear_scale(double lo, double hi, bool integer) {
   if (lo > 0 && lo < hi / 3) lo = 0;  // start near-zero data at zero
   double step = nice_step((hi - lo) / 5);
   if (integer) step = std::max(step, 1.0);
+  // At most 7 intervals: the next 1-2-5 step up while there are more (0.02 -> 0.05 -> 0.1).
+  while ((std::ceil(hi / step) - std::floor(lo / step)) > 7) step = nice_step(step * 2.5 * 1.0001);
   Scale s;
   s.lo = std::floor(lo / step) * step;
   s.hi = std::ceil(hi / step) * step;

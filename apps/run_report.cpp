@@ -61,25 +61,35 @@ double overall_images_per_second(const RunLog& r) {
   return seconds > 0 ? images / seconds : NAN;
 }
 
+std::string percent(double fraction) { return std::isfinite(fraction) ? fixed(100 * fraction, 2) + "%" : "n/a"; }
+
+// How a run ended: epochs and steps done, final and best accuracy, speed, time.
+std::vector<std::string> result_row(const RunLog& r) {
+  int64_t steps = 0, best_epoch = 0;
+  double seconds = 0, best = -1;
+  for (const EpochRecord& e : r.epochs) {
+    steps += e.steps;
+    seconds += e.seconds;
+    if (e.test_accuracy > best) best = e.test_accuracy, best_epoch = e.epoch;
+  }
+  if (!r.steps.empty()) steps = std::max(steps, r.steps.back().step);  // steps of an unfinished epoch
+  const EpochRecord* last = r.epochs.empty() ? nullptr : &r.epochs.back();
+  return {r.name,
+          std::to_string(r.epochs.size()) + " of " + field(r.run, "epochs"),
+          std::to_string(steps),
+          last ? fixed(last->train_loss, 4) : "n/a",
+          last ? percent(last->test_accuracy) : "n/a",
+          best >= 0 ? percent(best) + " (epoch " + std::to_string(best_epoch) + ")" : "n/a",
+          fixed(overall_images_per_second(r), 0),
+          fixed(seconds, 2)};
+}
+
 std::string runs_tables(const std::vector<RunLog>& runs) {
   std::vector<std::vector<std::string>> what, results;
   for (const RunLog& r : runs) {
     what.push_back({r.name, field(r.run, "model"), field(r.run, "data"), device_of(r), field(r.run, "parameters"),
                     field(r.run, "optimizer"), field(r.run, "batch"), field(r.run, "seed"), field(r.run, "threads")});
-    int64_t steps = 0;
-    double seconds = 0, best = -1;
-    int64_t best_epoch = 0;
-    for (const EpochRecord& e : r.epochs) {
-      steps += e.steps;
-      seconds += e.seconds;
-      if (e.test_accuracy > best) best = e.test_accuracy, best_epoch = e.epoch;
-    }
-    if (!r.steps.empty()) steps = std::max(steps, r.steps.back().step);
-    const EpochRecord* last = r.epochs.empty() ? nullptr : &r.epochs.back();
-    results.push_back({r.name, std::to_string(r.epochs.size()) + " of " + field(r.run, "epochs"), std::to_string(steps),
-                       last ? fixed(last->train_loss, 4) : "n/a", last ? fixed(100 * last->test_accuracy, 2) + "%" : "n/a",
-                       best >= 0 ? fixed(100 * best, 2) + "% (epoch " + std::to_string(best_epoch) + ")" : "n/a",
-                       fixed(overall_images_per_second(r), 0), fixed(seconds, 2)});
+    results.push_back(result_row(r));
   }
   return "<h2>Runs</h2>\n" +
          html_table({"run", "model", "data", "device", "parameters", "optimizer", "batch", "seed", "threads"}, what,

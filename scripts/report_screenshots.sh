@@ -9,19 +9,22 @@
 # reports, not benchmark figures (docs/benchmarks.md has those).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-nnlab=${1:-build}/nnlab
+root=$(pwd)
+nnlab=$root/${1:-build}/nnlab
 [ -x "$nnlab" ] || { echo "no $nnlab: build first (scripts/setup.sh build)" >&2; exit 1; }
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
+# The pages name the run files as given: short names, not the scratch folder's path.
+cd "$work"
 
-train=("$nnlab" train --model mlp --epochs 3 --threads 2 --metrics-every 25)
-"${train[@]}" --metrics "$work/mlp-sgd.jsonl" --report "$work/report-run.html"
-"${train[@]}" --metrics "$work/mlp-adam.jsonl" --optimizer adam --lr 0.001
-"${train[@]}" --metrics "$work/mlp-sgd-lr0.01.jsonl" --lr 0.01
-"$nnlab" report "$work/mlp-sgd.jsonl" "$work/mlp-adam.jsonl" "$work/mlp-sgd-lr0.01.jsonl" -o "$work/report-runs.html"
-"$nnlab" compare --model cnn --devices cpu:conv=im2col,cpu:conv=reference,cpu:threads=1 --threads 2 --max-steps 30 \
-  --batch 32 --test-images 1000 --report "$work/report-compare.html"
+train=("$nnlab" train --model mlp --epochs 3 --threads 1 --metrics-every 25)
+"${train[@]}" --metrics "mlp-sgd.jsonl" --report "report-run.html"
+"${train[@]}" --metrics "mlp-adam.jsonl" --optimizer adam --lr 0.001
+"${train[@]}" --metrics "mlp-sgd-lr0.01.jsonl" --lr 0.01
+"$nnlab" report "mlp-sgd.jsonl" "mlp-adam.jsonl" "mlp-sgd-lr0.01.jsonl" -o "report-runs.html"
+"$nnlab" compare --model cnn --devices cpu:conv=im2col,cpu:conv=reference --threads 1 --max-steps 30 \
+  --batch 32 --test-images 1000 --report "report-compare.html"
 "$nnlab" sweep --model mlp --devices cpu:threads=1,cpu:threads=2 --batches 1,4,16,64,256 --widths 0.5,2 --steps 3 \
-  --warmup 1 --report "$work/report-sweep.html"
-mkdir -p docs/images
-python3 tests/report_browser_test.py --check "$work"/report-*.html --screenshot-dir docs/images
+  --warmup 1 --report "report-sweep.html"
+mkdir -p "$root/docs/images"
+python3 "$root/tests/report_browser_test.py" --check report-*.html --screenshot-dir "$root/docs/images"
