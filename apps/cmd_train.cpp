@@ -30,8 +30,8 @@ void register_train_command(CLI::App& app) {
                   "When the run ends, write an HTML report of it (curves, time per phase, configuration; as `nnlab "
                   "report` draws from --metrics records) to this file");
   add_command(sub, [sub, config, report] {
+    TrainReport train_report(*report, *config);  // first: it may give --metrics-every its --metrics
     finalize_train_config(*sub, *config);
-    TrainReport train_report(*report, *config);
     Trainer trainer(*config);
     train_report.around([&trainer] { trainer.run(); });
     // Stopped by a signal (after saving, with --checkpoint-dir): the shell's 128 + signal.

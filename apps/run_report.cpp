@@ -81,7 +81,7 @@ std::vector<std::string> result_row(const RunLog& r) {
           last ? percent(last->test_accuracy) : "n/a",
           best >= 0 ? percent(best) + " (epoch " + std::to_string(best_epoch) + ")" : "n/a",
           fixed(overall_images_per_second(r), 0),
-          fixed(seconds, 2)};
+          r.epochs.empty() ? "n/a" : fixed(seconds, 2)};
 }
 
 std::string runs_tables(const std::vector<RunLog>& runs) {
@@ -110,15 +110,22 @@ std::vector<ChartSeries> per_epoch(const std::vector<RunLog>& runs, double (*val
   return out;
 }
 
+// Per-epoch curves when some run finished an epoch; the per-step curve when some run
+// recorded steps (a run that failed in its first epoch has only those).
 std::string charts(const std::vector<RunLog>& runs) {
+  const bool any_epochs = std::any_of(runs.begin(), runs.end(), [](const RunLog& r) { return !r.epochs.empty(); });
+  const bool any_steps = std::any_of(runs.begin(), runs.end(), [](const RunLog& r) { return !r.steps.empty(); });
   ChartAxes loss{"training loss per epoch (mean over the epoch's steps)", "epoch", "loss"};
   ChartAxes accuracy{"test accuracy after each epoch", "epoch", "accuracy (%)"};
   ChartAxes speed{"training images/s per epoch", "epoch", "images/s"};
   loss.integer_x = accuracy.integer_x = speed.integer_x = true;
-  std::string out = "<h2>Curves</h2>\n<div class='charts'>\n";
-  out += svg_line_chart(loss, per_epoch(runs, [](const EpochRecord& e) { return e.train_loss; }));
-  out += svg_line_chart(accuracy, per_epoch(runs, [](const EpochRecord& e) { return 100 * e.test_accuracy; }));
-  const bool any_steps = std::any_of(runs.begin(), runs.end(), [](const RunLog& r) { return !r.steps.empty(); });
+  std::string out = "<h2>Curves</h2>\n";
+  if (!any_epochs) out += "<p>No epoch finished: only the recorded steps can be drawn.</p>\n";
+  out += "<div class='charts'>\n";
+  if (any_epochs) {
+    out += svg_line_chart(loss, per_epoch(runs, [](const EpochRecord& e) { return e.train_loss; }));
+    out += svg_line_chart(accuracy, per_epoch(runs, [](const EpochRecord& e) { return 100 * e.test_accuracy; }));
+  }
   if (any_steps) {
     std::vector<ChartSeries> steps;
     for (const RunLog& r : runs) {
@@ -126,9 +133,12 @@ std::string charts(const std::vector<RunLog>& runs) {
       for (const StepRecord& st : r.steps) s.x.push_back(double(st.step)), s.y.push_back(st.loss);
       steps.push_back(std::move(s));
     }
-    out += svg_line_chart({"training loss per recorded step (--metrics-every)", "step", "loss"}, steps);
+    ChartAxes axes{"training loss per recorded step (--metrics-every)", "step", "loss"};
+    axes.integer_x = true;
+    out += svg_line_chart(axes, steps);
   }
-  out += svg_line_chart(speed, per_epoch(runs, [](const EpochRecord& e) { return e.images_per_second; }));
+  if (any_epochs)
+    out += svg_line_chart(speed, per_epoch(runs, [](const EpochRecord& e) { return e.images_per_second; }));
   return out + "</div>\n";
 }
 
@@ -206,6 +216,12 @@ std::string run_report_html(const std::vector<RunLog>& runs) {
     intro += (i ? ", " : "") + std::string("<b>") + html_escape(runs[i].name) + "</b> (" + html_escape(runs[i].path) + ")";
   intro += runs.size() == 1 ? ": one training run of nnlab.</p>\n"
                             : ": " + std::to_string(runs.size()) + " training runs of nnlab, overlaid.</p>\n";
+  for (const RunLog& r : runs) {
+    const auto bad = std::find_if(r.steps.begin(), r.steps.end(), [](const StepRecord& s) { return !std::isfinite(s.loss); });
+    if (bad != r.steps.end())
+      intro += "<p>" + html_escape(r.name) + ": the loss was NaN or infinite at step " + std::to_string(bad->step) +
+               ", the first such recorded step; such losses are not drawn.</p>\n";
+  }
   for (const RunLog& r : runs)
     if (r.dropped_partial_line)
       intro += "<p>" + html_escape(r.name) + ": the last record was cut off (the run stopped while writing it) and "

@@ -109,8 +109,11 @@ BROKEN_MUST_FIND = ["uncaught exception", "nothing drawn", "is cut off", "overla
 def check_page(browser, path, screenshot=None):
     """Everything wrong with one page, as messages."""
     problems = []
-    with open(path, encoding="utf-8") as f:
-        html = f.read()
+    try:
+        with open(path, encoding="utf-8") as f:
+            html = f.read()
+    except (OSError, UnicodeDecodeError) as e:
+        return ["cannot be read: %s" % e]
     for external in ("http://", "https://", "<link", "@import", " src="):
         if external in html:
             problems.append("refers to something outside the page (%r): it must be self-contained" % external)

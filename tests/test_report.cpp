@@ -160,6 +160,16 @@ TEST_CASE("train --report writes the run's page when it ends", "[report][cli]") 
   CHECK(read_text(dir / "alone.html").find("nnlab run: alone") != std::string::npos);
   CHECK(read_text(dir / "alone.html").find("records not kept") != std::string::npos);
   CHECK(std::distance(fs::directory_iterator(dir.path), fs::directory_iterator()) == 3);
+  // A run that fails is the one most worth looking at: its page is written before the error.
+  const CliResult nan = run_cli(common + "--lr 1e8 --metrics-every 1 --log-interval 5 --report " + (dir / "nan.html"));
+  INFO(nan.output);
+  CHECK(nan.exit_code == 1);
+  CHECK(nan.output.find("NaN or infinite") != std::string::npos);
+  const std::string nan_html = read_text(dir / "nan.html");
+  CHECK(nan_html.find("No epoch finished") != std::string::npos);
+  CHECK(nan_html.find("the loss was NaN or infinite at step") != std::string::npos);
+  CHECK(count_of(nan_html, "<figure class='chart'>") == 1);  // the recorded steps only
+  CHECK(std::distance(fs::directory_iterator(dir.path), fs::directory_iterator()) == 4);
   // A report path that cannot be written stops the run before it trains or writes anything.
   const CliResult bad = run_cli(common + "--metrics " + (dir / "x.jsonl") + " --report " + (dir / "no/r.html"));
   CHECK(bad.exit_code != 0);
