@@ -36,8 +36,8 @@ class Browser:
             os.dup2(writes, 4)
 
         self.process = subprocess.Popen(
-            [executable, "--headless", "--no-sandbox", "--disable-gpu", "--remote-debugging-pipe",
-             "--no-first-run", "--no-default-browser-check", "--disable-extensions", "--hide-scrollbars",
+            [executable, "--headless", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
+             "--remote-debugging-pipe", "--no-first-run", "--no-default-browser-check", "--disable-extensions", "--hide-scrollbars",
              "--user-data-dir=" + self.profile, "--window-size=%d,%d" % (width, height), "about:blank"],
             stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
             preexec_fn=give_pipes, close_fds=False)

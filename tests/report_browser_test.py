@@ -119,7 +119,8 @@ def check_page(browser, path, screenshot=None):
             problems.append("refers to something outside the page (%r): it must be self-contained" % external)
     for width in (WIDE, NARROW):
         problems += ["%d px: %s" % (width, e) for e in browser.open(path, width, 900)]
-        problems += ["%d px: %s" % (width, p) for p in browser.evaluate(LAYOUT_CHECK + "(%s)" % str(width == WIDE).lower())]
+        layout = browser.evaluate(LAYOUT_CHECK + "(%s)" % str(width == WIDE).lower())
+        problems += ["%d px: %s" % (width, p) for p in layout]
     if browser.evaluate("document.querySelectorAll('figure.chart').length") == 0:
         problems.append("no charts at all")
     browser.open(path, WIDE, 900)
@@ -138,7 +139,9 @@ def check_page(browser, path, screenshot=None):
 def check_pages(browser, pages, screenshot_dir=None):
     failed = False
     for page in pages:
-        shot = os.path.join(screenshot_dir, os.path.splitext(os.path.basename(page))[0] + ".png") if screenshot_dir else None
+        shot = None
+        if screenshot_dir:
+            shot = os.path.join(screenshot_dir, os.path.splitext(os.path.basename(page))[0] + ".png")
         problems = check_page(browser, page, shot)
         print("%s: %s" % (page, "ok" if not problems else "FAILED"))
         for p in problems:
