@@ -248,7 +248,8 @@ void write_sweep_outputs(const SweepOptions& o, const SweepPlan& plan, const Swe
   const std::string body = "<p>Steady-state training images/s (" + std::to_string(o.steps) + " timed steps after " +
                            std::to_string(o.warmup) + " warm-up steps) of <b>" + html_escape(a) + "</b> (A) and <b>" +
                            html_escape(b) + "</b> (B), CPU: " + html_escape(cpu_model_name()) + ".</p><ul>" +
-                           out.summary + "</ul>\n" + out.charts +
+                           out.summary + "</ul>\n<h2>Images/s over batch size</h2>\n<div class='charts'>" +
+                           out.charts + "</div>\n<h2>Measurements</h2>\n" +
                            html_table({"model", "width", "math", "batch", "A img/s", "B img/s", "B/A"}, rows);
   write_text_file(o.report, html_page("nnlab sweep", body));
 }

@@ -2,12 +2,14 @@
 #include <memory>
 
 #include "apps/commands.h"
+#include "apps/train_report.h"
 #include "apps/trainer.h"
 
 namespace nnlab {
 
 void register_train_command(CLI::App& app) {
   auto config = std::make_shared<TrainConfig>();
+  auto report = std::make_shared<std::string>();
   CLI::App* sub = app.add_subcommand("train", "Train a model from the zoo on a data set");
   add_train_options(*sub, *config);
   // Only train takes it here: compare has its own per-variant --conv-impl.
@@ -24,10 +26,14 @@ void register_train_command(CLI::App& app) {
   sub->add_flag("--pace-stdin", config->pace_stdin,
                 "Before each epoch print 'ready for epoch N' and wait for a line on standard input (for "
                 "benchmark drivers that alternate two programs epoch by epoch)");
-  add_command(sub, [sub, config] {
+  sub->add_option("--report", *report,
+                  "When the run ends, write an HTML report of it (curves, time per phase, configuration; as `nnlab "
+                  "report` draws from --metrics records) to this file");
+  add_command(sub, [sub, config, report] {
+    TrainReport train_report(*report, *config);  // first: it may give --metrics-every its --metrics
     finalize_train_config(*sub, *config);
     Trainer trainer(*config);
-    trainer.run();
+    train_report.around([&trainer] { trainer.run(); });
     // Stopped by a signal (after saving, with --checkpoint-dir): the shell's 128 + signal.
     return trainer.interrupted_signal() ? 128 + trainer.interrupted_signal() : 0;
   });

@@ -58,6 +58,23 @@ const std::vector<std::string> kHeader = {"variant", "device", "threads", "conv"
                                           "backward s", "optimizer s", "total s", "img/s", "speed-up", "test acc",
                                           "max |Δloss|", "max weight rel L2"};
 
+// The HTML page splits the terminal's one wide table in two, speed and agreement, so each
+// fits the width of a page; both start with the variant.
+std::string html_tables(const std::vector<std::vector<std::string>>& rows) {
+  constexpr size_t kFirstAgreementColumn = 12;  // "test acc"
+  std::vector<std::string> speed_header(kHeader.begin(), kHeader.begin() + kFirstAgreementColumn);
+  std::vector<std::string> agreement_header = {kHeader[0]};
+  agreement_header.insert(agreement_header.end(), kHeader.begin() + kFirstAgreementColumn, kHeader.end());
+  std::vector<std::vector<std::string>> speed, agreement;
+  for (const auto& row : rows) {
+    speed.emplace_back(row.begin(), row.begin() + kFirstAgreementColumn);
+    agreement.push_back({row[0]});
+    agreement.back().insert(agreement.back().end(), row.begin() + kFirstAgreementColumn, row.end());
+  }
+  return "<h2>Speed</h2>\n" + html_table(speed_header, speed) + "<h2>Agreement with the baseline</h2>\n" +
+         html_table(agreement_header, agreement);
+}
+
 }  // namespace
 
 void print_compare(const CompareResult& r) {
@@ -129,7 +146,7 @@ std::string compare_report_html(const CompareResult& r) {
   std::string body = "<p>Model <b>" + html_escape(r.config.model) + "</b> on " + html_escape(r.config.data) +
                      ", batch " + std::to_string(r.config.batch) + ", seed " + std::to_string(r.config.seed) +
                      ": the identical training (same initial weights, batches and dropout masks) on each variant; " +
-                     "the first is the baseline.</p>\n" + html_table(kHeader, summary_rows(r));
+                     "the first is the baseline.</p>\n" + html_tables(summary_rows(r));
   std::vector<ChartSeries> losses;
   std::vector<BarGroup> phases;
   for (const VariantRun& v : r.runs) {
@@ -138,7 +155,9 @@ std::string compare_report_html(const CompareResult& r) {
     losses.push_back(std::move(s));
     phases.push_back({v.label, {v.phases.data, v.phases.forward, v.phases.backward, v.phases.optimizer}});
   }
-  body += "<h2>Loss per step</h2>\n" + svg_line_chart({"training loss per step", "step", "loss"}, losses);
+  ChartAxes loss_axes{"training loss per step", "step", "loss"};
+  loss_axes.integer_x = true;
+  body += "<h2>Loss per step</h2>\n" + svg_line_chart(loss_axes, losses);
   body += "<h2>Time per phase</h2>\n" +
           svg_stacked_bars("seconds per phase, whole run", "s", {"data", "forward", "backward", "optimizer"}, phases);
   for (size_t i = 0; i < r.drift.size(); ++i) {
@@ -148,6 +167,7 @@ std::string compare_report_html(const CompareResult& r) {
     const bool any_positive = std::any_of(d.loss_diff.begin(), d.loss_diff.end(), [](double v) { return v > 0; });
     ChartAxes axes{"|Δloss| per step: " + s.name, "step", "|loss difference|"};
     axes.log_y = any_positive;
+    axes.integer_x = true;
     body += "<h2>Drift: " + html_escape(s.name) + "</h2>\n";
     body += any_positive ? svg_line_chart(axes, {s})
                          : "<p>Bit-identical losses at every step (|Δloss| = 0).</p>" + svg_line_chart(axes, {s});

@@ -1,66 +1,17 @@
 #include "apps/report_html.h"
 
+#include <sys/stat.h>
 #include <unistd.h>
 
-#include <algorithm>
-#include <cmath>
+#include <cerrno>
 #include <cstdio>
+#include <cstdlib>
+#include <cstring>
 #include <filesystem>
-#include <fstream>
-#include <sstream>
 
 #include "core/error.h"
 
 namespace nnlab {
-
-namespace {
-
-const char* kColors[] = {"#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2", "#17becf"};
-constexpr double kW = 640, kH = 320, kLeft = 70, kRight = 170, kTop = 30, kBottom = 45;
-
-std::string num(double v) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%.4g", v);
-  return buf;
-}
-
-// Maps data values to pixels along one axis (optionally logarithmic).
-struct Scale {
-  double lo, hi, p0, p1;
-  bool log;
-  double operator()(double v) const {
-    const double a = log ? std::log10(lo) : lo, b = log ? std::log10(hi) : hi, x = log ? std::log10(v) : v;
-    return b > a ? p0 + (x - a) / (b - a) * (p1 - p0) : (p0 + p1) / 2;
-  }
-  std::vector<double> ticks() const {
-    std::vector<double> t;
-    if (log) {
-      for (double d = std::pow(10, std::floor(std::log10(lo))); d <= hi * 1.0001; d *= 10)
-        if (d >= lo * 0.9999) t.push_back(d);
-      if (t.size() < 2) t = {lo, hi};
-    } else {
-      for (int i = 0; i <= 4; ++i) t.push_back(lo + (hi - lo) * i / 4);
-    }
-    return t;
-  }
-};
-
-Scale make_scale(std::vector<double> values, bool log, double p0, double p1) {
-  if (log) values.erase(std::remove_if(values.begin(), values.end(), [](double v) { return !(v > 0); }), values.end());
-  values.erase(std::remove_if(values.begin(), values.end(), [](double v) { return !std::isfinite(v); }), values.end());
-  double lo = values.empty() ? (log ? 1 : 0) : *std::min_element(values.begin(), values.end());
-  double hi = values.empty() ? lo + 1 : *std::max_element(values.begin(), values.end());
-  if (hi <= lo) hi = log ? lo * 10 : lo + 1;
-  if (!log && lo > 0 && lo < hi / 3) lo = 0;  // start near-zero data at zero
-  return {lo, hi, p0, p1, log};
-}
-
-std::string text(double x, double y, const std::string& s, const char* anchor = "middle", int size = 11) {
-  return "<text x='" + num(x) + "' y='" + num(y) + "' font-size='" + std::to_string(size) + "' text-anchor='" +
-         anchor + "'>" + html_escape(s) + "</text>";
-}
-
-}  // namespace
 
 std::string html_escape(const std::string& s) {
   std::string out;
@@ -75,81 +26,9 @@ std::string html_escape(const std::string& s) {
   return out;
 }
 
-std::string svg_line_chart(const ChartAxes& axes, const std::vector<ChartSeries>& series) {
-  std::vector<double> xs, ys;
-  for (const ChartSeries& s : series) {
-    xs.insert(xs.end(), s.x.begin(), s.x.end());
-    ys.insert(ys.end(), s.y.begin(), s.y.end());
-  }
-  const Scale sx = make_scale(xs, axes.log_x, kLeft, kW - kRight), sy = make_scale(ys, axes.log_y, kH - kBottom, kTop);
-  std::ostringstream o;
-  o << "<svg width='" << kW << "' height='" << kH << "' viewBox='0 0 " << kW << ' '
-    << kH << "' font-family='sans-serif'>" << text(kW / 2 - kRight / 2 + kLeft / 2, 18, axes.title, "middle", 13);
-  o << "<rect x='" << kLeft << "' y='" << kTop << "' width='" << kW - kLeft - kRight << "' height='"
-    << kH - kTop - kBottom << "' fill='none' stroke='#999'/>";
-  for (double t : sx.ticks()) o << text(sx(t), kH - kBottom + 15, num(t));
-  for (double t : sy.ticks()) o << text(kLeft - 5, sy(t) + 4, num(t), "end");
-  o << text((kLeft + kW - kRight) / 2, kH - 8, axes.x_label);
-  o << "<text x='14' y='" << (kTop + kH - kBottom) / 2 << "' font-size='11' text-anchor='middle' transform='rotate(-90 14 "
-    << (kTop + kH - kBottom) / 2 << ")'>" << html_escape(axes.y_label) << "</text>";
-  for (double m : axes.marks_x)
-    o << "<line x1='" << num(sx(m)) << "' x2='" << num(sx(m)) << "' y1='" << kTop << "' y2='" << kH - kBottom
-      << "' stroke='#444' stroke-dasharray='4 3'/>" << text(sx(m), kTop + 12, "crossover " + num(m));
-  for (size_t i = 0; i < series.size(); ++i) {
-    const ChartSeries& s = series[i];
-    const char* color = kColors[i % 8];
-    std::string points;
-    for (size_t j = 0; j < s.x.size() && j < s.y.size(); ++j) {
-      if ((axes.log_x && !(s.x[j] > 0)) || (axes.log_y && !(s.y[j] > 0)) || !std::isfinite(s.y[j])) continue;
-      points += num(sx(s.x[j])) + "," + num(sy(s.y[j])) + " ";
-      if (s.x.size() <= 40) o << "<circle cx='" << num(sx(s.x[j])) << "' cy='" << num(sy(s.y[j])) << "' r='2.5' fill='" << color << "'/>";
-    }
-    o << "<polyline fill='none' stroke='" << color << "' stroke-width='1.5' points='" << points << "'/>";
-    const double ly = kTop + 10 + 16 * double(i);
-    o << "<rect x='" << kW - kRight + 12 << "' y='" << ly - 8 << "' width='10' height='10' fill='" << color << "'/>"
-      << text(kW - kRight + 27, ly + 1, s.name, "start");
-  }
-  o << "</svg>";
-  return o.str();
-}
-
-std::string svg_stacked_bars(const std::string& title, const std::string& unit, const std::vector<std::string>& parts,
-                             const std::vector<BarGroup>& groups) {
-  double max_total = 0;
-  for (const BarGroup& g : groups) {
-    double t = 0;
-    for (double v : g.parts) t += v;
-    max_total = std::max(max_total, t);
-  }
-  const double bar = 26, height = kTop + 30 + bar * 1.5 * double(groups.size()), left = 140, width = kW - left - kRight;
-  std::ostringstream o;
-  o << "<svg width='" << kW << "' height='" << height << "' viewBox='0 0 " << kW
-    << ' ' << height << "' font-family='sans-serif'>" << text(kW / 2, 18, title, "middle", 13);
-  for (size_t i = 0; i < groups.size(); ++i) {
-    const double y = kTop + bar * 1.5 * double(i);
-    double x = left, total = 0;
-    o << text(left - 6, y + bar * 0.65, groups[i].label, "end");
-    for (size_t j = 0; j < groups[i].parts.size(); ++j) {
-      const double w = max_total > 0 ? groups[i].parts[j] / max_total * width : 0;
-      o << "<rect x='" << num(x) << "' y='" << y << "' width='" << num(w) << "' height='" << bar << "' fill='"
-        << kColors[j % 8] << "'><title>" << html_escape(j < parts.size() ? parts[j] : "") << ": "
-        << num(groups[i].parts[j]) << ' ' << html_escape(unit) << "</title></rect>";
-      x += w;
-      total += groups[i].parts[j];
-    }
-    o << text(x + 4, y + bar * 0.65, num(total) + " " + unit, "start");
-  }
-  for (size_t j = 0; j < parts.size(); ++j) {
-    const double ly = kTop + 10 + 16 * double(j);
-    o << "<rect x='" << kW - kRight + 40 << "' y='" << ly - 8 << "' width='10' height='10' fill='" << kColors[j % 8]
-      << "'/>" << text(kW - kRight + 55, ly + 1, parts[j], "start");
-  }
-  o << "</svg>";
-  return o.str();
-}
-
-std::string html_table(const std::vector<std::string>& header, const std::vector<std::vector<std::string>>& rows) {
-  std::string out = "<table><tr>";
+std::string html_table(const std::vector<std::string>& header, const std::vector<std::vector<std::string>>& rows,
+                       bool text_columns) {
+  std::string out = text_columns ? "<div class='table-wrap'><table class='text'><tr>" : "<div class='table-wrap'><table><tr>";
   for (const std::string& h : header) out += "<th>" + html_escape(h) + "</th>";
   out += "</tr>";
   for (const auto& row : rows) {
@@ -157,15 +36,87 @@ std::string html_table(const std::vector<std::string>& header, const std::vector
     for (const std::string& c : row) out += "<td>" + html_escape(c) + "</td>";
     out += "</tr>";
   }
-  return out + "</table>";
+  return out + "</table></div>\n";
 }
 
+namespace {
+
+// Tables keep numbers on one line and wrap their headers; a table wider than the page
+// scrolls in its .table-wrap box. Charts fill the width of their grid cell.
+const char* kStyle =
+    "body{font-family:sans-serif;max-width:1200px;margin:1.5em auto;padding:0 1em;color:#222;line-height:1.4}"
+    "h1{font-size:1.5em}h2{font-size:1.2em;margin-top:1.6em;border-bottom:1px solid #ddd;padding-bottom:.2em}"
+    ".charts{display:grid;grid-template-columns:repeat(auto-fill,minmax(min(100%,480px),1fr));gap:.5em 2.5em}"
+    ".columns{display:grid;grid-template-columns:repeat(auto-fit,minmax(min(100%,440px),1fr));gap:0 2.5em}"
+    "figure.chart{margin:1em 0;max-width:760px;min-width:0}"
+    "figcaption{font-weight:bold;font-size:.95em;margin-bottom:.3em}"
+    ".plot{position:relative}.plot svg{width:100%;height:auto;display:block}"
+    ".legend{display:flex;flex-wrap:wrap;gap:.2em 1.2em;font-size:.85em;margin-top:.3em}"
+    ".legend span{display:inline-flex;align-items:center;overflow-wrap:anywhere}"
+    ".legend i{width:.9em;height:.9em;margin-right:.35em;flex:none}"
+    ".tip{position:absolute;display:none;pointer-events:none;background:rgba(255,255,255,.95);border:1px solid #bbb;"
+    "padding:4px 7px;font-size:12px;white-space:nowrap;box-shadow:0 1px 4px rgba(0,0,0,.2)}"
+    ".table-wrap{overflow-x:auto;max-width:100%;margin:1em 0}"
+    "table{border-collapse:collapse;font-size:.9em}"
+    "td,th{border:1px solid #ccc;padding:3px 7px;text-align:right;white-space:nowrap}"
+    "th{background:#f3f3f3;white-space:normal;vertical-align:bottom}"
+    "td:first-child,th:first-child{text-align:left}"
+    "table.text td,table.text th{white-space:pre-wrap;text-align:left;overflow-wrap:anywhere;max-width:32em;"
+    "vertical-align:top}table.text td:first-child{white-space:nowrap}"
+    "pre{background:#f7f7f7;padding:8px;overflow-x:auto}";
+
+// Hover read-out: the value of every series at the point nearest the pointer, and a guide
+// line there. Each polyline carries its data in data-values, in the order of its points.
+const char* kScript = R"JS(
+document.querySelectorAll('figure.chart').forEach(function (fig) {
+  var svg = fig.querySelector('svg'), tip = fig.querySelector('.tip'), guide = svg.querySelector('.guide');
+  var lines = svg.querySelectorAll('polyline.series');
+  if (!guide || !tip || lines.length === 0) return;
+  svg.addEventListener('mousemove', function (ev) {
+    var at = svg.createSVGPoint();
+    at.x = ev.clientX; at.y = ev.clientY;
+    at = at.matrixTransform(svg.getScreenCTM().inverse());
+    tip.textContent = '';
+    var guideX = null;
+    lines.forEach(function (line) {
+      var values = line.getAttribute('data-values').trim().split(' '), best = -1, distance = Infinity;
+      for (var i = 0; i < line.points.numberOfItems; ++i) {
+        var d = Math.abs(line.points.getItem(i).x - at.x);
+        if (d < distance) { distance = d; best = i; }
+      }
+      if (best < 0) return;
+      if (guideX === null) guideX = line.points.getItem(best).x;
+      var xy = values[best].split(','), row = document.createElement('div'), dot = document.createElement('b');
+      dot.style.color = line.getAttribute('stroke');
+      dot.textContent = '● ';
+      row.appendChild(dot);
+      row.appendChild(document.createTextNode(line.getAttribute('data-name') + ': ' + xy[1] + '  (x = ' + xy[0] + ')'));
+      tip.appendChild(row);
+    });
+    if (guideX === null) return;
+    guide.setAttribute('x1', guideX); guide.setAttribute('x2', guideX);
+    guide.setAttribute('visibility', 'visible');
+    var box = fig.querySelector('.plot').getBoundingClientRect();
+    tip.style.display = 'block';
+    var x = ev.clientX - box.left + 14;
+    if (x + tip.offsetWidth > box.width) x = Math.max(0, ev.clientX - box.left - 14 - tip.offsetWidth);
+    tip.style.left = x + 'px';
+    tip.style.top = Math.max(0, ev.clientY - box.top - tip.offsetHeight - 8) + 'px';
+  });
+  svg.addEventListener('mouseleave', function () {
+    tip.style.display = 'none';
+    guide.setAttribute('visibility', 'hidden');
+  });
+});
+)JS";
+
+}  // namespace
+
 std::string html_page(const std::string& title, const std::string& body) {
-  return "<!DOCTYPE html>\n<html lang='en'><head><meta charset='utf-8'><title>" + html_escape(title) +
-         "</title>\n<style>body{font-family:sans-serif;max-width:1000px;margin:2em auto;color:#222}"
-         "table{border-collapse:collapse;margin:1em 0}td,th{border:1px solid #ccc;padding:3px 8px;text-align:right}"
-         "th{background:#f3f3f3}pre{background:#f7f7f7;padding:8px;overflow-x:auto}</style></head>\n<body>\n<h1>" +
-         html_escape(title) + "</h1>\n" + body + "\n</body></html>\n";
+  return "<!DOCTYPE html>\n<html lang='en'><head><meta charset='utf-8'>"
+         "<meta name='viewport' content='width=device-width, initial-scale=1'><title>" +
+         html_escape(title) + "</title>\n<style>" + kStyle + "</style></head>\n<body>\n<h1>" + html_escape(title) +
+         "</h1>\n" + body + "\n<script>" + kScript + "</script>\n</body></html>\n";
 }
 
 void check_writable(const std::string& path, const char* option) {
@@ -181,17 +132,31 @@ void check_writable(const std::string& path, const char* option) {
 }
 
 void write_text_file(const std::string& path, const std::string& content) {
-  const std::string tmp = path + ".tmp";
-  {
-    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    NNLAB_CHECK(out.good(), "cannot write '", tmp, "'");
-    out << content;
-    out.flush();
-    NNLAB_CHECK(out.good(), "writing '", tmp, "' failed (disk full?)");
+  // A fresh name beside `path` (same file system, so the rename is atomic), never a file the
+  // user already has.
+  std::string tmp = path + ".XXXXXX";
+  const int fd = ::mkstemp(tmp.data());
+  NNLAB_CHECK(fd >= 0, "cannot write '", path, "': ", std::strerror(errno), "; choose a writable path");
+  ::fchmod(fd, 0644);  // mkstemp makes it private (0600); a report is meant to be shared
+  size_t done = 0;
+  while (done < content.size()) {
+    const ssize_t n = ::write(fd, content.data() + done, content.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;
+    done += size_t(n);
+  }
+  const int write_errno = errno;
+  const bool written = done == content.size() && ::close(fd) == 0;
+  if (!written) {
+    std::remove(tmp.c_str());
+    fail("writing '", path, "' failed: ", std::strerror(write_errno), " (disk full?); nothing was written");
   }
   std::error_code ec;
   std::filesystem::rename(tmp, path, ec);
-  NNLAB_CHECK(!ec, "cannot rename '", tmp, "' to '", path, "': ", ec.message());
+  if (ec) {
+    std::remove(tmp.c_str());
+    fail("cannot replace '", path, "': ", ec.message(), "; nothing was written");
+  }
 }
 
 }  // namespace nnlab
