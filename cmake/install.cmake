@@ -5,6 +5,7 @@
 #   P/lib/cmake/nnlab/nnlabConfig.cmake, nnlabConfigVersion.cmake,        find_package(nnlab)
 #                      nnlabTargets*.cmake                                → nnlab::nnlab
 #   P/bin/nnlab                                                           the command-line program
+#   P/share/nnlab/zoo/*.json                                              the zoo's model files
 #
 # The libraries are static, so their private dependencies (OpenBLAS, nlohmann_json, zlib,
 # and CUDA's runtime, cuBLAS and cuDNN in a CUDA build) travel in the exported target as
@@ -18,7 +19,7 @@ foreach(dir core autograd layers optim devices datasets)
   # devices/cuda: only cuda_backend.h is public; its other headers need the CUDA toolkit.
   install(DIRECTORY ${CMAKE_CURRENT_SOURCE_DIR}/${dir}/ DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/nnlab/${dir}
           FILES_MATCHING PATTERN "*.h"
-          PATTERN "cuda_check.h" EXCLUDE PATTERN "cuda_context.h" EXCLUDE)
+          PATTERN "cuda_check.h" EXCLUDE PATTERN "cuda_context.h" EXCLUDE PATTERN "zoo" EXCLUDE)
 endforeach()
 
 # nnlab is an interface target over the per-floor libraries (cmake/floors.cmake); they are
@@ -28,6 +29,9 @@ install(TARGETS nnlab nnlab_core nnlab_devices nnlab_autograd nnlab_layers nnlab
         LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR}
         INCLUDES DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/nnlab)
 install(TARGETS nnlab_cli RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
+# The zoo's model files, found by the program at <its folder>/../share/nnlab/zoo (layers/zoo.h).
+install(DIRECTORY ${CMAKE_CURRENT_SOURCE_DIR}/layers/zoo/ DESTINATION ${CMAKE_INSTALL_DATADIR}/nnlab/zoo
+        FILES_MATCHING PATTERN "*.json")
 install(EXPORT nnlabTargets NAMESPACE nnlab:: DESTINATION ${NNLAB_INSTALL_CMAKEDIR})
 
 configure_package_config_file(${CMAKE_CURRENT_LIST_DIR}/nnlabConfig.cmake.in
