@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <cmath>
+#include <cstdio>
 #include <initializer_list>
 #include <set>
 
@@ -46,6 +47,12 @@ double physical_memory_bytes() {
 std::string gib(double bytes) {
   char buf[32];
   std::snprintf(buf, sizeof buf, "%.3g GiB", bytes / (1024.0 * 1024.0 * 1024.0));
+  return buf;
+}
+
+std::string count_str(double count) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.3g", count);
   return buf;
 }
 
@@ -132,7 +139,7 @@ class Entry {
   void add_parameters(double count) const {
     w_.parameters += count;
     if (16.0 * w_.parameters > w_.memory)
-      error("would hold ", count, " parameters (", gib(4.0 * count), " as float32, the model ", gib(16.0 * w_.parameters),
+      error("would hold ", count_str(count), " parameters (", gib(4.0 * count), " as float32, the model ", gib(16.0 * w_.parameters),
             " with gradients and optimizer state), more than this machine's ", gib(w_.memory),
             " of memory; make it narrower");
   }
