@@ -58,7 +58,10 @@ const std::vector<ModelFile>& model_zoo() {
   static const std::vector<ModelFile> zoo = [] {
     const std::string dir = zoo_directory();
     std::vector<ModelFile> files;
-    for (const char* name : kZooNames) files.push_back(read_model_file(dir + "/" + name + ".json"));
+    for (const char* name : kZooNames) {
+      files.push_back(read_model_file(dir + "/" + name + ".json"));
+      files.back().origin = std::string("zoo model ") + name;  // messages name the model, not the path
+    }
     return files;
   }();
   return zoo;
