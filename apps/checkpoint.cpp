@@ -84,6 +84,7 @@ void save_checkpoint(const std::string& path, const CheckpointInfo& info, const 
       {"format_version", kFormatVersion},
       {"nnlab_version", NNLAB_VERSION},
       {"model", info.model},
+      {"model_file", info.model_file},
       {"input", Json{{"channels", in.channels}, {"height", in.height}, {"width", in.width}, {"classes", in.classes}}
                     .dump()},
       {"class_names", Json(info.class_names).dump()},
@@ -107,6 +108,7 @@ SafetensorsFile read_checkpoint(const std::string& path, CheckpointInfo* info) {
   out.metadata = meta;
   NNLAB_CHECK(meta.count("model"), "checkpoint ", path, " lacks metadata 'model'");
   out.model = meta.at("model");
+  if (meta.count("model_file")) out.model_file = meta.at("model_file");
   try {
     const Json in = meta_json(meta, path, "input");
     out.input = InputSpec{in.at("channels").get<int64_t>(), in.at("height").get<int64_t>(),
@@ -175,11 +177,29 @@ TrainingState load_training_state(const SafetensorsFile& file, const std::string
   return s;
 }
 
+ModelFile checkpoint_model(const CheckpointInfo& info, const std::string& path) {
+  if (info.model_file.empty()) return model_info(info.model);  // saved before checkpoints carried the file
+  return parse_model_file(info.model_file, "the model file stored in checkpoint " + path, info.model);
+}
+
+ModelFile checkpoint_model_file(const std::string& path) {
+  CheckpointInfo info;
+  read_checkpoint(path, &info);
+  return checkpoint_model(info, path);
+}
+
+void check_same_model(const CheckpointInfo& info, const std::string& path, const ModelFile& model) {
+  const ModelFile saved = checkpoint_model(info, path);
+  NNLAB_CHECK(Json::parse(saved.text).at("layers") == Json::parse(model.text).at("layers"), "checkpoint ", path,
+              " was saved from model ", info.model, ", whose layers differ from those of ", model.origin,
+              "; resume without --model and --model-file to use the checkpoint's own model");
+}
+
 std::shared_ptr<Sequential> load_model_from_checkpoint(const std::string& path, Device device, CheckpointInfo* info) {
   CheckpointInfo local;
   CheckpointInfo& ci = info ? *info : local;
   const SafetensorsFile file = read_checkpoint(path, &ci);
-  std::shared_ptr<Sequential> model = make_model(ci.model, ci.input, 0);
+  std::shared_ptr<Sequential> model = make_model(checkpoint_model(ci, path), ci.input, 0);
   load_model_tensors(file, path, ci.model, *model, ci.model);
   model->to(device);
   return model;

@@ -3,7 +3,8 @@
 //              "bn1.running_mean", ...), so PyTorch's load_state_dict takes them as they are,
 //              and the optimizer's state as "optimizer.<parameter index>.<name>"
 //              ("optimizer.0.momentum_buffer", "optimizer.3.exp_avg", ...)
-//   metadata   JSON strings: format and version, model, input spec, class names,
+//   metadata   JSON strings: format and version, model, the model file (its text, so the
+//              checkpoint needs nothing else to rebuild the network), input spec, class names,
 //              normalisation, the full TrainConfig, where the run stands (epoch, step within
 //              it, global step, optimizer and Adam per-parameter steps, Dropout step counters,
 //              the epoch's running loss sum, best validation accuracy) and the nnlab version.
@@ -25,6 +26,7 @@ namespace nnlab {
 
 struct CheckpointInfo {
   std::string model;
+  std::string model_file;  // the model file's text; "" in checkpoints written before model files (zoo models)
   InputSpec input;
   Normalization normalization;
   std::vector<std::string> class_names;
@@ -58,7 +60,15 @@ void load_model_tensors(const SafetensorsFile& file, const std::string& path, co
 TrainingState load_training_state(const SafetensorsFile& file, const std::string& path, Module& model,
                                   Optimizer& optimizer);
 
-// Builds the zoo model named in the checkpoint, loads its weights and buffers, moves it to
+// The model a checkpoint was saved from: its stored model file, or for a checkpoint older than
+// model files, the zoo's file of the model it names.
+ModelFile checkpoint_model(const CheckpointInfo& info, const std::string& path);
+// The same, reading `path` first (for --resume without --model or --model-file).
+ModelFile checkpoint_model_file(const std::string& path);
+// Throws when `model` is not the network the checkpoint was saved from (a different layer list).
+void check_same_model(const CheckpointInfo& info, const std::string& path, const ModelFile& model);
+
+// Builds the model the checkpoint was saved from (checkpoint_model), loads its weights and buffers, moves it to
 // `device`. `info` (optional) receives the checkpoint's description.
 std::shared_ptr<Sequential> load_model_from_checkpoint(const std::string& path, Device device, CheckpointInfo* info);
 

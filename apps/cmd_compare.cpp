@@ -91,7 +91,7 @@ VariantRun run_variant(const TrainConfig& c, const RunVariant& v, const CompareD
   run.threads = cpu_threads();
   run.conv = conv_impl_name(v.conv);
   const InputSpec input{data.train.channels(), data.train.height(), data.train.width(), data.train.classes};
-  auto model = make_model(c.model, input, c.seed);  // drawn on the host: the same bits on every device
+  auto model = make_model(c.model_spec, input, c.seed);  // drawn on the host: the same bits on every device
   model->to(device);
   auto opt = make_optimizer(c.optimizer, model->parameters());
   DataLoaderOptions opts;

@@ -14,6 +14,7 @@
 
 #include "apps/commands.h"
 #include "apps/run_variant.h"
+#include "apps/train_config.h"
 #include "autograd/engine.h"
 #include "autograd/grad_mode.h"
 #include "autograd/ops.h"
@@ -126,8 +127,13 @@ void measure_peaks(Device device, DeviceExplain& out) {
   take_kernel_calls();
 }
 
-InputSpec input_for(const ModelInfo& info) {
-  return info.recipe.data == "cifar10" ? InputSpec{3, 32, 32, 10} : InputSpec{1, 28, 28, 10};
+// A synthetic batch shaped as the data set of the model's recipe.
+InputSpec input_for(const ModelFile& info) {
+  InputSpec input;
+  NNLAB_CHECK(fixed_input(info.recipe.data, input), info.origin, ": its recipe's data set '", info.recipe.data,
+              "' has no fixed image size; explain needs one (set the recipe's \"data\" to fashion-mnist, mnist or "
+              "cifar10)");
+  return input;
 }
 
 // The recorded step: forward layer by layer (so each op knows its layer), loss, backward,
@@ -190,13 +196,12 @@ void record_step(Sequential& model, Optimizer& opt, const Tensor& images, const 
   set_backward_hook(nullptr);
 }
 
-DeviceExplain explain_on(const RunVariant& v, const std::string& model_name, int64_t batch, uint64_t seed) {
+DeviceExplain explain_on(const RunVariant& v, const ModelFile& info, int64_t batch, uint64_t seed) {
   DeviceExplain out;
   out.label = v.label;
   const Device device = apply_variant(v);
-  const ModelInfo& info = model_info(model_name);
   const InputSpec input = input_for(info);
-  auto model = make_model(model_name, input, seed);
+  auto model = make_model(info, input, seed);
   model->to(device);
   OptimizerConfig oc;
   oc.name = info.recipe.optimizer;
@@ -274,7 +279,7 @@ void print_totals(const DeviceExplain& d) {
 
 void register_explain_command(CLI::App& app) {
   struct Options {
-    std::string model = "cnn", devices = "cpu", conv = "auto";
+    std::string model = "cnn", model_file, devices = "cpu", conv = "auto";
     int64_t batch = 64;
     int threads = 0;
     uint64_t seed = 0;
@@ -282,6 +287,7 @@ void register_explain_command(CLI::App& app) {
   auto o = std::make_shared<Options>();
   CLI::App* sub = app.add_subcommand("explain", "One training step node by node: shapes, FLOPs, bytes, kernels, time");
   sub->add_option("--model", o->model, "Model from the zoo: " + model_names())->capture_default_str();
+  sub->add_option("--model-file", o->model_file, "Your own model, described in a JSON file (docs/models.md)");
   sub->add_option("--device", o->devices,
                   "Device(s), comma-separated: cpu, cuda, cuda:N, with optional :threads=N :conv=... :math=...")
       ->capture_default_str();
@@ -292,9 +298,11 @@ void register_explain_command(CLI::App& app) {
                   "(CPU) or cudnn (CUDA)")
       ->capture_default_str();
   sub->add_option("--seed", o->seed, "Seed of the weights and the synthetic batch")->capture_default_str();
-  add_command(sub, [o] {
+  add_command(sub, [sub, o] {
     NNLAB_CHECK(o->batch >= 1 && o->batch <= 65536, "--batch must lie in 1..65536, got ", o->batch);
-    model_info(o->model);
+    NNLAB_CHECK(sub->count("--model") == 0 || o->model_file.empty(), "give --model NAME or --model-file FILE, not both");
+    const ModelFile info = o->model_file.empty() ? model_info(o->model) : read_model_file(o->model_file);
+    check_model(info, input_for(info));
     std::vector<RunVariant> variants = parse_variants(o->devices, o->threads, parse_conv_impl(o->conv));
     std::vector<RunVariant> usable;
     for (const RunVariant& v : variants) {
@@ -307,9 +315,9 @@ void register_explain_command(CLI::App& app) {
     NNLAB_CHECK(!usable.empty(), "explain: no device of '", o->devices, "' is usable here: ", cuda_status().reason);
     check_variants(usable);
     std::vector<DeviceExplain> runs;
-    for (const RunVariant& v : usable) runs.push_back(explain_on(v, o->model, o->batch, o->seed));
+    for (const RunVariant& v : usable) runs.push_back(explain_on(v, info, o->batch, o->seed));
     std::printf("nnlab explain: %s, batch %lld, one training step after two warm-up steps; cpu kernels: %s\n",
-                o->model.c_str(), static_cast<long long>(o->batch), cpu_isa_report().c_str());
+                info.name.c_str(), static_cast<long long>(o->batch), cpu_isa_report().c_str());
     print_explain(runs);
     for (const DeviceExplain& d : runs) print_totals(d);
     return 0;

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "apps/commands.h"
+#include "apps/train_config.h"
 #include "autograd/grad_mode.h"
 #include "autograd/ops.h"
 #include "core/random.h"
@@ -19,6 +20,28 @@
 #endif
 
 namespace nnlab {
+
+namespace {
+
+// A checked model file: what it is built for, its recipe, and every parameter under the name
+// PyTorch's twin gives it (scripts/torch_model.py).
+void print_model_file(const ModelFile& m) {
+  InputSpec input;
+  NNLAB_CHECK(fixed_input(m.recipe.data, input), m.origin, ": its recipe's data set '", m.recipe.data,
+              "' has no fixed image size; check it with nnlab train --data folder --data-dir DIR --max-steps 1");
+  const auto model = build_model(m, input);
+  std::printf("%s: model %s%s%s\n  for %s: %lldx%lldx%lld images, %lld classes\n  recipe: %s lr %g, momentum %g, "
+              "batch %lld, schedule %s\n",
+              m.origin.c_str(), m.name.c_str(), m.summary.empty() ? "" : " - ", m.summary.c_str(),
+              m.recipe.data.c_str(), (long long)input.channels, (long long)input.height, (long long)input.width,
+              (long long)input.classes, m.recipe.optimizer.c_str(), m.recipe.lr, m.recipe.momentum,
+              (long long)m.recipe.batch, m.recipe.schedule.c_str());
+  for (const auto& [name, t] : model->named_parameters())
+    std::printf("  %-36s %-18s %lld\n", name.c_str(), shape_str(t.shape()).c_str(), (long long)t.numel());
+  std::printf("  %lld parameters\n", (long long)model->parameter_count());
+}
+
+}  // namespace
 
 std::string version_string() { return std::string("nnlab ") + NNLAB_VERSION; }
 
@@ -74,13 +97,29 @@ void register_info_commands(CLI::App& app) {
     return 0;
   });
 
-  CLI::App* models = app.add_subcommand("models", "List the models of the zoo and their default recipes");
-  add_command(models, [] {
-    for (const ModelInfo& m : model_zoo())
+  CLI::App* models = app.add_subcommand("models", "List the models of the zoo and their default recipes; print or check "
+                                                  "a model file");
+  auto show = std::make_shared<std::string>();
+  auto file = std::make_shared<std::string>();
+  models->add_option("--show", *show,
+                     "Print a zoo model's file, the start for your own: nnlab models --show cnn > mine.json");
+  models->add_option("--model-file", *file,
+                     "Check your own model file for its recipe's data set and list its parameters (PyTorch's names)");
+  add_command(models, [show, file] {
+    if (!show->empty()) {
+      std::fputs(model_info(*show).text.c_str(), stdout);
+      return 0;
+    }
+    if (!file->empty()) {
+      print_model_file(read_model_file(*file));
+      return 0;
+    }
+    for (const ModelFile& m : model_zoo())
       std::printf("%-10s %s\n           recipe: %s lr %g%s, batch %lld, data %s\n", m.name.c_str(), m.summary.c_str(),
                   m.recipe.optimizer.c_str(), m.recipe.lr,
                   m.recipe.momentum > 0 ? (" momentum " + std::to_string(m.recipe.momentum).substr(0, 4)).c_str() : "",
                   static_cast<long long>(m.recipe.batch), m.recipe.data.c_str());
+    std::printf("(model files in %s; `nnlab models --show NAME` prints one)\n", zoo_directory().c_str());
     return 0;
   });
 }

@@ -17,10 +17,7 @@
 #include "core/random.h"
 #include "devices/cpu/threads.h"
 #include "devices/registry.h"
-#include "layers/activation.h"
-#include "layers/conv2d.h"
-#include "layers/linear.h"
-#include "layers/pool.h"
+#include "apps/train_config.h"
 #include "layers/zoo.h"
 #include "optim/make_optimizer.h"
 
@@ -31,10 +28,11 @@ namespace {
 using Clock = std::chrono::steady_clock;
 
 struct SweepOptions {
-  std::string models = "mlp", devices, batches = "1,4,16,64,256,1024,4096", widths = "1", maths = "fp32",
+  std::string models = "mlp", model_files, devices, batches = "1,4,16,64,256,1024,4096", widths = "1", maths = "fp32",
               conv = "auto", report, metrics;
   int64_t steps = 5, warmup = 2;
   int threads = 0;
+  bool zoo_given = false;  // --model was given (with --model-file, both are swept)
   uint64_t seed = 0;
 };
 
@@ -75,44 +73,20 @@ std::vector<T> parse_numbers(const std::string& text, const char* option, T lo, 
   return out;
 }
 
-int64_t scaled(int64_t channels, double width) { return std::max<int64_t>(1, std::llround(channels * width)); }
-
-// The zoo's mlp and cnn with every hidden width multiplied (width 1 is the zoo model itself).
-std::shared_ptr<Sequential> build_model(const std::string& name, double width, const InputSpec& in, uint64_t seed) {
-  if (width == 1.0) return make_model(name, in, seed);
-  NNLAB_CHECK(name == "mlp" || name == "cnn", "--widths: width multipliers are built for mlp and cnn; ", name,
-              " runs at width 1 only");
-  auto m = std::make_shared<Sequential>();
-  if (name == "mlp") {
-    const int64_t h1 = scaled(256, width), h2 = scaled(128, width);
-    m->add("flatten", std::make_shared<Flatten>())
-        .add("fc1", std::make_shared<Linear>(in.channels * in.height * in.width, h1))
-        .add("relu1", std::make_shared<ReLU>())
-        .add("fc2", std::make_shared<Linear>(h1, h2))
-        .add("relu2", std::make_shared<ReLU>())
-        .add("fc3", std::make_shared<Linear>(h2, in.classes));
-  } else {
-    const int64_t c1 = scaled(32, width), c2 = scaled(64, width), f = scaled(128, width);
-    m->add("c1", std::make_shared<Conv2d>(in.channels, c1, 3, 1, 1))
-        .add("relu1", std::make_shared<ReLU>())
-        .add("pool1", std::make_shared<MaxPool2d>(2))
-        .add("c2", std::make_shared<Conv2d>(c1, c2, 3, 1, 1))
-        .add("relu2", std::make_shared<ReLU>())
-        .add("pool2", std::make_shared<MaxPool2d>(2))
-        .add("flatten", std::make_shared<Flatten>())
-        .add("f1", std::make_shared<Linear>(c2 * (in.height / 4) * (in.width / 4), f))
-        .add("relu3", std::make_shared<ReLU>())
-        .add("f2", std::make_shared<Linear>(f, in.classes));
-  }
-  m->initialize(seed);
-  return m;
+// The model's input: the data set of its recipe (a synthetic batch of that shape is measured).
+InputSpec sweep_input(const ModelFile& m) {
+  InputSpec in;
+  NNLAB_CHECK(fixed_input(m.recipe.data, in), m.origin, ": its recipe's data set '", m.recipe.data,
+              "' has no fixed image size; sweep needs one (set the recipe's \"data\" to fashion-mnist, mnist or "
+              "cifar10)");
+  return in;
 }
 
 // Images/s of `steps` training steps after `warmup` untimed ones, on one synthetic batch.
-double measure(const SweepOptions& o, const std::string& model_name, double width, Device device, int64_t batch) {
-  const ModelInfo& info = model_info(model_name);
-  const InputSpec in = info.recipe.data == "cifar10" ? InputSpec{3, 32, 32, 10} : InputSpec{1, 28, 28, 10};
-  auto model = build_model(model_name, width, in, o.seed);
+// Width w multiplies every hidden width (scale_widths); width 1 is the model itself.
+double measure(const SweepOptions& o, const ModelFile& info, double width, Device device, int64_t batch) {
+  const InputSpec in = sweep_input(info);
+  auto model = make_model(scale_widths(info, width), in, o.seed);
   model->to(device);
   OptimizerConfig oc;
   oc.name = info.recipe.optimizer;
@@ -159,7 +133,8 @@ std::string fmt(const char* f, double v) {
 
 // Everything a sweep needs, checked before the first measurement.
 struct SweepPlan {
-  std::vector<std::string> models, maths;
+  std::vector<ModelFile> models;
+  std::vector<std::string> maths;
   std::vector<int64_t> batches;
   std::vector<double> widths;
   std::vector<RunVariant> variants;
@@ -175,12 +150,14 @@ SweepPlan plan_sweep(const SweepOptions& o) {
   NNLAB_CHECK(o.steps >= 1 && o.steps <= 1000, "--steps must lie in 1..1000, got ", o.steps);
   NNLAB_CHECK(o.warmup >= 0 && o.warmup <= 100, "--warmup must lie in 0..100, got ", o.warmup);
   SweepPlan plan;
-  plan.models = split_list(o.models);
-  for (const std::string& m : plan.models) model_info(m);
+  if (o.model_files.empty() || o.zoo_given)
+    for (const std::string& m : split_list(o.models)) plan.models.push_back(model_info(m));
+  if (!o.model_files.empty())
+    for (const std::string& path : split_list(o.model_files)) plan.models.push_back(read_model_file(path));
   plan.batches = parse_numbers<int64_t>(o.batches, "--batches", 1, 65536);
   plan.widths = parse_numbers<double>(o.widths, "--widths", 0.0625, 16);
-  for (const std::string& m : plan.models)
-    for (double w : plan.widths) build_model(m, w, InputSpec{}, 0);  // a width the model lacks fails now
+  for (const ModelFile& m : plan.models)
+    for (double w : plan.widths) check_model(scale_widths(m, w), sweep_input(m));  // a model that cannot fit fails now
   plan.maths = split_list(o.maths);
   for (const std::string& m : plan.maths)
     NNLAB_CHECK(m == "fp32" || m == "tf32", "--math: '", m, "' is not fp32 or tf32");
@@ -200,15 +177,16 @@ SweepPlan plan_sweep(const SweepOptions& o) {
 }
 
 // One curve pair: both variants over all batch sizes for one model, width and math mode.
-void sweep_group(const SweepOptions& o, const SweepPlan& plan, const std::string& model, double width,
+void sweep_group(const SweepOptions& o, const SweepPlan& plan, const ModelFile& info, double width,
                  const std::string& math, SweepOutput& out) {
+  const std::string& model = info.name;
   std::vector<double> rate[2];
   for (int vi = 0; vi < 2; ++vi) {
     RunVariant v = plan.variants[vi];
     // The CPU has no tf32: in a tf32 row its fp32 rate is the comparison.
     v.tf32 = math == "tf32" && v.device_text.rfind("cuda", 0) == 0;
     const Device device = apply_variant(v);
-    for (int64_t b : plan.batches) rate[vi].push_back(measure(o, model, width, device, b));
+    for (int64_t b : plan.batches) rate[vi].push_back(measure(o, info, width, device, b));
   }
   const std::string &a = plan.variants[0].label, &b = plan.variants[1].label;
   for (size_t i = 0; i < plan.batches.size(); ++i) {
@@ -261,7 +239,7 @@ int run_sweep(const SweepOptions& o) {
               b.c_str(), (long long)o.steps, (long long)o.warmup);
   std::printf("%-10s %6s %5s %7s %16s %16s %8s\n", "model", "width", "math", "batch", a.c_str(), b.c_str(), "B/A");
   SweepOutput out;
-  for (const std::string& model : plan.models)
+  for (const ModelFile& model : plan.models)
     for (double width : plan.widths)
       for (const std::string& math : plan.maths) sweep_group(o, plan, model, width, math, out);
   write_sweep_outputs(o, plan, out);
@@ -276,11 +254,12 @@ void register_sweep_command(CLI::App& app) {
                                               "crossover batch where the CPU stops winning");
   sub->add_option("--model", o->models, "Model(s) from the zoo, comma-separated: " + model_names())
       ->capture_default_str();
+  sub->add_option("--model-file", o->model_files, "Your own model file(s), comma-separated (docs/models.md)");
   sub->add_option("--devices", o->devices,
                   "Two run variants A,B (A is the CPU side): DEVICE[:threads=N][:conv=...][:math=...]; default cpu,cuda "
                   "when CUDA is usable, else cpu:threads=1,cpu");
   sub->add_option("--batches", o->batches, "Batch sizes, comma-separated")->capture_default_str();
-  sub->add_option("--widths", o->widths, "Width multipliers (mlp, cnn), comma-separated")->capture_default_str();
+  sub->add_option("--widths", o->widths, "Width multipliers of every hidden layer, comma-separated")->capture_default_str();
   sub->add_option("--math", o->maths, "Math modes, comma-separated: fp32, tf32 (CUDA only)")->capture_default_str();
   sub->add_option("--steps", o->steps, "Timed steps per point")->capture_default_str();
   sub->add_option("--warmup", o->warmup, "Untimed steps before them")->capture_default_str();
@@ -292,7 +271,10 @@ void register_sweep_command(CLI::App& app) {
   sub->add_option("--seed", o->seed, "Seed of the weights and the synthetic batch")->capture_default_str();
   sub->add_option("--report", o->report, "Write a self-contained HTML report to this file");
   sub->add_option("--metrics", o->metrics, "Write one JSON record per point to this file");
-  add_command(sub, [o] { return run_sweep(*o); });
+  add_command(sub, [sub, o] {
+    o->zoo_given = sub->count("--model") > 0;
+    return run_sweep(*o);
+  });
 }
 
 }  // namespace nnlab

@@ -2,6 +2,7 @@
 
 #include <cmath>
 
+#include "apps/checkpoint.h"
 #include "core/error.h"
 #include "datasets/dataset.h"
 #include "layers/zoo.h"
@@ -14,6 +15,8 @@ void add_train_options(CLI::App& app, TrainConfig& c) {
   app.add_option("--data-dir", c.data_dir,
                  "Folder with the data files (default for fashion-mnist: /usr/share/datasets/fashion-mnist)");
   app.add_option("--model", c.model, "Model from the zoo: " + model_names())->capture_default_str();
+  app.add_option("--model-file", c.model_file,
+                 "Your own model, described in a JSON file (docs/models.md; `nnlab models --show cnn` prints one)");
   app.add_option("--epochs", c.epochs, "Training epochs")->capture_default_str();
   app.add_option("--batch", c.batch, "Batch size (default: the model's recipe, 64)");
   app.add_option("--optimizer", c.optimizer.name, "sgd, adam or adamw (default: the model's recipe)");
@@ -69,9 +72,21 @@ void check_finite_non_negative(const char* option, double v) {
 }
 }  // namespace
 
+bool fixed_input(const std::string& data, InputSpec& input) {
+  if (data == "fashion-mnist" || data == "mnist") input = InputSpec{1, 28, 28, 10};
+  else if (data == "cifar10" || data == "synthetic-cifar10") input = InputSpec{3, 32, 32, 10};
+  else return false;
+  return true;
+}
+
 void finalize_train_config(const CLI::App& app, TrainConfig& c) {
-  const ModelInfo& info = model_info(c.model);
-  if (c.data.empty()) c.data = info.recipe.data;
+  NNLAB_CHECK(app.count("--model") == 0 || c.model_file.empty(), "give --model NAME or --model-file FILE, not both");
+  if (!c.model_file.empty()) c.model_spec = read_model_file(c.model_file);
+  else if (!c.resume.empty() && app.count("--model") == 0) c.model_spec = checkpoint_model_file(c.resume);
+  else c.model_spec = model_info(c.model);
+  c.model = c.model_spec.name;
+  const ModelRecipe& recipe = c.model_spec.recipe;
+  if (c.data.empty()) c.data = recipe.data;
   NNLAB_CHECK(c.data == "fashion-mnist" || c.data == "mnist" || c.data == "cifar10" || c.data == "folder" ||
                   c.data == "synthetic-cifar10",
               "--data '", c.data,
@@ -79,10 +94,14 @@ void finalize_train_config(const CLI::App& app, TrainConfig& c) {
   if (c.data_dir.empty()) c.data_dir = default_data_dir(c.data);
   NNLAB_CHECK(!c.data_dir.empty() || c.data == "synthetic-cifar10", "--data-dir is required for --data ", c.data,
               " (the folder holding its files; scripts/download-data.sh fetches them)");
-  if (app.count("--batch") == 0) c.batch = info.recipe.batch;
-  if (app.count("--optimizer") == 0) c.optimizer.name = info.recipe.optimizer;
-  if (app.count("--lr") == 0) c.optimizer.lr = info.recipe.lr;
-  if (app.count("--momentum") == 0) c.optimizer.momentum = c.optimizer.name == "sgd" ? info.recipe.momentum : 0.0;
+  // A model that cannot be built for this data set fails here, before anything is written.
+  InputSpec input;
+  if (fixed_input(c.data, input)) check_model(c.model_spec, input);
+  if (app.count("--batch") == 0) c.batch = recipe.batch;
+  if (app.count("--optimizer") == 0) c.optimizer.name = recipe.optimizer;
+  if (app.count("--lr") == 0) c.optimizer.lr = recipe.lr;
+  if (app.count("--momentum") == 0) c.optimizer.momentum = c.optimizer.name == "sgd" ? recipe.momentum : 0.0;
+  if (app.count("--schedule") == 0) c.schedule = recipe.schedule;
   NNLAB_CHECK(c.optimizer.name == "sgd" || c.optimizer.name == "adam" || c.optimizer.name == "adamw",
               "--optimizer '", c.optimizer.name, "' is not known; choose sgd, adam or adamw");
   if (c.optimizer.name == "adamw" && app.count("--weight-decay") == 0) c.optimizer.weight_decay = 0.01;

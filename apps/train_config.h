@@ -5,6 +5,7 @@
 
 #include <CLI/CLI.hpp>
 
+#include "layers/model_file.h"
 #include "optim/make_optimizer.h"
 #include "optim/schedule.h"
 
@@ -13,7 +14,9 @@ namespace nnlab {
 struct TrainConfig {
   std::string data = "";          // fashion-mnist | mnist | cifar10 ("" = the model's recipe)
   std::string data_dir;           // "" = the data set's default folder
-  std::string model = "mlp";
+  std::string model = "mlp";       // a zoo name; after finalize, the name of model_spec
+  std::string model_file;         // --model-file: the user's own model file ("" = the zoo's --model)
+  ModelFile model_spec;           // after finalize: the network and its recipe, read from either
   int64_t epochs = 5;
   int64_t batch = 0;              // 0 = the recipe's
   OptimizerConfig optimizer;      // name "" = the recipe's
@@ -45,8 +48,14 @@ struct TrainConfig {
 
 // Registers the training options on a (sub)command.
 void add_train_options(CLI::App& app, TrainConfig& config);
-// Fills recipe defaults for options the user did not give and validates the result;
-// throws nnlab::Error with a message naming the option.
+// One image's shape and the class count of a data set whose shape is fixed (fashion-mnist,
+// mnist: 1×28×28; cifar10, synthetic-cifar10: 3×32×32; 10 classes); false for "folder".
+bool fixed_input(const std::string& data, InputSpec& input);
+
+// Reads the model (--model-file, --model, or with --resume and neither, the model stored in
+// the checkpoint), checks it against the data set's shape where that is fixed, fills recipe
+// defaults for options the user did not give and validates the result; throws nnlab::Error
+// with a message naming the option or the model file.
 void finalize_train_config(const CLI::App& app, TrainConfig& config);
 
 }  // namespace nnlab

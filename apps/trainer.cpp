@@ -102,7 +102,7 @@ Trainer::Trainer(TrainConfig config) : config_(std::move(config)) {
   // The validation set comes out of the training set; the test set is never selected on.
   if (config_.val_split > 0) std::tie(train_, val_) = split_validation(train_, config_.val_split, config_.seed);
   const InputSpec input{train_.channels(), train_.height(), train_.width(), train_.classes};
-  model_ = make_model(config_.model, input, config_.seed);
+  model_ = make_model(config_.model_spec, input, config_.seed);
   model_->to(device_);
   optimizer_ = make_optimizer(config_.optimizer, model_->parameters());
   if (config_.normalize == "dataset") normalization_ = channel_statistics(train_);
@@ -351,6 +351,7 @@ void Trainer::save_checkpoint(const std::string& path, int64_t epoch, int64_t st
                                                : "; nothing was saved.");
   CheckpointInfo info;
   info.model = config_.model;
+  info.model_file = config_.model_spec.text;
   info.input = InputSpec{train_.channels(), train_.height(), train_.width(), train_.classes};
   info.normalization = normalization_;
   info.class_names = train_.class_names;
@@ -385,6 +386,7 @@ void Trainer::resume_from(const std::string& path) {
   const SafetensorsFile file = read_checkpoint(path, &info);
   NNLAB_CHECK(info.model == config_.model, "checkpoint ", path, " was saved from model ", info.model,
               ", not --model ", config_.model, "; resume with --model ", info.model);
+  check_same_model(info, path, config_.model_spec);
   // Options that change what the continued run computes must be those of the first run.
   const auto saved = nlohmann::json::parse(info.metadata.at("config"));
   const std::vector<std::tuple<const char*, nlohmann::json, nlohmann::json>> same = {

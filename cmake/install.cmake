@@ -6,6 +6,7 @@
 #                      nnlabTargets*.cmake                                → nnlab::nnlab
 #   P/bin/nnlab                                                           the command-line program
 #   P/lib/nnlab/libnnlab_cuda.so                                          the CUDA backend, loaded on use
+#   P/share/nnlab/zoo/*.json                                              the zoo's model files
 #
 # The libraries are static, so their private dependencies (OpenBLAS, nlohmann_json, zlib)
 # travel in the exported target as link-only entries; nnlabConfig.cmake finds them again in
@@ -19,7 +20,7 @@ foreach(dir core autograd layers optim devices datasets)
   # devices/cuda: only cuda_backend.h is public; its other headers need the CUDA toolkit.
   install(DIRECTORY ${CMAKE_CURRENT_SOURCE_DIR}/${dir}/ DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/nnlab/${dir}
           FILES_MATCHING PATTERN "*.h"
-          PATTERN "cuda_check.h" EXCLUDE PATTERN "cuda_context.h" EXCLUDE)
+          PATTERN "cuda_check.h" EXCLUDE PATTERN "cuda_context.h" EXCLUDE PATTERN "zoo" EXCLUDE)
 endforeach()
 
 # nnlab is an interface target over the per-floor libraries (cmake/floors.cmake); they are
@@ -33,6 +34,9 @@ install(TARGETS nnlab_cli RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
 if(TARGET nnlab_cuda)
   install(TARGETS nnlab_cuda LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR}/nnlab)
 endif()
+# The zoo's model files, found by the program at <its folder>/../share/nnlab/zoo (layers/zoo.h).
+install(DIRECTORY ${CMAKE_CURRENT_SOURCE_DIR}/layers/zoo/ DESTINATION ${CMAKE_INSTALL_DATADIR}/nnlab/zoo
+        FILES_MATCHING PATTERN "*.json")
 install(EXPORT nnlabTargets NAMESPACE nnlab:: DESTINATION ${NNLAB_INSTALL_CMAKEDIR})
 
 configure_package_config_file(${CMAKE_CURRENT_LIST_DIR}/nnlabConfig.cmake.in

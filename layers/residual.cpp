@@ -4,30 +4,36 @@
 
 namespace nnlab {
 
-BasicBlock::BasicBlock(int64_t in_channels, int64_t out_channels, int64_t stride)
-    : in_channels_(in_channels), out_channels_(out_channels), stride_(stride) {
-  conv1_ = register_module("conv1", std::make_shared<Conv2d>(Conv2dOptions{in_channels, out_channels, 3, 3, stride, 1, false}));
-  bn1_ = register_module("bn1", std::make_shared<BatchNorm2d>(out_channels));
-  conv2_ = register_module("conv2", std::make_shared<Conv2d>(Conv2dOptions{out_channels, out_channels, 3, 3, 1, 1, false}));
-  bn2_ = register_module("bn2", std::make_shared<BatchNorm2d>(out_channels));
-  if (stride != 1 || in_channels != out_channels) {
-    auto down = std::make_shared<Sequential>();
-    down->add("0", std::make_shared<Conv2d>(Conv2dOptions{in_channels, out_channels, 1, 1, stride, 0, false}))
-        .add("1", std::make_shared<BatchNorm2d>(out_channels));
-    downsample_ = register_module("downsample", down);
+Residual::Residual(std::vector<Sequential::Child> body, std::string shortcut_name,
+                   std::shared_ptr<Sequential> shortcut, std::shared_ptr<Module> activation)
+    : body_(std::move(body)),
+      shortcut_name_(std::move(shortcut_name)),
+      shortcut_(std::move(shortcut)),
+      activation_(std::move(activation)) {
+  NNLAB_CHECK(!body_.empty(), "Residual: the body needs at least one layer");
+  // Registration order is the initialisation order: the body first, then the shortcut.
+  for (const auto& [name, layer] : body_) {
+    NNLAB_CHECK(name != shortcut_name_ || !shortcut_, "Residual: the shortcut's name '", name,
+                "' is also a body layer's name");
+    register_module(name, layer);
   }
+  if (shortcut_) register_module(shortcut_name_, shortcut_);
 }
 
-Tensor BasicBlock::forward(const Tensor& x) {
-  Tensor h = relu(bn1_->forward(conv1_->forward(x)));
-  h = bn2_->forward(conv2_->forward(h));
-  const Tensor shortcut = downsample_ ? downsample_->forward(x) : x;
-  return relu(add(h, shortcut));
+// The body runs before the shortcut, as in torchvision's BasicBlock.forward.
+Tensor Residual::forward(const Tensor& x) {
+  Tensor h = x;
+  for (const auto& [name, layer] : body_) h = layer->forward(h);
+  const Tensor s = shortcut_ ? shortcut_->forward(x) : x;
+  h = add(h, s);
+  return activation_ ? activation_->forward(h) : h;
 }
 
-std::string BasicBlock::describe() const {
-  return "BasicBlock(" + std::to_string(in_channels_) + " -> " + std::to_string(out_channels_) +
-         ", stride=" + std::to_string(stride_) + (downsample_ ? ", downsample=1x1 conv + BatchNorm2d" : "") + ")";
+std::string Residual::describe() const {
+  std::string out = "Residual(body:";
+  for (const auto& [name, layer] : body_) out += " " + name;
+  out += shortcut_ ? "; shortcut: " + shortcut_name_ : "; identity shortcut";
+  return out + (activation_ ? "; then " + activation_->describe() : "") + ")";
 }
 
 }  // namespace nnlab

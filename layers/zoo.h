@@ -1,39 +1,31 @@
-// The model zoo: each model is identical to its twin in the PyTorch yardstick
-// (shared/peers/torch_bench.py) — same layers, same parameter names — and comes with the
-// same default training recipe.
+// The model zoo: six model files shipped with nnlab (layers/zoo/<name>.json, installed to
+// <prefix>/share/nnlab/zoo), read by the same code as a user's own file (model_file.h). Each
+// is identical to its twin in the PyTorch yardstick (shared/peers/torch_bench.py): same
+// layers, same parameter names, same default training recipe.
 #pragma once
+#include <cstdint>
 #include <memory>
 #include <string>
 #include <vector>
 
-#include "layers/sequential.h"
+#include "layers/model_file.h"
 
 namespace nnlab {
 
-struct InputSpec {
-  int64_t channels = 1, height = 28, width = 28, classes = 10;
-};
-
-struct ModelRecipe {
-  std::string optimizer;  // "sgd" | "adam" | "adamw"
-  double lr = 0.01;
-  double momentum = 0.0;
-  int64_t batch = 64;
-  std::string data;       // the data set it is meant for: "fashion-mnist" or "cifar10"
-};
-
-struct ModelInfo {
-  std::string name, summary;
-  ModelRecipe recipe;
-  // Builds the model for this input; throws when the input cannot fit the model.
-  std::shared_ptr<Sequential> (*build)(const InputSpec& input);
-};
-
-const std::vector<ModelInfo>& model_zoo();
-const ModelInfo& model_info(const std::string& name);  // throws with the list of names
+// The zoo's files, in the order `nnlab models` lists them; read once, on first use.
+const std::vector<ModelFile>& model_zoo();
+const ModelFile& model_info(const std::string& name);  // throws with the list of names
 std::string model_names();                             // "mlp, cnn, ..."
 
-// Builds `name` for `input` and initialises it from `seed`.
+// The folder the zoo's files are read from, the first of
+//   $NNLAB_ZOO_DIR                                 (set by the user; must hold the files)
+//   <the program's folder>/../share/nnlab/zoo      (an installed nnlab, wherever it was moved)
+//   <the source tree>/layers/zoo                   (a build tree: the files as checked out)
+//   <the configured install prefix>/share/nnlab/zoo
+// that holds mlp.json; throws, naming every place it looked, when none does.
+std::string zoo_directory();
+
+// Builds zoo model `name` for `input` and initialises it from `seed`.
 std::shared_ptr<Sequential> make_model(const std::string& name, const InputSpec& input, uint64_t seed);
 
 }  // namespace nnlab

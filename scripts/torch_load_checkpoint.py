@@ -5,9 +5,11 @@
 
 Run it with Debian's python3 (python3-torch 1.13 and python3-numpy). The file is read with
 the `safetensors` package when it is installed, otherwise with the small reader below. The
-twins use the parameter names of layers/zoo.cpp, so `load_state_dict(strict=True)` takes the
-checkpoint's tensors as they are; the test images get the normalisation stored in the
-checkpoint. Prints the accuracy with 2 decimals, as `nnlab eval` does.
+twin is built by scripts/torch_model.py from the model file the checkpoint carries (or, for a
+checkpoint older than model files, from the zoo's file of the model it names), with nnlab's
+parameter names, so `load_state_dict(strict=True)` takes the checkpoint's tensors as they are;
+the test images get the normalisation stored in the checkpoint. Prints the accuracy with 2
+decimals, as `nnlab eval` does. Test sets in IDX files (fashion-mnist, mnist) only.
 """
 import argparse
 import gzip
@@ -15,11 +17,12 @@ import json
 import os
 import struct
 import sys
-from collections import OrderedDict
 
 import numpy as np
 import torch
-from torch import nn
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from torch_model import build, load_spec  # noqa: E402
 
 
 def read_safetensors(path):
@@ -47,34 +50,6 @@ def read_safetensors(path):
     return tensors, meta
 
 
-def mlp(c, h, w, k):
-    return nn.Sequential(OrderedDict(flatten=nn.Flatten(), fc1=nn.Linear(c * h * w, 256), relu1=nn.ReLU(),
-                              fc2=nn.Linear(256, 128), relu2=nn.ReLU(), fc3=nn.Linear(128, k)))
-
-
-def cnn(c, h, w, k, batchnorm=False):
-    layers = [("c1", nn.Conv2d(c, 32, 3, 1, 1))]
-    layers += [("bn1", nn.BatchNorm2d(32))] if batchnorm else []
-    layers += [("relu1", nn.ReLU()), ("pool1", nn.MaxPool2d(2)), ("c2", nn.Conv2d(32, 64, 3, 1, 1))]
-    layers += [("bn2", nn.BatchNorm2d(64))] if batchnorm else []
-    layers += [("relu2", nn.ReLU()), ("pool2", nn.MaxPool2d(2)), ("flatten", nn.Flatten()),
-               ("f1", nn.Linear(64 * (h // 4) * (w // 4), 128)), ("relu3", nn.ReLU())]
-    layers += [("drop", nn.Dropout(0.25))] if batchnorm else []
-    layers += [("f2", nn.Linear(128, k))]
-    return nn.Sequential(OrderedDict(layers))
-
-
-def lenet5(c, h, w, k):
-    h2, w2 = (h // 2 - 4) // 2, (w // 2 - 4) // 2
-    return nn.Sequential(OrderedDict(
-        c1=nn.Conv2d(c, 6, 5, 1, 2), relu1=nn.ReLU(), pool1=nn.MaxPool2d(2), c2=nn.Conv2d(6, 16, 5),
-        relu2=nn.ReLU(), pool2=nn.MaxPool2d(2), flatten=nn.Flatten(), f1=nn.Linear(16 * h2 * w2, 120),
-        relu3=nn.ReLU(), f2=nn.Linear(120, 84), relu4=nn.ReLU(), f3=nn.Linear(84, k)))
-
-
-TWINS = {"mlp": mlp, "cnn": cnn, "lenet5": lenet5, "cnn-bn": lambda *a: cnn(*a, batchnorm=True)}
-
-
 def read_idx(path):
     with gzip.open(path, "rb") as f:
         raw = f.read()
@@ -92,9 +67,8 @@ def main():
     if meta.get("format") != "nnlab-checkpoint":
         sys.exit("%s is not an nnlab checkpoint" % args.checkpoint)
     name, spec = meta["model"], json.loads(meta["input"])
-    if name not in TWINS:
-        sys.exit("no PyTorch twin for model %s here; twins: %s" % (name, ", ".join(TWINS)))
-    model = TWINS[name](spec["channels"], spec["height"], spec["width"], spec["classes"])
+    model_file = json.loads(meta["model_file"]) if meta.get("model_file") else load_spec(name)
+    model = build(model_file, spec["channels"], spec["height"], spec["width"], spec["classes"])
     state = {k: v for k, v in tensors.items() if not k.startswith("optimizer.")}
     for k, v in state.items():  # nnlab keeps num_batches_tracked as int32, PyTorch as int64
         if k.endswith("num_batches_tracked"):

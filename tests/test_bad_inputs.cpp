@@ -98,10 +98,12 @@ TEST_CASE("bad inputs: a model that does not fit the data set's images is refuse
   TempDir data;
   write_mnist(data, 8, 2);  // 2×2 images: too small for two 2×2 poolings
   expect_refusal("--model cnn --data mnist --data-dir " + data.path.string(),
-                 "cnn: a 1×2×2 input is too small for its convolutions and pooling; use larger images or another model");
+                 "zoo model cnn: layer 'pool2' (maxpool2d): its 64×1×1 input is too small for its 2-wide window "
+                 "(padding 0); use a smaller kernel, more padding, or less pooling before it");
   expect_refusal("--model cifar-cnn --data mnist --data-dir " + data.path.string(),
-                 "cifar-cnn: a 1×2×2 input is too small");
-  expect_refusal("--model lenet5 --data mnist --data-dir " + data.path.string(), "lenet5: a 1×2×2 input is too small");
+                 "zoo model cifar-cnn: layer 'pool2' (maxpool2d): its 64×1×1 input is too small");
+  expect_refusal("--model lenet5 --data mnist --data-dir " + data.path.string(),
+                 "zoo model lenet5: layer 'c2' (conv2d): its 6×1×1 input is too small for its 5-wide window");
 }
 
 TEST_CASE("bad inputs: labels out of range for the model's 10 classes", "[bad_inputs]") {

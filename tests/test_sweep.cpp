@@ -48,9 +48,10 @@ TEST_CASE("sweep measures images/s over batches and widths with a crossover verd
 TEST_CASE("sweep refuses what it cannot measure", "[sweep]") {
   nnlab_test::TempDir dir("nnlab_cmd");
   const std::string report = dir / "s.html";
-  const CliResult width = run_cli("sweep --model lenet5 --widths 2 --devices cpu:threads=1,cpu --report " + report);
-  CHECK(width.exit_code != 0);
-  CHECK(width.output.find("width multipliers are built for mlp and cnn") != std::string::npos);
+  const CliResult file = run_cli("sweep --model-file " + (dir / "none.json") + " --devices cpu:threads=1,cpu --report " +
+                                 report);
+  CHECK(file.exit_code != 0);
+  CHECK(file.output.find("cannot open model file " + (dir / "none.json")) != std::string::npos);
   const CliResult tf32 = run_cli("sweep --model mlp --math tf32 --devices cpu:threads=1,cpu --report " + report);
   CHECK(tf32.exit_code != 0);
   CHECK(tf32.output.find("tf32 is a CUDA math mode") != std::string::npos);

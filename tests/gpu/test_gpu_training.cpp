@@ -23,7 +23,7 @@ namespace {
 // The zoo's cnn (torch_bench.py CNN: conv32-conv64-fc128 with two 2×2 max pools) or, while
 // the zoo lacks it, the same layers under the same names built here.
 std::shared_ptr<Sequential> build_cnn(uint64_t seed) {
-  for (const ModelInfo& m : model_zoo())
+  for (const ModelFile& m : model_zoo())
     if (m.name == "cnn") return make_model("cnn", InputSpec{1, 28, 28, 10}, seed);
   auto m = std::make_shared<Sequential>();
   m->add("c1", std::make_shared<Conv2d>(1, 32, 3, 1, 1))
