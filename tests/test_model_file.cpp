@@ -126,7 +126,7 @@ TEST_CASE("bad model files end in one message naming the file and the layer", "[
                     f + ": the model has an unknown field 'layer'; its fields are name, summary, recipe, layers, comment");
 }
 
-TEST_CASE("read_model_file names the file; a missing one is one message", "[model_file][bad_input]") {
+TEST_CASE("read_model_file names the file, and a missing one is one message", "[model_file][bad_input]") {
   nnlab_test::TempDir dir("nnlab_model_file");
   CHECK_THROWS_WITH(read_model_file(dir / "none.json"), Catch::StartsWith("cannot open model file " + (dir / "none.json")));
   std::ofstream(dir / "mine.json") << net(R"({"type": "flatten"}, {"type": "linear", "out_features": "classes"})");

@@ -72,7 +72,7 @@ TEST_CASE("a model file with cnn's layers trains bit for bit as --model cnn", "[
   CHECK(read_text(dir / "own.jsonl").find("\"model\":\"my-cnn\"") != std::string::npos);
 }
 
-TEST_CASE("example model files train; their checkpoints evaluate and resume without the file", "[cli][model_file]") {
+TEST_CASE("example model files train, and their checkpoints evaluate and resume without the file", "[cli][model_file]") {
   if (!have_fashion()) return;
   const std::string python = python_with_torch();
   for (const char* name : {"conv-bn-dropout", "small-resnet", "mlp-widths"}) {
