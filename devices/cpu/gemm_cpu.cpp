@@ -1,9 +1,12 @@
-// GEMM on the CPU: OpenBLAS's cblas_sgemm / cblas_dgemm, row-major, so the shapes read as
-// written: C(m×n) = alpha · op(A)(m×k) · op(B)(k×n) + beta · C.
+// GEMM on the CPU, row-major, so the shapes read as written:
+// C(m×n) = alpha · op(A)(m×k) · op(B)(k×n) + beta · C.
+// Float32 products of a layer's size go to libxsmm's generated kernels (gemm_libxsmm.h: over
+// twice OpenBLAS's rate on them here); the rest, and float64, to OpenBLAS's cblas_?gemm.
 #include <cblas.h>
 
 #include "devices/cpu/cpu_backend.h"
 #include "devices/cpu/dispatch.h"
+#include "devices/cpu/gemm_libxsmm.h"
 #include "devices/kernel_log.h"
 
 namespace nnlab {
@@ -26,9 +29,14 @@ void CpuBackend::gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t 
   // Leading dimension = the stored row length.
   const auto lda = static_cast<int>(trans_a ? m : k), ldb = static_cast<int>(trans_b ? k : n);
   const auto ldc = static_cast<int>(n);
-  if (kernel_log_enabled())  // nnlab explain: which BLAS call this dispatch made
-    record_kernel(a.dtype() == DType::Float64 ? "cblas_dgemm" : "cblas_sgemm",
-                  std::string(trans_a ? "T" : "N") + (trans_b ? "T" : "N") + " " + dims_text({m, n, k}));
+  const std::string shape = std::string(trans_a ? "T" : "N") + (trans_b ? "T" : "N") + " " + dims_text({m, n, k});
+  if (a.dtype() == DType::Float32 &&
+      cpu::libxsmm_gemm(trans_a, trans_b, m, n, k, static_cast<float>(alpha), a.data<float>(), b.data<float>(),
+                        static_cast<float>(beta), c.data<float>())) {
+    if (kernel_log_enabled()) record_kernel("libxsmm", shape);  // nnlab explain: which call this dispatch made
+    return;
+  }
+  if (kernel_log_enabled()) record_kernel(a.dtype() == DType::Float64 ? "cblas_dgemm" : "cblas_sgemm", shape);
   const CBLAS_TRANSPOSE ta = trans_a ? CblasTrans : CblasNoTrans, tb = trans_b ? CblasTrans : CblasNoTrans;
   if (a.dtype() == DType::Float32) {
     cblas_sgemm(CblasRowMajor, ta, tb, static_cast<int>(m), static_cast<int>(n), static_cast<int>(k),

@@ -1,0 +1,99 @@
+#include "devices/cpu/gemm_libxsmm.h"
+
+#ifdef NNLAB_WITH_LIBXSMM
+#include <libxsmm.h>
+#include <omp.h>
+
+#include <algorithm>
+#include <mutex>
+#include <vector>
+
+#include "core/error.h"
+#include "devices/cpu/cpu_isa.h"
+#include "devices/cpu/threads.h"
+#endif
+
+namespace nnlab::cpu {
+
+#ifndef NNLAB_WITH_LIBXSMM
+
+bool libxsmm_gemm(bool, bool, int64_t, int64_t, int64_t, float, const float*, const float*, float, float*) {
+  return false;
+}
+
+#else
+
+namespace {
+
+// Products beyond this are OpenBLAS's: its packing pays there, and libxsmm's code is made
+// for operands that fit in the caches. 1024 covers every layer of the zoo but cnn's f1 input.
+constexpr int64_t kLargestSide = 1024;
+// Below this many flops a product stays on one thread: waking a second costs more.
+constexpr double kParallelFlops = 2e6;
+
+// libxsmm generates code for the instruction set cpu_isa() chose, so NNLAB_CPU_ISA=avx2
+// gets AVX2 code on an AVX-512 machine too. Set once, before the first kernel.
+void initialise() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    libxsmm_init();
+    libxsmm_set_target_arch(cpu_isa() == CpuIsa::avx512 ? "avx512_core" : "hsw");
+  });
+}
+
+// Rows [first, first + rows) of C: column-major C' (n × rows) = B' · A' (see the header).
+bool product_rows(bool trans_a, int64_t first, int64_t rows, int64_t n, int64_t k, const float* a, int64_t lda,
+                  const float* b, int64_t ldb, float beta, float* c) {
+  const libxsmm_blasint m_x = n, n_x = rows, k_x = k, lda_x = ldb, ldb_x = lda, ldc_x = n;
+  const float alpha = 1.0f;
+  const int flags = trans_a ? LIBXSMM_GEMM_FLAG_TRANS_B : LIBXSMM_GEMM_FLAG_NONE;
+  const libxsmm_smmfunction kernel =
+      libxsmm_smmdispatch(m_x, n_x, k_x, &lda_x, &ldb_x, &ldc_x, &alpha, &beta, &flags, nullptr);
+  if (!kernel) return false;
+  // Row `first` of op(A): row `first` of A (NN), or column `first` of the stored k × m A (TN).
+  const float* a_rows = trans_a ? a + first : a + first * lda;
+  kernel(b, a_rows, c + first * n);
+  return true;
+}
+
+}  // namespace
+
+bool libxsmm_gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, const float* a,
+                  const float* b, float beta, float* c) {
+  if (alpha != 1.0f || (beta != 0.0f && beta != 1.0f)) return false;
+  if (m > kLargestSide || n > kLargestSide || k > kLargestSide || m < 1 || n < 1 || k < 1) return false;
+  initialise();
+  // op(B) stored as k × n rows for libxsmm: a transposed B (stored n × k) is copied first.
+  thread_local std::vector<float> b_copy;
+  if (trans_b) {
+    b_copy.resize(static_cast<size_t>(k * n));
+    for (int64_t j = 0; j < n; ++j)
+      for (int64_t p = 0; p < k; ++p) b_copy[p * n + j] = b[j * k + p];
+    b = b_copy.data();
+  }
+  const int64_t lda = trans_a ? m : k, ldb = n;
+  const double flops = 2.0 * static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(k);
+  const int threads = flops >= kParallelFlops ? static_cast<int>(std::min<int64_t>(cpu_threads(), m)) : 1;
+  if (threads <= 1) return product_rows(trans_a, 0, m, n, k, a, lda, b, ldb, beta, c);
+  // Each thread takes a contiguous block of C's rows; a shape libxsmm refuses is refused whole
+  // (checked first, so no thread has written anything when the caller falls back to BLAS).
+  const int64_t block = (m + threads - 1) / threads;
+  {
+    const libxsmm_blasint m_x = n, n_x = block, k_x = k, lda_x = ldb, ldb_x = lda, ldc_x = n;
+    const float one = 1.0f;
+    const int flags = trans_a ? LIBXSMM_GEMM_FLAG_TRANS_B : LIBXSMM_GEMM_FLAG_NONE;
+    if (!libxsmm_smmdispatch(m_x, n_x, k_x, &lda_x, &ldb_x, &ldc_x, &one, &beta, &flags, nullptr)) return false;
+  }
+  bool all_done = true;
+#pragma omp parallel for num_threads(threads) schedule(static) reduction(&& : all_done)
+  for (int t = 0; t < threads; ++t) {
+    const int64_t first = t * block, rows = std::min(block, m - first);
+    if (rows > 0) all_done = product_rows(trans_a, first, rows, n, k, a, lda, b, ldb, beta, c) && all_done;
+  }
+  NNLAB_CHECK(all_done, "libxsmm refused a row block of a ", m, "×", n, "×", k, " product it had accepted");
+  return true;
+}
+
+#endif
+
+}  // namespace nnlab::cpu

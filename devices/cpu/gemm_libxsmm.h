@@ -1,0 +1,28 @@
+// Float32 GEMM on libxsmm (Debian's libxsmm-dev): matrix-product kernels generated at run
+// time for the running CPU's instruction set, for the small products nnlab's layers make.
+//
+// Why: a training step of the mlp or lenet5 is a dozen products of a batch of 64 rows with
+// a few hundred columns. On one Zen 5 core, measured with scripts/bench_libxsmm.cpp, OpenBLAS
+// (its Haswell kernels, as OPENBLAS_CORETYPE pins them here) ran them at 100–120 GFLOP/s and
+// libxsmm's generated AVX-512 code at 235–260, slightly above nnlab's own small_gemm. libxsmm
+// also serves the AVX2 path (cpu_isa.h): it then generates AVX2 code.
+//
+// What it covers: row-major C (m × n) = op(A) · op(B) + beta · C with alpha 1 and beta 0 or 1.
+//   NN, TN   libxsmm directly (libxsmm is column-major: row-major C = op(A)·op(B) is
+//            column-major Cᵀ = op(B)ᵀ·op(A)ᵀ, so B goes first)
+//   NT, TT   B is transposed into a scratch buffer first (its JIT has no transposed first
+//            operand); the copy costs a fraction of what the faster product saves
+// Threads: the rows of C are split among the OpenMP threads, each a smaller product with the
+// same k, so every element is the same dot product in the same order whatever the thread
+// count: results do not depend on it.
+#pragma once
+#include <cstdint>
+
+namespace nnlab::cpu {
+
+// True when libxsmm computed the product; false when this shape or these scalars are not its
+// (the caller then uses OpenBLAS), or nnlab was built without libxsmm.
+bool libxsmm_gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, const float* a,
+                  const float* b, float beta, float* c);
+
+}  // namespace nnlab::cpu

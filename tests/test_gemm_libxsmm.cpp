@@ -1,0 +1,81 @@
+// The libxsmm GEMM path (devices/cpu/gemm_libxsmm.h) against a double-precision reference, for
+// every transpose pair and beta 0 and 1, and the same bits whatever the thread count.
+#include <catch2/catch.hpp>
+
+#include <cmath>
+#include <random>
+#include <vector>
+
+#include "devices/cpu/gemm_libxsmm.h"
+#include "devices/cpu/threads.h"
+
+using namespace nnlab;
+
+namespace {
+
+struct Operands {
+  std::vector<float> a, b, c;
+};
+
+Operands random_operands(int64_t m, int64_t n, int64_t k, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> u(-1, 1);
+  Operands o{std::vector<float>(m * k), std::vector<float>(k * n), std::vector<float>(m * n)};
+  for (auto* v : {&o.a, &o.b, &o.c})
+    for (float& x : *v) x = u(rng);
+  return o;
+}
+
+// C = op(A)·op(B) + beta·C in double; A stored m × k (k × m when transposed), B k × n (n × k).
+std::vector<double> reference(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const Operands& o, float beta) {
+  std::vector<double> c(m * n);
+  for (int64_t i = 0; i < m; ++i)
+    for (int64_t j = 0; j < n; ++j) {
+      double s = beta * double(o.c[i * n + j]);
+      for (int64_t p = 0; p < k; ++p) s += double(ta ? o.a[p * m + i] : o.a[i * k + p]) * (tb ? o.b[j * k + p] : o.b[p * n + j]);
+      c[i * n + j] = s;
+    }
+  return c;
+}
+
+}  // namespace
+
+TEST_CASE("libxsmm gemm: every transpose pair and beta match a double reference", "[gemm][libxsmm]") {
+  set_cpu_threads(1);
+  for (bool ta : {false, true})
+    for (bool tb : {false, true})
+      for (float beta : {0.0f, 1.0f}) {
+        const int64_t m = 37, n = 29, k = 53;
+        Operands o = random_operands(m, n, k, 7);
+        const std::vector<double> want = reference(ta, tb, m, n, k, o, beta);
+        if (!cpu::libxsmm_gemm(ta, tb, m, n, k, 1.0f, o.a.data(), o.b.data(), beta, o.c.data())) {
+          WARN("nnlab was built without libxsmm: nothing to test");
+          return;
+        }
+        for (int64_t i = 0; i < m * n; ++i) {
+          INFO("trans_a " << ta << " trans_b " << tb << " beta " << beta << " element " << i);
+          REQUIRE(std::fabs(o.c[i] - want[i]) <= 1e-5 * (1 + std::fabs(want[i])) * std::sqrt(double(k)));
+        }
+      }
+  set_cpu_threads(0);
+}
+
+TEST_CASE("libxsmm gemm: the same bits with 1 and 2 threads, and refusals of what it does not cover", "[gemm][libxsmm]") {
+  const int64_t m = 64, n = 256, k = 784;  // the mlp's first layer, large enough to split
+  Operands one = random_operands(m, n, k, 3), two = one;
+  set_cpu_threads(1);
+  if (!cpu::libxsmm_gemm(false, true, m, n, k, 1.0f, one.a.data(), one.b.data(), 0.0f, one.c.data())) {
+    WARN("nnlab was built without libxsmm: nothing to test");
+    set_cpu_threads(0);
+    return;
+  }
+  set_cpu_threads(2);
+  REQUIRE(cpu::libxsmm_gemm(false, true, m, n, k, 1.0f, two.a.data(), two.b.data(), 0.0f, two.c.data()));
+  CHECK(one.c == two.c);
+  // alpha other than 1, beta other than 0 or 1, or a side over 1024: OpenBLAS's.
+  CHECK_FALSE(cpu::libxsmm_gemm(false, false, m, n, k, 2.0f, one.a.data(), one.b.data(), 0.0f, one.c.data()));
+  CHECK_FALSE(cpu::libxsmm_gemm(false, false, m, n, k, 1.0f, one.a.data(), one.b.data(), 0.5f, one.c.data()));
+  std::vector<float> big_a(2 * 3136), big_b(3136 * 2), big_c(4);
+  CHECK_FALSE(cpu::libxsmm_gemm(false, false, 2, 2, 3136, 1.0f, big_a.data(), big_b.data(), 0.0f, big_c.data()));
+  set_cpu_threads(0);
+}
