@@ -1,7 +1,9 @@
 // nnlab train: train a zoo model on a data set.
+#include <cstdio>
 #include <memory>
 
 #include "apps/commands.h"
+#include "apps/distributed/world.h"
 #include "apps/trainer.h"
 
 namespace nnlab {
@@ -24,7 +26,13 @@ void register_train_command(CLI::App& app) {
   sub->add_flag("--pace-stdin", config->pace_stdin,
                 "Before each epoch print 'ready for epoch N' and wait for a line on standard input (for "
                 "benchmark drivers that alternate two programs epoch by epoch)");
+  sub->add_option("--allreduce", config->allreduce,
+                  "Under mpirun: how gradients are summed over the ranks: step (one all-reduce after backward) or "
+                  "overlap (buckets reduced while backward runs); docs/distributed.md")
+      ->capture_default_str();
   add_command(sub, [sub, config] {
+    // Under mpirun, rank 0 alone prints; the others keep stderr for their own errors.
+    if (!World::get().is_root()) std::freopen("/dev/null", "w", stdout);
     finalize_train_config(*sub, *config);
     Trainer trainer(*config);
     trainer.run();

@@ -7,6 +7,7 @@
 #include <spdlog/spdlog.h>
 
 #include "apps/commands.h"
+#include "apps/distributed/world.h"
 
 int main(int argc, char** argv) {
   spdlog::set_pattern("%v");
@@ -33,10 +34,11 @@ int main(int argc, char** argv) {
     return app.exit(e);
   }
   try {
-    return nnlab::run_selected_command(app);
+    const int code = nnlab::run_selected_command(app);
+    nnlab::end_ranks();  // under mpirun: every rank ends MPI together
+    return code;
   } catch (const std::exception& e) {  // nnlab::Error and the standard library's alike
     std::fflush(stdout);
-    std::cerr << "nnlab: error: " << e.what() << std::endl;
-    return 1;
+    return nnlab::exit_after_error(e);
   }
 }
