@@ -55,14 +55,16 @@ DataParallel::DataParallel(const World& world, std::vector<Tensor> params, AllRe
     : world_(world), reducer_(world, std::move(params), mode, kBucketBytes) {}
 
 void DataParallel::check_same_start(const nlohmann::json& config, Sequential& model) const {
-  nlohmann::json mine = config;
-  mine["initial_weights_checksum"] = weights_checksum(model);
+  const nlohmann::json mine = {{"config", config}, {"weights", weights_checksum(model)}};
   const std::vector<std::string> all = world_.gather_all(mine.dump());
   const nlohmann::json root = nlohmann::json::parse(all[0]);
   std::string report;
   for (size_t r = 1; r < all.size(); ++r) {
+    const nlohmann::json theirs = nlohmann::json::parse(all[r]);
     std::vector<std::string> diff;
-    differences(nlohmann::json::parse(all[r]), root, "", diff);
+    differences(theirs["config"], root["config"], "", diff);
+    // Same options, other weights: another nnlab version (or a changed model) on that host.
+    if (diff.empty() && theirs["weights"] != root["weights"]) diff.push_back("its initial weights");
     if (diff.empty()) continue;
     report += fmt::format("{}rank {} differs from rank 0 in ", report.empty() ? "" : "; ", r);
     for (size_t i = 0; i < diff.size(); ++i) report += (i ? ", " : "") + diff[i];
