@@ -19,7 +19,8 @@ case "$mode" in run|test|build) ;; *) echo "usage: scripts/setup.sh run|test|bui
 
 packages=(build-essential cmake pkg-config git libopenblas-openmp-dev catch2 libspdlog-dev libstb-dev
           libcli11-dev nlohmann-json3-dev zlib1g-dev dataset-fashion-mnist python3 python3-numpy
-          clang libomp-dev libclang-rt-14-dev)  # the last three: the sanitizer build (scripts/sanitize.sh)
+          clang libomp-dev libclang-rt-14-dev  # these three: the sanitizer build (scripts/sanitize.sh)
+          openmpi-bin libopenmpi-dev iproute2)  # data parallelism (docs/distributed.md, scripts/mpi-netns.sh)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
