@@ -1,10 +1,7 @@
 #include "apps/distributed/world.h"
 
-#include <unistd.h>
-
 #include <cstdlib>
 #include <iostream>
-#include <set>
 
 #ifdef NNLAB_WITH_MPI
 #include <mpi.h>
@@ -44,11 +41,16 @@ World::World() {
   MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
   MPI_Comm_rank(MPI_COMM_WORLD, &rank_);
   MPI_Comm_size(MPI_COMM_WORLD, &size_);
-  char host[256] = {};
-  gethostname(host, sizeof host - 1);
-  std::set<std::string> hosts;
-  for (const std::string& h : gather_all(host)) hosts.insert(h);
-  hosts_ = static_cast<int>(hosts.size());
+  // Hosts as MPI sees them (ranks that can share memory), not host names: the network
+  // namespaces of scripts/mpi-netns.sh share one name but are two hosts to MPI.
+  MPI_Comm node;
+  MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, rank_, MPI_INFO_NULL, &node);
+  int node_rank = 0;
+  MPI_Comm_rank(node, &node_rank);
+  MPI_Comm_free(&node);
+  double first_on_host = node_rank == 0 ? 1.0 : 0.0;
+  sum(&first_on_host, 1);
+  hosts_ = static_cast<int>(first_on_host);
 }
 
 std::string World::describe() const {
