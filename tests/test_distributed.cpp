@@ -167,6 +167,19 @@ TEST_CASE("distributed: BatchNorm uses each rank's own batch statistics", "[dist
   CHECK(nnlab_test::relative_difference(losses[0], together) > 1e-4);
 }
 
+TEST_CASE("distributed: explain under mpirun shows the all-reduce as a node with the ring's bytes", "[distributed][mpi]") {
+  const CliResult r = nnlab_test::run_shell(nnlab_test::mpirun_prefix() + "-np 2 " + NNLAB_CLI_PATH +
+                                            " explain --model mlp --threads 1");
+  INFO(r.output);
+  REQUIRE(r.exit_code == 0);
+  CHECK(r.output.find("2 ranks on 1 host") != std::string::npos);
+  // mlp: 235146 float parameters = 940584 bytes; a ring over 2 ranks sends 2·(2−1)/2 of them.
+  const size_t at = r.output.find("comm allreduce AllReduce     6 tensors, 1 bucket(s), 2 ranks");
+  REQUIRE(at != std::string::npos);
+  CHECK(r.output.substr(at, r.output.find('\n', at) - at).find(" 0.94 ") != std::string::npos);
+  CHECK(r.output.find("nnlab explain: mlp") == r.output.rfind("nnlab explain: mlp"));  // rank 0 alone printed
+}
+
 #else
 
 TEST_CASE("distributed: a build without MPI refuses to run as one of several ranks", "[distributed]") {
