@@ -167,6 +167,25 @@ TEST_CASE("distributed: BatchNorm uses each rank's own batch statistics", "[dist
   CHECK(nnlab_test::relative_difference(losses[0], together) > 1e-4);
 }
 
+// The same sums, started at other times: buckets reduced during backward give the weights of
+// one reduction after backward, bit for bit (2 ranks: each sum is a + b either way).
+TEST_CASE("distributed: --allreduce overlap gives the weights of --allreduce step", "[distributed][mpi]") {
+  if (!fs::exists(kFashion)) {
+    WARN("dataset-fashion-mnist is not installed; scripts/setup.sh installs it");
+    return;
+  }
+  const TempDir dir("nnlab_mpi_overlap");
+  for (const char* mode : {"step", "overlap"}) {
+    const CliResult r = nnlab_test::mpi_train(2, std::string("--model cnn --epochs 1 --max-steps 5 --seed 3 ") +
+                                                     "--allreduce " + mode + " --checkpoint-dir " + (dir / mode));
+    INFO(r.output);
+    REQUIRE(r.exit_code == 0);
+    CHECK(r.output.find(std::string(mode) == "step" ? "in 1 bucket, reduced once after backward"
+                                                    : "in 2 buckets, each reduced during backward") != std::string::npos);
+  }
+  CHECK(nnlab_test::relative_l2(dir / "overlap/last.safetensors", dir / "step/last.safetensors") == 0.0);
+}
+
 TEST_CASE("distributed: explain under mpirun shows the all-reduce as a node with the ring's bytes", "[distributed][mpi]") {
   const CliResult r = nnlab_test::run_shell(nnlab_test::mpirun_prefix() + "-np 2 " + NNLAB_CLI_PATH +
                                             " explain --model mlp --threads 1");
