@@ -5,7 +5,9 @@
 #include <catch2/catch.hpp>
 
 #include <filesystem>
+#include <fstream>
 #include <string>
+#include <vector>
 
 #include "apps/distributed/data_parallel.h"
 #include "autograd/ops.h"
@@ -114,7 +116,7 @@ TEST_CASE("distributed: 2 ranks with global batch 64 match one process with batc
   expect_same_as_one_process(2, 64, 50);
 }
 
-TEST_CASE("distributed: uneven slices (3 ranks, batch 64; 2 ranks, batch 63) match one process", "[distributed][mpi]") {
+TEST_CASE("distributed: uneven slices (3 ranks at batch 64, 2 ranks at batch 63) match one process", "[distributed][mpi]") {
   if (!fs::exists(kFashion)) {
     WARN("dataset-fashion-mnist is not installed; scripts/setup.sh installs it");
     return;
@@ -124,6 +126,44 @@ TEST_CASE("distributed: uneven slices (3 ranks, batch 64; 2 ranks, batch 63) mat
   // amplifies the rounding differences of the summation order ~100-fold in the first layer
   // (measured: relative L2 4e-8 at step 20, 5e-6 at step 35); the check is on the slicing.
   expect_same_as_one_process(2, 63, 20);
+}
+
+// 65 images at batch 64: every second step is one sample, so rank 0's slice is empty; it
+// adds zeros and a share of 0, and the run still matches one process.
+TEST_CASE("distributed: a rank with no sample in a batch adds nothing and the run matches one process",
+          "[distributed][mpi]") {
+  const TempDir data("nnlab_mpi_tiny"), dir("nnlab_mpi_empty");
+  const uint32_t n = 65, side = 28;
+  std::vector<uint8_t> pixels(n * side * side), labels(n);
+  for (size_t i = 0; i < pixels.size(); ++i) pixels[i] = static_cast<uint8_t>((i * 7 + i / 784 * 13) % 256);
+  for (uint32_t i = 0; i < n; ++i) labels[i] = static_cast<uint8_t>(i % 10);
+  // IDX: magic 0 0 8 d, big-endian extents, then the bytes.
+  auto write_idx = [](const std::string& path, const std::vector<uint32_t>& dims, const std::vector<uint8_t>& bytes) {
+    std::vector<uint8_t> b = {0, 0, 8, static_cast<uint8_t>(dims.size())};
+    for (uint32_t d : dims)
+      for (int shift = 24; shift >= 0; shift -= 8) b.push_back(static_cast<uint8_t>(d >> shift));
+    b.insert(b.end(), bytes.begin(), bytes.end());
+    std::ofstream(path, std::ios::binary).write(reinterpret_cast<const char*>(b.data()), std::streamsize(b.size()));
+  };
+  for (const char* prefix : {"train", "t10k"}) {
+    write_idx(data / (std::string(prefix) + "-images-idx3-ubyte"), {n, side, side}, pixels);
+    write_idx(data / (std::string(prefix) + "-labels-idx1-ubyte"), {n}, labels);
+  }
+  const std::string args = "--model mlp --data mnist --data-dir " + data.path.string() +
+                           " --epochs 2 --batch 64 --seed 2 --metrics-every 1";
+  const CliResult one = nnlab_test::run_cli("train --threads 1 " + args + " --metrics " + (dir / "one.jsonl") +
+                                            " --checkpoint-dir " + (dir / "one"));
+  INFO(one.output);
+  REQUIRE(one.exit_code == 0);
+  const CliResult two = nnlab_test::mpi_train(2, args + " --metrics " + (dir / "two.jsonl") + " --checkpoint-dir " +
+                                                     (dir / "two"));
+  INFO(two.output);
+  REQUIRE(two.exit_code == 0);
+  const std::vector<double> a = step_losses(dir / "one.jsonl"), b = step_losses(dir / "two.jsonl");
+  REQUIRE(a.size() == 4);
+  REQUIRE(b.size() == 4);
+  for (size_t i = 0; i < 4; ++i) CHECK(nnlab_test::relative_difference(b[i], a[i]) < 1e-6);
+  CHECK(nnlab_test::relative_l2(dir / "two/last.safetensors", dir / "one/last.safetensors") < 1e-5);
 }
 
 // BatchNorm normalises each rank's slice with that slice's own mean and variance (as PyTorch's

@@ -86,7 +86,7 @@ TEST_CASE("distributed: a 2-rank checkpoint resumes bit for bit on 2 ranks, and 
   CHECK(nnlab_test::relative_l2(dir / "one/last.safetensors", dir / "full/last.safetensors") < 1e-5);
 }
 
-TEST_CASE("distributed: a killed rank ends the job within seconds, naming it; the checkpoint resumes",
+TEST_CASE("distributed: a killed rank ends the job within seconds, naming it, and the checkpoint resumes",
           "[distributed][mpi]") {
   if (!fs::exists(kFashion)) {
     WARN("dataset-fashion-mnist is not installed; scripts/setup.sh installs it");

@@ -162,14 +162,15 @@ void GradientReducer::unpack(const Bucket& bucket) {
   for (size_t j = 0; j < bucket.params.size(); ++j) {
     Tensor& p = params_[bucket.params[j]];
     const float* src = bucket.data.data() + bucket.offsets[j];
-    Tensor host = Tensor::empty(p.shape());
-    std::memcpy(host.data<float>(), src, p.nbytes());
     const Tensor grad = p.grad();
     if (grad.defined() && !grad.device().is_cuda()) {
       std::memcpy(grad.data<float>(), src, p.nbytes());  // in place: .grad is the engine's own buffer
-    } else {
-      p.set_grad(p.device().is_cuda() ? host.to(p.device()) : host);
+      continue;
     }
+    // A CUDA gradient goes back up; a rank without samples had none and gets the sum.
+    Tensor host = Tensor::empty(p.shape());
+    std::memcpy(host.data<float>(), src, p.nbytes());
+    p.set_grad(p.device().is_cuda() ? host.to(p.device()) : host);
   }
 }
 
