@@ -229,17 +229,19 @@ Tensor Trainer::train_step(const Batch& batch, PhaseSeconds& phases) {
   t = Clock::now();
   if (parallel_) parallel_->begin_step(batch.whole, mine, loss, g_stop_signal != 0);
   if (mine > 0) loss.backward();
+  double reduce_seconds = 0;  // its own phase, not backward's
   if (parallel_) {
     // Every rank now holds the global batch's mean gradient, and its mean loss.
     parallel_->finish_step();
-    phases.allreduce += parallel_->reducer().last_seconds();
+    reduce_seconds = parallel_->reducer().last_seconds();
     loss = Tensor::full({}, parallel_->reducer().global_loss(), DType::Float32, device_);
   }
   // Before the optimizer (and clipping, which leaves non-finite gradients as they are): a bad
   // gradient raises the flag, so the step below and every later one is skipped.
   guard_->check_gradients(optimizer_->params(), this_step);
   if (numerics_) stop_if_faulty("; no update was applied.");  // it synchronises anyway
-  phases.backward += seconds_since(t);
+  phases.backward += seconds_since(t) - reduce_seconds;
+  phases.allreduce += reduce_seconds;
 
   t = Clock::now();
   if (config_.clip_grad_norm > 0) clip_grad_norm(optimizer_->params(), config_.clip_grad_norm);
