@@ -11,8 +11,10 @@
 #include <chrono>
 #include <cstdio>
 #include <map>
+#include <memory>
 
 #include "apps/commands.h"
+#include "apps/distributed/grad_reducer.h"
 #include "apps/run_variant.h"
 #include "apps/train_config.h"
 #include "autograd/engine.h"
@@ -137,9 +139,10 @@ InputSpec input_for(const ModelFile& info) {
 }
 
 // The recorded step: forward layer by layer (so each op knows its layer), loss, backward,
-// optimizer; the hooks close one record per node.
+// under mpirun the gradient all-reduce (one node: the bytes each rank sends in a ring), and
+// the optimizer; the hooks close one record per node.
 void record_step(Sequential& model, Optimizer& opt, const Tensor& images, const Tensor& labels, Backend& be,
-                 std::vector<OpRecord>& ops) {
+                 GradientReducer* reducer, std::vector<OpRecord>& ops) {
   std::string layer;
   std::map<const Node*, std::pair<std::string, Tensor>> forward_of;  // node -> (layer, output)
   auto last = Clock::now();
@@ -185,6 +188,15 @@ void record_step(Sequential& model, Optimizer& opt, const Tensor& images, const 
     be.synchronize();
     last = Clock::now();
     take_kernel_calls();
+    if (reducer) {
+      const int ranks = World::get().size();
+      reducer->begin(1.0 / ranks, loss, false);  // every rank's batch is --batch: a share of 1/N
+      reducer->finish();
+      close({"comm", "allreduce", "AllReduce",
+             std::to_string(opt.params().size()) + " tensors, " + std::to_string(reducer->bucket_count()) +
+                 " bucket(s), " + std::to_string(ranks) + " ranks",
+             0, reducer->ring_bytes_per_rank()});
+    }
     opt.step();
     close({"opt", "optimizer", "step", std::to_string(opt.params().size()) + " tensors", 0, 0});
   } catch (...) {
@@ -216,11 +228,14 @@ DeviceExplain explain_on(const RunVariant& v, const ModelFile& info, int64_t bat
   images = images.to(device);
   Tensor label_t = Tensor::from_vector(labels, {batch}).to(device);
   Backend& be = backend_for(device);
+  std::unique_ptr<GradientReducer> reducer;
+  if (World::get().distributed())
+    reducer = std::make_unique<GradientReducer>(World::get(), opt->params(), AllReduceMode::step, 0);
   for (int warm = 0; warm < 2; ++warm) {  // the step twice first: caches, algorithm choices, allocator
     std::vector<OpRecord> ignored;
-    record_step(*model, *opt, images, label_t, be, ignored);
+    record_step(*model, *opt, images, label_t, be, reducer.get(), ignored);
   }
-  record_step(*model, *opt, images, label_t, be, out.ops);
+  record_step(*model, *opt, images, label_t, be, reducer.get(), out.ops);
   measure_peaks(device, out);
   return out;
 }
@@ -299,6 +314,7 @@ void register_explain_command(CLI::App& app) {
       ->capture_default_str();
   sub->add_option("--seed", o->seed, "Seed of the weights and the synthetic batch")->capture_default_str();
   add_command(sub, [sub, o] {
+    if (!World::get().is_root()) std::freopen("/dev/null", "w", stdout);  // under mpirun, rank 0 prints
     NNLAB_CHECK(o->batch >= 1 && o->batch <= 65536, "--batch must lie in 1..65536, got ", o->batch);
     NNLAB_CHECK(sub->count("--model") == 0 || o->model_file.empty(), "give --model NAME or --model-file FILE, not both");
     const ModelFile info = o->model_file.empty() ? model_info(o->model) : read_model_file(o->model_file);
@@ -318,6 +334,10 @@ void register_explain_command(CLI::App& app) {
     for (const RunVariant& v : usable) runs.push_back(explain_on(v, info, o->batch, o->seed));
     std::printf("nnlab explain: %s, batch %lld, one training step after two warm-up steps; cpu kernels: %s\n",
                 info.name.c_str(), static_cast<long long>(o->batch), cpu_isa_report().c_str());
+    if (World::get().distributed())
+      std::printf("data parallel: %s; --batch %lld on every rank; the all-reduce's MB are what each rank sends in a "
+                  "ring, 2(N-1)/N of the gradient bytes\n",
+                  World::get().describe().c_str(), static_cast<long long>(o->batch));
     print_explain(runs);
     for (const DeviceExplain& d : runs) print_totals(d);
     return 0;

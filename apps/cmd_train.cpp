@@ -1,8 +1,10 @@
 // nnlab train: train a zoo model on a data set.
+#include <cstdio>
 #include <memory>
 
 #include "apps/commands.h"
 #include "apps/train_report.h"
+#include "apps/distributed/world.h"
 #include "apps/trainer.h"
 
 namespace nnlab {
@@ -29,8 +31,15 @@ void register_train_command(CLI::App& app) {
   sub->add_option("--report", *report,
                   "When the run ends, write an HTML report of it (curves, time per phase, configuration; as `nnlab "
                   "report` draws from --metrics records) to this file");
+  sub->add_option("--allreduce", config->allreduce,
+                  "Under mpirun: how gradients are summed over the ranks: step (one all-reduce after backward) or "
+                  "overlap (buckets reduced while backward runs); docs/distributed.md")
+      ->capture_default_str();
   add_command(sub, [sub, config, report] {
-    TrainReport train_report(*report, *config);  // first: it may give --metrics-every its --metrics
+    // Under mpirun, rank 0 alone prints and writes the report; the others keep stderr for their own errors.
+    const bool root = World::get().is_root();
+    if (!root) std::freopen("/dev/null", "w", stdout);
+    TrainReport train_report(root ? *report : std::string(), *config);  // first: it may give --metrics-every its --metrics
     finalize_train_config(*sub, *config);
     Trainer trainer(*config);
     train_report.around([&trainer] { trainer.run(); });

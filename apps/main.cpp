@@ -8,6 +8,7 @@
 
 #include "apps/commands.h"
 #include "devices/cpu/cpu_isa.h"
+#include "apps/distributed/world.h"
 
 int main(int argc, char** argv) {
   spdlog::set_pattern("%v");
@@ -35,10 +36,11 @@ int main(int argc, char** argv) {
   }
   try {
     nnlab::cpu_isa();  // a bad NNLAB_CPU_ISA is refused here, before any work
-    return nnlab::run_selected_command(app);
+    const int code = nnlab::run_selected_command(app);
+    nnlab::end_ranks();  // under mpirun: every rank ends MPI together
+    return code;
   } catch (const std::exception& e) {  // nnlab::Error and the standard library's alike
     std::fflush(stdout);
-    std::cerr << "nnlab: error: " << e.what() << std::endl;
-    return 1;
+    return nnlab::exit_after_error(e);
   }
 }

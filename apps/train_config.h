@@ -44,6 +44,7 @@ struct TrainConfig {
   std::string resume;             // checkpoint to continue from ("" = a fresh run)
   bool check_numerics = false;    // train: check every layer's output and gradient (synchronises)
   bool pace_stdin = false;        // train: wait for a line on stdin before each epoch (benchmark drivers)
+  std::string allreduce = "step";  // train under mpirun: step | overlap (apps/distributed/grad_reducer.h)
 };
 
 // Registers the training options on a (sub)command.

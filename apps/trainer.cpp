@@ -24,6 +24,7 @@
 #include "devices/cpu/threads.h"
 #include "devices/conv_impl.h"
 #include "devices/registry.h"
+#include "layers/dropout.h"
 #include "optim/clip.h"
 
 namespace nnlab {
@@ -104,6 +105,8 @@ Trainer::Trainer(TrainConfig config) : config_(std::move(config)) {
   const InputSpec input{train_.channels(), train_.height(), train_.width(), train_.classes};
   model_ = make_model(config_.model_spec, input, config_.seed);
   model_->to(device_);
+  const World& world = World::get();
+  if (world.distributed()) seed_dropout(*model_, rank_dropout_seed(config_.seed, world.rank()));
   optimizer_ = make_optimizer(config_.optimizer, model_->parameters());
   if (config_.normalize == "dataset") normalization_ = channel_statistics(train_);
   DataLoaderOptions opts;
@@ -112,6 +115,8 @@ Trainer::Trainer(TrainConfig config) : config_(std::move(config)) {
   opts.device = device_;
   opts.normalize = normalization_;
   opts.augment = Augmentation{config_.crop_padding, config_.hflip};
+  opts.part = world.rank();  // this rank's slice of every global batch
+  opts.parts = world.size();
   loader_ = std::make_unique<DataLoader>(train_, opts);
   std::vector<std::string> parameter_names;  // in the optimizer's order (Module::parameters)
   for (const auto& [name, p] : model_->named_parameters()) parameter_names.push_back(name);
@@ -123,9 +128,14 @@ Trainer::Trainer(TrainConfig config) : config_(std::move(config)) {
   sched.lr = config_.optimizer.lr;
   schedule_ = make_schedule(config_.schedule, sched, config_.epochs * loader_->steps_per_epoch(),
                             loader_->steps_per_epoch());
+  if (world.distributed())
+    // --check-numerics owns the engine's backward hook, which overlap needs; step gives the same sums.
+    parallel_ = std::make_unique<DataParallel>(world, optimizer_->params(),
+                                               parse_allreduce_mode(config_.check_numerics ? "step" : config_.allreduce));
   if (!config_.resume.empty()) resume_from(config_.resume);
-  // Opened last: a run that cannot start leaves no metrics file behind.
-  if (!config_.metrics.empty()) recorder_ = RunRecorder(config_.metrics);
+  if (parallel_) parallel_->check_same_start(config_record(config_), *model_);
+  // Opened last: a run that cannot start leaves no metrics file behind. Rank 0 alone writes.
+  if (!config_.metrics.empty() && world.is_root()) recorder_ = RunRecorder(config_.metrics);
 }
 
 EpochResult Trainer::train_epoch(int64_t epoch) {
@@ -171,7 +181,7 @@ EpochResult Trainer::train_epoch(int64_t epoch) {
     }
     if (config_.checkpoint_every > 0 && global_step_ % config_.checkpoint_every == 0)
       save_checkpoint(config_.checkpoint_dir + "/last.safetensors", epoch, step, loss_sum.item());
-    if (g_stop_signal != 0) {
+    if (stop_requested()) {
       r.interrupted = true;
       break;
     }
@@ -200,7 +210,8 @@ EpochResult Trainer::train_epoch(int64_t epoch) {
                     {{"data", r.phases.data},
                      {"forward", r.phases.forward},
                      {"backward", r.phases.backward},
-                     {"optimizer", r.phases.optimizer}}}});
+                     {"optimizer", r.phases.optimizer},
+                     {"allreduce", r.phases.allreduce}}}});
   return r;
 }
 
@@ -220,18 +231,32 @@ Tensor Trainer::train_step(const Batch& batch, PhaseSeconds& phases) {
   auto t = Clock::now();
   optimizer_->zero_grad();
   if (numerics_) numerics_->set_step(guard_->describe_step(this_step));
-  const Tensor logits = numerics_ ? numerics_->forward(*model_, batch.images) : model_->forward(batch.images);
-  Tensor loss = cross_entropy(logits, batch.labels, &guard_->flag(), guard_->loss_mark(this_step));
-  if (numerics_) numerics_->check_loss(loss);
+  // In a distributed run a rank can get no sample of a small last batch; it adds zeros.
+  const int64_t mine = batch.images.dim(0);
+  Tensor loss;
+  if (mine > 0) {
+    const Tensor logits = numerics_ ? numerics_->forward(*model_, batch.images) : model_->forward(batch.images);
+    loss = cross_entropy(logits, batch.labels, &guard_->flag(), guard_->loss_mark(this_step));
+    if (numerics_) numerics_->check_loss(loss);
+  }
   phases.forward += seconds_since(t);
 
   t = Clock::now();
-  loss.backward();
+  if (parallel_) parallel_->begin_step(batch.whole, mine, loss, g_stop_signal != 0);
+  if (mine > 0) loss.backward();
+  double reduce_seconds = 0;  // its own phase, not backward's
+  if (parallel_) {
+    // Every rank now holds the global batch's mean gradient, and its mean loss.
+    parallel_->finish_step();
+    reduce_seconds = parallel_->reducer().last_seconds();
+    loss = Tensor::full({}, parallel_->reducer().global_loss(), DType::Float32, device_);
+  }
   // Before the optimizer (and clipping, which leaves non-finite gradients as they are): a bad
   // gradient raises the flag, so the step below and every later one is skipped.
   guard_->check_gradients(optimizer_->params(), this_step);
   if (numerics_) stop_if_faulty("; no update was applied.");  // it synchronises anyway
-  phases.backward += seconds_since(t);
+  phases.backward += seconds_since(t) - reduce_seconds;
+  phases.allreduce += reduce_seconds;
 
   t = Clock::now();
   if (config_.clip_grad_norm > 0) clip_grad_norm(optimizer_->params(), config_.clip_grad_norm);
@@ -239,6 +264,10 @@ Tensor Trainer::train_step(const Batch& batch, PhaseSeconds& phases) {
   optimizer_->step();
   phases.optimizer += seconds_since(t);
   return loss;
+}
+
+bool Trainer::stop_requested() const {
+  return parallel_ ? parallel_->reducer().stop_requested() : g_stop_signal != 0;
 }
 
 void Trainer::stop_if_faulty(const std::string& consequence) const {
@@ -258,13 +287,20 @@ EvalResult Trainer::evaluate(const Dataset& data) {
   opts.shuffle = false;
   opts.device = device_;
   opts.normalize = normalization_;
+  // Distributed: every rank evaluates its slice of each batch with rank 0's BatchNorm
+  // statistics, and the correct counts are summed.
+  if (parallel_) parallel_->broadcast_buffers(*model_);
+  opts.part = World::get().rank();
+  opts.parts = World::get().size();
   DataLoader loader(data, opts);
   loader.start_epoch(0);
   Batch batch;
-  while (loader.next(batch)) accumulate_correct(model_->forward(batch.images), batch.labels, correct);
+  while (loader.next(batch))
+    if (batch.images.dim(0) > 0) accumulate_correct(model_->forward(batch.images), batch.labels, correct);
   model_->train();
   EvalResult r;
   r.correct = static_cast<int64_t>(correct.item());
+  if (parallel_) r.correct = parallel_->sum(r.correct);
   r.total = n;
   r.accuracy = n ? static_cast<double>(r.correct) / static_cast<double>(n) : 0.0;
   return r;
@@ -288,6 +324,7 @@ EpochResult Trainer::run() {
                                         : std::to_string(cpu_threads()) + " CPU threads";
   spdlog::info("optimizer {}, batch {}, {} epochs, seed {}, {} (denormals: {}; cpu kernels: {})", optimizer_->describe(),
                config_.batch, config_.epochs, config_.seed, threads, denormals_name(cpu_denormals()), cpu_isa_report());
+  if (parallel_) spdlog::info("{}", parallel_->describe(config_.batch));
   recorder_.write({{"type", "run"},
                    {"model", config_.model},
                    {"parameters", model_->parameter_count()},
@@ -299,6 +336,7 @@ EpochResult Trainer::run() {
                    {"epochs", config_.epochs},
                    {"seed", config_.seed},
                    {"threads", cpu_threads()},
+                   {"ranks", World::get().size()},
                    {"cpu", cpu_model_name()},
                    {"environment", environment_record(config_, device_)}});
   EpochResult last;
@@ -314,11 +352,11 @@ EpochResult Trainer::run() {
                  last.train_loss, 100.0 * last.test_accuracy, val, last.seconds, last.images_per_second,
                  device_.is_cuda() && cuda_simulated() ? " (simulated: CPU time)" : "");
     save_epoch_checkpoints(last);
-    if (g_stop_signal != 0) last.interrupted = true;
+    if (parallel_ ? parallel_->any(g_stop_signal != 0) : g_stop_signal != 0) last.interrupted = true;
     if (last.interrupted) break;
   }
   if (last.interrupted) {
-    interrupted_signal_ = g_stop_signal;
+    interrupted_signal_ = g_stop_signal != 0 ? int(g_stop_signal) : SIGTERM;  // another rank's signal
     const char* name = interrupted_signal_ == SIGINT ? "SIGINT" : "SIGTERM";
     if (config_.checkpoint_dir.empty()) {
       spdlog::warn("{}: stopped after step {}; no --checkpoint-dir, so nothing was saved", name, global_step_);
@@ -349,6 +387,7 @@ void Trainer::save_checkpoint(const std::string& path, int64_t epoch, int64_t st
   // Never replace a good checkpoint with the state of a run that went non-finite.
   stop_if_faulty(std::filesystem::exists(path) ? "; nothing was saved, so " + path + " still holds the last good state."
                                                : "; nothing was saved.");
+  if (!World::get().is_root()) return;  // every rank holds the same weights; rank 0 writes them
   CheckpointInfo info;
   info.model = config_.model;
   info.model_file = config_.model_spec.text;
@@ -368,7 +407,7 @@ void Trainer::save_checkpoint(const std::string& path, int64_t epoch, int64_t st
 // fails before any training rather than at the first save.
 void Trainer::prepare_checkpoint_dir() const {
   const std::string& dir = config_.checkpoint_dir;
-  if (dir.empty()) return;
+  if (dir.empty() || !World::get().is_root()) return;
   std::error_code ec;
   std::filesystem::create_directories(dir, ec);
   NNLAB_CHECK(!ec && std::filesystem::is_directory(dir), "--checkpoint-dir ", dir, " cannot be created: ",

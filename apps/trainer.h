@@ -3,6 +3,7 @@
 #pragma once
 #include <memory>
 
+#include "apps/distributed/data_parallel.h"
 #include "apps/nonfinite_guard.h"
 #include "apps/run_records.h"
 #include "apps/train_config.h"
@@ -17,6 +18,7 @@ namespace nnlab {
 
 struct PhaseSeconds {
   double data = 0, forward = 0, backward = 0, optimizer = 0;
+  double allreduce = 0;  // distributed runs: time the step waited on the gradient all-reduce
 };
 
 struct EpochResult {
@@ -70,6 +72,8 @@ class Trainer {
   // Reads the non-finite flag back and, when it is raised, stops the run with one message
   // naming the first bad step and what went bad, then `consequence`.
   void stop_if_faulty(const std::string& consequence) const;
+  // SIGINT/SIGTERM seen (by any rank, in a distributed run: all stop after the same step).
+  bool stop_requested() const;
 
   TrainConfig config_;
   Device device_;
@@ -85,6 +89,7 @@ class Trainer {
   // On the CPU without --threads: 1 thread or all, whichever steps faster now (thread_governor.h).
   std::unique_ptr<ThreadGovernor> governor_;
   int config_max_threads_ = 0;  // the governor's upper count
+  std::unique_ptr<DataParallel> parallel_;   // only when mpirun started several ranks
   int64_t global_step_ = 0;
   // Where a resumed run picks up: this epoch, after this many of its steps, with this loss sum.
   int64_t start_epoch_ = 1, start_step_ = 0;

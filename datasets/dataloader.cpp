@@ -22,6 +22,8 @@ void check_options(const Dataset& data, const DataLoaderOptions& o) {
               data.labels.describe());
   NNLAB_CHECK(data.size() > 0, "DataLoader: data set '", data.name, "' has no samples");
   NNLAB_CHECK(o.batch_size > 0, "DataLoader: batch size ", o.batch_size, " must be positive");
+  NNLAB_CHECK(o.parts >= 1 && o.part >= 0 && o.part < o.parts, "DataLoader: part ", o.part, " of ", o.parts,
+              " does not exist (parts are numbered 0..parts-1)");
   const auto c = static_cast<size_t>(data.channels());
   const Normalization& nz = o.normalize;
   NNLAB_CHECK((nz.mean.empty() && nz.std.empty()) || (nz.mean.size() == c && nz.std.size() == c),
@@ -133,13 +135,16 @@ void DataLoader::stop_worker() {
   ready_.clear();
 }
 
-// images: (b, c, h, w) gathered from rows order[step·B ...]; labels: (b)
+// images: (b, c, h, w) gathered from rows order[step·B ...] (this part's share of them); labels: (b)
 Batch DataLoader::make_batch(int64_t step) const {
-  const int64_t first = step * options_.batch_size;
-  const int64_t b = std::min(data_.size(), first + options_.batch_size) - first;
+  const int64_t start = step * options_.batch_size;
+  const int64_t whole = std::min(data_.size(), start + options_.batch_size) - start;
+  const int64_t first = start + whole * options_.part / options_.parts;
+  const int64_t b = start + whole * (options_.part + 1) / options_.parts - first;
   const int64_t c = data_.channels(), plane = data_.height() * data_.width();
   Batch out;
   out.step = step;
+  out.whole = whole;
   out.images = Tensor::empty({b, c, data_.height(), data_.width()});
   out.labels = Tensor::empty({b}, DType::Int32);
   float* x = out.images.data<float>();

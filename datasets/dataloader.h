@@ -42,12 +42,16 @@ struct DataLoaderOptions {
   Augmentation augment;
   bool prefetch = true;            // a background thread prepares the next batch
   Device device = Device::cpu();   // batches are delivered on this device (Tensor::to)
+  // Data parallelism: this process takes part `part` of `parts` of every batch of b samples,
+  // the samples [⌊b·part/parts⌋, ⌊b·(part+1)/parts⌋) (docs/distributed.md).
+  int part = 0, parts = 1;
 };
 
 struct Batch {
   Tensor images;     // float32 (b, c, h, w)
   Tensor labels;     // int32 (b)
   int64_t step = 0;  // index of the batch within its epoch
+  int64_t whole = 0; // samples in the whole batch, all parts together (= images.dim(0) with one part)
 };
 
 class DataLoader {

@@ -21,7 +21,8 @@ packages=(build-essential cmake pkg-config git libopenblas-openmp-dev libxsmm-de
           libcli11-dev nlohmann-json3-dev zlib1g-dev dataset-fashion-mnist python3 python3-numpy
           chromium  # the report tests draw every HTML report in headless Chromium (tests/report_browser_test.py)
           clang libomp-dev libclang-rt-14-dev  # these three: the sanitizer build (scripts/sanitize.sh)
-          qemu-user)  # runs the tests' AVX2-only and pre-AVX CPUs (scripts/qemu_isa.sh)
+          qemu-user  # runs the tests' AVX2-only and pre-AVX CPUs (scripts/qemu_isa.sh)
+          openmpi-bin libopenmpi-dev iproute2)  # data parallelism (docs/distributed.md, scripts/mpi-netns.sh)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -1,0 +1,193 @@
+#include "apps/distributed/grad_reducer.h"
+
+#include <chrono>
+#include <cstring>
+#include <unordered_set>
+
+#include <fmt/format.h>
+
+#include "autograd/engine.h"
+#include "devices/registry.h"
+
+namespace nnlab {
+
+namespace {
+using Clock = std::chrono::steady_clock;
+double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
+// The last bucket carries two more numbers: this rank's share-weighted loss and its stop wish.
+constexpr int64_t kExtras = 2;
+}  // namespace
+
+BatchSlice batch_slice(int64_t b, int rank, int ranks) {
+  return {b * rank / ranks, b * (rank + 1) / ranks};
+}
+
+AllReduceMode parse_allreduce_mode(const std::string& text) {
+  if (text == "step") return AllReduceMode::step;
+  if (text == "overlap") return AllReduceMode::overlap;
+  fail("--allreduce must be step or overlap, got '", text, "'");
+}
+
+GradientReducer::GradientReducer(const World& world, std::vector<Tensor> params, AllReduceMode mode,
+                                 int64_t bucket_bytes)
+    : world_(world), params_(std::move(params)), mode_(mode), bucket_of_(params_.size()) {
+  // Backward meets the parameters roughly last layer first: buckets in that order fill first.
+  const int64_t cap = mode_ == AllReduceMode::step ? INT64_MAX : bucket_bytes;
+  int64_t bytes = 0;
+  for (size_t k = params_.size(); k-- > 0;) {
+    if (buckets_.empty() || bytes >= cap) {
+      buckets_.emplace_back();
+      bytes = 0;
+    }
+    Bucket& b = buckets_.back();
+    b.offsets.push_back(static_cast<int64_t>(b.data.size()));
+    b.params.push_back(k);
+    b.data.resize(b.data.size() + static_cast<size_t>(params_[k].numel()));
+    bytes += static_cast<int64_t>(params_[k].nbytes());
+    gradient_floats_ += params_[k].numel();
+    bucket_of_[k] = buckets_.size() - 1;
+    index_of_[params_[k].impl_ptr().get()] = k;
+  }
+  if (buckets_.empty()) buckets_.emplace_back();
+  buckets_.back().data.resize(buckets_.back().data.size() + kExtras);
+}
+
+GradientReducer::~GradientReducer() {
+  if (mode_ == AllReduceMode::overlap) set_backward_hook(nullptr);
+}
+
+double GradientReducer::ring_bytes_per_rank() const {
+  const double n = world_.size();
+  return 2.0 * (n - 1.0) / n * static_cast<double>(gradient_bytes());
+}
+
+std::string GradientReducer::describe() const {
+  const double mib = static_cast<double>(gradient_bytes()) / (1 << 20);
+  return fmt::format("{:.2f} MiB of gradients in {} bucket{}, {}; MPI on host memory (CUDA gradients are staged "
+                     "through it)",
+                     mib, buckets_.size(), buckets_.size() == 1 ? "" : "s",
+                     mode_ == AllReduceMode::overlap ? "each reduced during backward as soon as it is complete"
+                                                     : "reduced once after backward");
+}
+
+// How many graph nodes will hand each parameter a gradient this step: a bucket is complete
+// when all of them have run. Found by walking the graph behind the loss once.
+void GradientReducer::count_uses(const Tensor& loss) {
+  uses_left_.assign(params_.size(), 0);
+  if (!loss.defined() || !loss.grad_fn()) return;
+  std::unordered_set<const Node*> seen;
+  std::vector<const Node*> todo{loss.grad_fn().get()};
+  while (!todo.empty()) {
+    const Node* node = todo.back();
+    todo.pop_back();
+    if (!seen.insert(node).second) continue;
+    for (const Tensor& input : node->inputs()) {
+      if (!input.defined()) continue;
+      if (input.grad_fn()) {
+        todo.push_back(input.grad_fn().get());
+      } else if (auto it = index_of_.find(input.impl_ptr().get()); it != index_of_.end()) {
+        ++uses_left_[it->second];
+      }
+    }
+  }
+}
+
+void GradientReducer::begin(double share, const Tensor& loss, bool stop) {
+  share_ = share;
+  local_loss_ = loss.defined() ? loss.item() : 0.0;
+  stop_ = stop;
+  last_seconds_ = 0;
+  next_launch_ = 0;
+  arriving_.clear();
+  for (size_t k = 0; k < buckets_.size(); ++k) {
+    buckets_[k].waiting = buckets_[k].params.size();
+    buckets_[k].launched = false;
+  }
+  if (mode_ != AllReduceMode::overlap || !loss.defined()) return;
+  count_uses(loss);
+  // A parameter the graph never reaches gets no gradient; it counts as ready from the start.
+  for (size_t k = 0; k < params_.size(); ++k)
+    if (uses_left_[k] == 0) --buckets_[bucket_of_[k]].waiting;
+  set_backward_hook([this](const Node& node, const std::vector<Tensor>&) { on_backward_node(node); });
+}
+
+// Called by the engine after each node's backward, *before* it adds that node's gradients to
+// the leaves. So the gradients announced at one call are in .grad from the next call on.
+void GradientReducer::on_backward_node(const Node& node) {
+  const auto t0 = Clock::now();
+  for (size_t k : arriving_) mark_ready(k);
+  arriving_.clear();
+  launch_ready_buckets();
+  for (const Tensor& input : node.inputs()) {
+    if (!input.defined() || input.grad_fn()) continue;
+    auto it = index_of_.find(input.impl_ptr().get());
+    if (it != index_of_.end() && --uses_left_[it->second] == 0) arriving_.push_back(it->second);
+  }
+  // MPI moves a non-blocking reduction along only inside MPI calls: give it one per node.
+  for (size_t k = 0; k < next_launch_; ++k) world_.test(buckets_[k].pending);
+  last_seconds_ += seconds_since(t0);
+}
+
+void GradientReducer::mark_ready(size_t param) { --buckets_[bucket_of_[param]].waiting; }
+
+void GradientReducer::launch_ready_buckets() {
+  while (next_launch_ < buckets_.size() && buckets_[next_launch_].waiting == 0) launch(buckets_[next_launch_++]);
+}
+
+// data ← share · gradient, then the sum over ranks starts.
+void GradientReducer::launch(Bucket& bucket) {
+  for (size_t j = 0; j < bucket.params.size(); ++j) {
+    const Tensor& p = params_[bucket.params[j]];
+    float* dst = bucket.data.data() + bucket.offsets[j];
+    const Tensor grad = p.grad();
+    if (!grad.defined()) {
+      std::memset(dst, 0, sizeof(float) * static_cast<size_t>(p.numel()));
+      continue;
+    }
+    const Tensor host = grad.device().is_cuda() ? grad.to(Device::cpu()) : grad;
+    const float* src = host.data<float>();
+    const auto w = static_cast<float>(share_);
+    for (int64_t i = 0; i < p.numel(); ++i) dst[i] = w * src[i];
+  }
+  if (&bucket == &buckets_.back()) {
+    float* extras = bucket.data.data() + bucket.data.size() - kExtras;
+    extras[0] = static_cast<float>(share_ * local_loss_);
+    extras[1] = stop_ ? 1.0f : 0.0f;
+  }
+  bucket.pending = world_.start_sum(bucket.data.data(), static_cast<int64_t>(bucket.data.size()));
+  bucket.launched = true;
+}
+
+void GradientReducer::unpack(const Bucket& bucket) {
+  for (size_t j = 0; j < bucket.params.size(); ++j) {
+    Tensor& p = params_[bucket.params[j]];
+    const float* src = bucket.data.data() + bucket.offsets[j];
+    const Tensor grad = p.grad();
+    if (grad.defined() && !grad.device().is_cuda()) {
+      std::memcpy(grad.data<float>(), src, p.nbytes());  // in place: .grad is the engine's own buffer
+      continue;
+    }
+    // A CUDA gradient goes back up; a rank without samples had none and gets the sum.
+    Tensor host = Tensor::empty(p.shape());
+    std::memcpy(host.data<float>(), src, p.nbytes());
+    p.set_grad(p.device().is_cuda() ? host.to(p.device()) : host);
+  }
+}
+
+void GradientReducer::finish() {
+  const auto t0 = Clock::now();
+  if (mode_ == AllReduceMode::overlap) set_backward_hook(nullptr);
+  // Whatever backward left (the last node's gradients, every bucket of a rank without samples).
+  for (Bucket& b : buckets_) b.waiting = 0;
+  launch_ready_buckets();
+  for (Bucket& b : buckets_) {
+    world_.wait(b.pending);
+    unpack(b);
+  }
+  const float* extras = buckets_.back().data.data() + buckets_.back().data.size() - kExtras;
+  global_loss_ = extras[0];
+  stop_ = extras[1] > 0;
+  last_seconds_ += seconds_since(t0);
+}
+
+}  // namespace nnlab
