@@ -134,6 +134,9 @@ Trainer::Trainer(TrainConfig config) : config_(std::move(config)) {
                                                parse_allreduce_mode(config_.check_numerics ? "step" : config_.allreduce));
   if (!config_.resume.empty()) resume_from(config_.resume);
   if (parallel_) parallel_->check_same_start(config_record(config_), *model_);
+  // Ranks step in lockstep, so one rank's step time is mostly waiting for the others: the
+  // thread governor would measure them, not its own cores. Each rank keeps its count.
+  if (parallel_) governor_.reset();
   // Opened last: a run that cannot start leaves no metrics file behind. Rank 0 alone writes.
   if (!config_.metrics.empty() && world.is_root()) recorder_ = RunRecorder(config_.metrics);
 }

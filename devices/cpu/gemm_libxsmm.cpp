@@ -41,6 +41,21 @@ void initialise() {
   });
 }
 
+// out (cols × rows) = in (rows × cols)ᵀ, row-major, in square tiles: a row-by-row copy writes
+// with a stride of `rows` floats and touches a new cache line with every element (0.5 ms for
+// the mlp's 256 × 784 weight, more than the product it feeds); 16 × 16 tiles keep both the
+// tile read and the tile written in the L1 cache.
+void transpose(const float* in, int64_t rows, int64_t cols, float* out, int threads) {
+  constexpr int64_t kTile = 16;
+#pragma omp parallel for num_threads(threads) schedule(static) if (threads > 1)
+  for (int64_t i0 = 0; i0 < rows; i0 += kTile)
+    for (int64_t j0 = 0; j0 < cols; j0 += kTile) {
+      const int64_t i1 = std::min(rows, i0 + kTile), j1 = std::min(cols, j0 + kTile);
+      for (int64_t j = j0; j < j1; ++j)
+        for (int64_t i = i0; i < i1; ++i) out[j * rows + i] = in[i * cols + j];
+    }
+}
+
 // Rows [first, first + rows) of C: column-major C' (n × rows) = B' · A' (see the header).
 bool product_rows(bool trans_a, int64_t first, int64_t rows, int64_t n, int64_t k, const float* a, int64_t lda,
                   const float* b, int64_t ldb, float beta, float* c) {
@@ -64,16 +79,27 @@ bool libxsmm_gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, f
   if (m > kLargestSide || n > kLargestSide || k > kLargestSide || m < 1 || n < 1 || k < 1) return false;
   initialise();
   // op(B) stored as k × n rows for libxsmm: a transposed B (stored n × k) is copied first.
+  const double flops = 2.0 * static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(k);
+  const int threads = flops >= kParallelFlops ? static_cast<int>(std::min<int64_t>(cpu_threads(), m)) : 1;
+  // C = A·Bᵀ with a B larger than A and C together (a Linear layer's forward pass: B is the
+  // weight): Cᵀ = B·Aᵀ transposes A in and Cᵀ out instead of B. The mlp's first layer moves
+  // 66 K floats so instead of 201 K. (With beta = 1, C's old values would need transposing in too.)
+  if (trans_b && !trans_a && beta == 0.0f && m * k + m * n < n * k) {
+    thread_local std::vector<float> a_t, c_t;
+    a_t.resize(static_cast<size_t>(k * m));
+    c_t.resize(static_cast<size_t>(n * m));
+    transpose(a, m, k, a_t.data(), threads);
+    if (!libxsmm_gemm(false, false, n, m, k, 1.0f, b, a_t.data(), 0.0f, c_t.data())) return false;
+    transpose(c_t.data(), n, m, c, threads);
+    return true;
+  }
   thread_local std::vector<float> b_copy;
   if (trans_b) {
     b_copy.resize(static_cast<size_t>(k * n));
-    for (int64_t j = 0; j < n; ++j)
-      for (int64_t p = 0; p < k; ++p) b_copy[p * n + j] = b[j * k + p];
+    transpose(b, n, k, b_copy.data(), threads);
     b = b_copy.data();
   }
   const int64_t lda = trans_a ? m : k, ldb = n;
-  const double flops = 2.0 * static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(k);
-  const int threads = flops >= kParallelFlops ? static_cast<int>(std::min<int64_t>(cpu_threads(), m)) : 1;
   if (threads <= 1) return product_rows(trans_a, 0, m, n, k, a, lda, b, ldb, beta, c);
   // Each thread takes a contiguous block of C's rows; a shape libxsmm refuses is refused whole
   // (checked first, so no thread has written anything when the caller falls back to BLAS).

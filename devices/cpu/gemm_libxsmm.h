@@ -11,7 +11,8 @@
 //   NN, TN   libxsmm directly (libxsmm is column-major: row-major C = op(A)·op(B) is
 //            column-major Cᵀ = op(B)ᵀ·op(A)ᵀ, so B goes first)
 //   NT, TT   B is transposed into a scratch buffer first (its JIT has no transposed first
-//            operand); the copy costs a fraction of what the faster product saves
+//            operand), or for NT with beta 0, when that moves fewer floats, A in and the
+//            result out (Cᵀ = B·Aᵀ); the copies cost a fraction of what the faster product saves
 // Threads: the rows of C are split among the OpenMP threads, each a smaller product with the
 // same k, so every element is the same dot product in the same order whatever the thread
 // count: results do not depend on it.
