@@ -92,6 +92,7 @@ Trainer::Trainer(TrainConfig config) : config_(std::move(config)) {
     ThreadGovernorOptions governor;
     governor.max_threads = config_max_threads_ = cpu_threads();
     governor_ = std::make_unique<ThreadGovernor>(governor);
+    set_cpu_threads(governor_->threads());
   }
   NNLAB_CHECK(config_.math == "fp32" || device_.is_cuda(), "--math ", config_.math,
               " applies to CUDA devices only; the CPU always computes in strict float32");
@@ -323,7 +324,7 @@ void Trainer::wait_for_go(int64_t epoch) {
 EpochResult Trainer::run() {
   spdlog::info("model {} ({} parameters) on {}, data {} ({} train / {} test images from {})", config_.model,
                model_->parameter_count(), device_label(device_), config_.data, train_.size(), test_.size(), config_.data_dir);
-  const std::string threads = governor_ ? std::to_string(cpu_threads()) + " CPU threads (1 while other programs keep the cores busy)"
+  const std::string threads = governor_ ? std::to_string(config_max_threads_) + " CPU threads (1 while other programs keep the cores busy)"
                                         : std::to_string(cpu_threads()) + " CPU threads";
   spdlog::info("optimizer {}, batch {}, {} epochs, seed {}, {} (denormals: {}; cpu kernels: {})", optimizer_->describe(),
                config_.batch, config_.epochs, config_.seed, threads, denormals_name(cpu_denormals()), cpu_isa_report());

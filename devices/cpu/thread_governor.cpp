@@ -34,7 +34,7 @@ constexpr double kChangeFactor = 2.0;   // a hold ends early when steps take 2x 
 }  // namespace
 
 ThreadGovernor::ThreadGovernor(ThreadGovernorOptions options)
-    : o_(options), threads_(options.max_threads), hold_(options.hold) {
+    : o_(options), threads_(1), hold_(options.hold) {
   NNLAB_CHECK(o_.max_threads >= 2, "ThreadGovernor: needs at least 2 threads to choose from, got ", o_.max_threads);
   NNLAB_CHECK(o_.probe_steps >= 1 && o_.hold >= 1 && o_.max_hold >= o_.hold,
               "ThreadGovernor: probe_steps and hold must be >= 1 and max_hold >= hold");

@@ -7,6 +7,7 @@
 #include <xmmintrin.h>
 #endif
 
+#include <algorithm>
 #include <fstream>
 #include <string>
 
@@ -19,6 +20,12 @@ namespace nnlab {
 
 namespace {
 int g_threads = 0;
+// The largest pool, and the mode, the floating-point setting was last applied to. OpenMP keeps
+// its pool threads when a team gets smaller, so a smaller count needs no new pass: the thread
+// governor switches between 1 and all threads, and on a busy machine every parallel region it
+// avoided costs a scheduler time slice.
+int g_applied_threads = 0;
+Denormals g_applied_mode = Denormals::flush;
 Denormals g_denormals = Denormals::flush;
 
 // Sets the calling thread's floating-point control register.
@@ -39,10 +46,10 @@ void apply_denormals_here(Denormals mode) {
 #endif
 }
 
-// The calling thread and each thread of the OpenMP pool of g_threads threads.
-void apply_denormals_everywhere(Denormals mode) {
+// The calling thread and each thread of an OpenMP pool of `threads` threads.
+void apply_denormals_everywhere(Denormals mode, int threads) {
   apply_denormals_here(mode);
-#pragma omp parallel num_threads(g_threads)
+#pragma omp parallel num_threads(threads)
   apply_denormals_here(mode);
 }
 }  // namespace
@@ -57,7 +64,11 @@ void set_cpu_threads(int n) {
   g_threads = n > 0 ? n : cpu_cores();
   omp_set_num_threads(g_threads);
   openblas_set_num_threads(g_threads);
-  apply_denormals_everywhere(g_denormals);
+  if (g_threads > g_applied_threads || g_denormals != g_applied_mode) {
+    g_applied_threads = std::max(g_applied_threads, g_threads);
+    apply_denormals_everywhere(g_denormals, g_applied_threads);
+    g_applied_mode = g_denormals;
+  }
 }
 
 void set_cpu_denormals(Denormals mode) {
