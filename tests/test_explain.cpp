@@ -105,6 +105,7 @@ TEST_CASE("cudnn cannot be selected on the CPU, and the old names of auto are re
 TEST_CASE("the kernel log records BLAS calls only while it is on", "[explain]") {
   const Tensor a = random_tensor({3, 5}, kSeed, 3, DType::Float32).set_requires_grad(true);
   const Tensor b = random_tensor({5, 2}, kSeed, 4, DType::Float32).set_requires_grad(true);
+  const Tensor a64 = a.to(DType::Float64), b64 = b.to(DType::Float64);
   take_kernel_calls();
   matmul(a, b);
   CHECK(take_kernel_calls().empty());
@@ -113,8 +114,15 @@ TEST_CASE("the kernel log records BLAS calls only while it is on", "[explain]") 
     matmul(a, b);
     const std::vector<KernelCall> calls = take_kernel_calls();
     REQUIRE(calls.size() == 1);
-    CHECK(calls[0].family == "cblas_sgemm");
+    // Float32 products of layer size go to libxsmm when nnlab has it (gemm_libxsmm.h).
+    CHECK((calls[0].family == "libxsmm" || calls[0].family == "cblas_sgemm"));
     CHECK(calls[0].detail == "NN 3×2×5");
+    // Float64 always goes to OpenBLAS.
+    matmul(a64, b64);
+    const std::vector<KernelCall> doubles = take_kernel_calls();
+    REQUIRE(doubles.size() == 1);
+    CHECK(doubles[0].family == "cblas_dgemm");
+    CHECK(doubles[0].detail == "NN 3×2×5");
   }
   CHECK_FALSE(kernel_log_enabled());
 }
