@@ -45,15 +45,26 @@ void initialise() {
 // with a stride of `rows` floats and touches a new cache line with every element (0.5 ms for
 // the mlp's 256 × 784 weight, more than the product it feeds); 16 × 16 tiles keep both the
 // tile read and the tile written in the L1 cache.
+void transpose_rows(const float* in, int64_t rows, int64_t cols, float* out, int64_t i0) {
+  constexpr int64_t kTile = 16;
+  for (int64_t j0 = 0; j0 < cols; j0 += kTile) {
+    const int64_t i1 = std::min(rows, i0 + kTile), j1 = std::min(cols, j0 + kTile);
+    for (int64_t j = j0; j < j1; ++j)
+      for (int64_t i = i0; i < i1; ++i) out[j * rows + i] = in[i * cols + j];
+  }
+}
+
+// One thread runs the plain loop, not a parallel region with a false if clause: LLVM's OpenMP
+// runtime (the clang sanitizer build) kept that region's num_threads(1) for the next region,
+// OpenBLAS's, which then ran its two-thread GEMM on one thread and waited for the other forever.
 void transpose(const float* in, int64_t rows, int64_t cols, float* out, int threads) {
   constexpr int64_t kTile = 16;
-#pragma omp parallel for num_threads(threads) schedule(static) if (threads > 1)
-  for (int64_t i0 = 0; i0 < rows; i0 += kTile)
-    for (int64_t j0 = 0; j0 < cols; j0 += kTile) {
-      const int64_t i1 = std::min(rows, i0 + kTile), j1 = std::min(cols, j0 + kTile);
-      for (int64_t j = j0; j < j1; ++j)
-        for (int64_t i = i0; i < i1; ++i) out[j * rows + i] = in[i * cols + j];
-    }
+  if (threads <= 1) {
+    for (int64_t i0 = 0; i0 < rows; i0 += kTile) transpose_rows(in, rows, cols, out, i0);
+    return;
+  }
+#pragma omp parallel for num_threads(threads) schedule(static)
+  for (int64_t i0 = 0; i0 < rows; i0 += kTile) transpose_rows(in, rows, cols, out, i0);
 }
 
 // Rows [first, first + rows) of C: column-major C' (n × rows) = B' · A' (see the header).
