@@ -26,8 +26,12 @@
 #include <vector>
 
 #include "devices/cpu/small_gemm.h"
+#include "scripts/bench_gemm_support.h"
 
 namespace {
+
+using bench::gflops;
+using bench::largest_difference;
 
 enum class Op { nn, nt, tn };
 
@@ -37,23 +41,6 @@ struct Product {
   const char* what;
 };
 
-template <typename F>
-double gflops(const Product& p, int reps, F call) {
-  call();
-  double best = 1e30;
-  for (int run = 0; run < 5; ++run) {
-    const auto start = std::chrono::steady_clock::now();
-    for (int r = 0; r < reps; ++r) call();
-    best = std::min(best, std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() / reps);
-  }
-  return 2.0 * p.m * p.n * p.k / best * 1e-9;
-}
-
-double largest_difference(const std::vector<float>& x, const std::vector<float>& y) {
-  double worst = 0;
-  for (size_t i = 0; i < x.size(); ++i) worst = std::max(worst, double(std::fabs(x[i] - y[i])));
-  return worst;
-}
 
 const char* op_name(Op op) { return op == Op::nn ? "NN" : op == Op::nt ? "NT" : "TN"; }
 
