@@ -1,4 +1,5 @@
-// Micro-benchmark of the CPU convolution kernels on the `cnn` model's two layers at batch 64:
+// Micro-benchmark of the CPU convolution kernels on the convolution layers of cnn, lenet5 and
+// cifar-cnn's first layer at batch 64:
 // forward, backward data and backward filter in GFLOP/s, beside the rate of one plain sgemm
 // of the forward's shape (the practical peak the kernels can approach) and of the per-image
 // alternative (one small sgemm per image, images spread over the threads).
@@ -8,7 +9,8 @@
 //   g++ -O3 -march=x86-64-v3 -fopenmp -std=c++17 -I. scripts/bench_conv.cpp build/libnnlab_devices.a \
 //       build/libnnlab_core.a -I/usr/include/x86_64-linux-gnu/openblas-openmp \
 //       -L/usr/lib/x86_64-linux-gnu/openblas-openmp -lopenblas -o bench_conv
-//   ./bench_conv [reps] [threads]          (NNLAB_CPU_ISA=avx2 ./bench_conv: the AVX2 kernels)
+//   ./bench_conv [reps] [threads] [layer]  (layer: a name prefix such as "lenet5"; NNLAB_CPU_ISA=avx2
+//                                           ./bench_conv: the AVX2 kernels)
 #include <cblas.h>
 
 #include <algorithm>
@@ -16,6 +18,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <functional>
+#include <string>
 #include <vector>
 
 #include "core/random.h"
@@ -89,7 +92,14 @@ int main(int argc, char** argv) {
   set_cpu_threads(argc > 2 ? std::atoi(argv[2]) : 0);  // 0: one thread per core
   std::printf("%s, %d threads; OpenBLAS %s\n", cpu_model_name().c_str(), cpu_threads(), openblas_build());
   //                            n   c   h   w   k   r  s  stride  pad
-  bench_layer("conv1", Conv2dGeometry{64, 1, 28, 28, 32, 3, 3, 1, 1, 1, 1, 0, 0}, reps);
-  bench_layer("conv2", Conv2dGeometry{64, 32, 14, 14, 64, 3, 3, 1, 1, 1, 1, 0, 0}, reps);
+  const std::string only = argc > 3 ? argv[3] : "";
+  const auto run = [&](const char* name, Conv2dGeometry g) {
+    if (only.empty() || std::string(name).rfind(only, 0) == 0) bench_layer(name, g, reps);
+  };
+  run("cnn conv1", Conv2dGeometry{64, 1, 28, 28, 32, 3, 3, 1, 1, 1, 1, 0, 0});
+  run("cnn conv2", Conv2dGeometry{64, 32, 14, 14, 64, 3, 3, 1, 1, 1, 1, 0, 0});
+  run("lenet5 c1", Conv2dGeometry{64, 1, 28, 28, 6, 5, 5, 1, 1, 2, 2, 0, 0});
+  run("lenet5 c2", Conv2dGeometry{64, 6, 14, 14, 16, 5, 5, 1, 1, 0, 0, 0, 0});
+  run("cifar-cnn c1", Conv2dGeometry{64, 3, 32, 32, 32, 3, 3, 1, 1, 1, 1, 0, 0});
   return 0;
 }

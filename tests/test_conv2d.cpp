@@ -195,13 +195,18 @@ TEST_CASE("conv2d direct loops for few input channels match the reference on awk
   check_against_reference({5, 7, 9, 9, 37, 3, 3, 1, 1, 2, 0}, true);     // 37 columns: 3 chunks
   check_against_reference({2, 2, 3, 4, 4, 6, 6, 1, 1, 1, 1}, true);      // filter larger than the image
   check_against_reference({3, 1, 4, 11, 40, 5, 5, 1, 1, 2, 2}, true);    // one channel, 5×5, wide
-  // Filter gradient with the output channels in the lanes (k a multiple of 16, rows narrower
-  // than 16): 3×3 in passes of 3 filter rows, 3×5 in one pass of 2 rows and one of 1.
+  // Forward and filter gradient with the output channels in the lanes (k a multiple of 16,
+  // rows not a multiple of 16): filter gradient 3×3 in passes of 3 filter rows, 3×5 in one
+  // pass of 2 rows and one of 1; forward tiles of 12 columns (11 wide: one, overlapping),
+  // 7 (13: two, overlapping by one), 10 (20: two), an odd number of rows (the last tile of
+  // rows overlaps), and 3 columns (tiles narrower than 5).
   check_against_reference({3, 3, 32, 9, 11, 3, 3, 1, 1, 1, 1}, true);    // 32 channels: 2 lane blocks
   check_against_reference({2, 5, 16, 8, 13, 3, 5, 1, 1, 1, 2}, false);   // 3×5 filter, 13 columns
+  check_against_reference({2, 2, 16, 7, 20, 5, 5, 1, 1, 2, 2}, true);    // 20 columns, 7 rows
+  check_against_reference({2, 4, 16, 5, 3, 3, 3, 1, 1, 1, 1}, true);     // 3 columns
 }
 
-TEST_CASE("nnlab explain names the direct loops' layout: channels in the lanes for lenet5's filter gradient", "[conv2d][direct]") {
+TEST_CASE("nnlab explain names the direct loops' layout: channels in the lanes for lenet5's forward and filter gradient", "[conv2d][direct]") {
   ConvImplScope automatic(ConvImpl::Auto);
   Tensor x = random_tensor({2, 6, 14, 14}, kSeed, 41).set_requires_grad(true);
   Tensor w = random_tensor({16, 6, 5, 5}, kSeed, 42).set_requires_grad(true);
@@ -213,10 +218,10 @@ TEST_CASE("nnlab explain names the direct loops' layout: channels in the lanes f
     if (call.family == "direct") details.push_back(call.detail);
   REQUIRE(details.size() == 3);
   for (const std::string& detail : details) {
-    const bool filter = detail.find("bwd filter") != std::string::npos;
+    const bool data = detail.find("bwd data") != std::string::npos;  // 6 output channels: rows
     INFO(detail);
-    CHECK((detail.find("output channels in the vector lanes") != std::string::npos) == filter);
-    CHECK((detail.find("vector loops over shifted rows") != std::string::npos) == !filter);
+    CHECK((detail.find("output channels in the vector lanes") != std::string::npos) == !data);
+    CHECK((detail.find("vector loops over shifted rows") != std::string::npos) == data);
   }
 }
 

@@ -72,10 +72,12 @@ bool channel_layout_pays(const Conv2dGeometry& g) {
   return g.k % kDirectLanes == 0 && g.q % kDirectLanes != 0 && (g.s == 3 || g.s == 5);
 }
 
+bool channel_forward_pays(const Conv2dGeometry& g) { return channel_layout_pays(g) && g.p >= 2; }
+
 const char* direct_method(const Conv2dGeometry& g, ConvDirection direction) {
-  return direction == ConvDirection::BackwardFilter && channel_layout_pays(g)
-             ? "output channels in the vector lanes"
-             : "vector loops over shifted rows";
+  const bool channels = (direction == ConvDirection::BackwardFilter && channel_layout_pays(g)) ||
+                        (direction == ConvDirection::Forward && channel_forward_pays(g));
+  return channels ? "output channels in the vector lanes" : "vector loops over shifted rows";
 }
 
 ConvAlgorithm choose_conv_algorithm(const Conv2dGeometry& g, ConvDirection direction, DType dtype,

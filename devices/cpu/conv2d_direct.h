@@ -28,8 +28,10 @@ bool direct_applies(const Conv2dGeometry& g, ConvDirection direction);
 // How the direct loops lay out a direction's work, for `nnlab explain`.
 const char* direct_method(const Conv2dGeometry& g, ConvDirection direction);
 // The filter gradient of layers whose output channels fill whole vectors (a multiple of 16)
-// over rows narrower than a vector puts the channels in the lanes.
+// over rows that are not a multiple of a vector puts the channels in the lanes
+// (conv2d_direct_channels_cpu.cpp); so does the forward, where the plane has at least two rows.
 bool channel_layout_pays(const Conv2dGeometry& g);
+bool channel_forward_pays(const Conv2dGeometry& g);
 
 // The kernels of the instruction set cpu_isa() chose (isa_dispatch.cpp).
 void direct_forward(const Conv2dGeometry& g, const Tensor& x, const Tensor& w, const Tensor* b, Tensor& y);

@@ -18,12 +18,15 @@
 //                         dy[o, y + pad − ri, x + pad − si], stride 1
 //   backward filter  dw = Σ_images filter_sum(x bordered by pad, dy)
 //
-// Vectorisation: outputs are done kLanes columns at a time for kBlock output channels and two
-// rows at once, so 2 × kBlock vectors of accumulators stay in registers: one input vector per
-// row and (ci, ri, si) is used kBlock times, one weight twice. The filter gradient pairs two
-// neighbouring taps the same way, so each dy vector is used twice. For rows narrower than
-// kLanes and k a multiple of kLanes (lenet5's second layer), the filter gradient puts the
-// output channels in the lanes instead (channel_taps), so no lane computes a missing column.
+// Vectorisation: outputs are done kLanes columns at a time (one vector: 16 in AVX-512, 8 in
+// AVX2) for kBlock output channels and two rows at once, so 2 × kBlock vectors of
+// accumulators stay in registers: one input vector per row and (ci, ri, si) is used kBlock
+// times, one weight twice. The filter gradient pairs two neighbouring taps the same way, so
+// each dy vector is used twice. AVX2's 16 registers hold 12 accumulators: one row or one tap
+// at a time where two would not fit. For rows narrower than
+// kLanes and k a multiple of kLanes (lenet5's second layer), the forward and the filter
+// gradient put the output channels in the lanes instead (conv2d_direct_channels_cpu.cpp), so
+// no lane computes a missing column.
 // Rows of `in` are long enough that a chunk of an output row narrower than kLanes may read
 // past the row's end (zeros); those lanes are never stored.
 //
@@ -32,70 +35,15 @@
 // in thread and lane order, so for a given thread count results repeat bit for bit.
 //
 // Compiled once per instruction set (cpu_isa.h), into cpu::avx2 and cpu::avx512; the AVX-512
-// build prefers 512-bit vectors (CMakeLists.txt), so a 16-column chunk is one vector there and
-// two in AVX2. The shapes it serves (direct_applies) are chosen in conv2d_cpu.cpp.
-#include <omp.h>
-
-#include <algorithm>
+// build prefers 512-bit vectors (CMakeLists.txt). The shapes it serves (direct_applies) are
+// chosen in conv2d_cpu.cpp.
 #include <type_traits>
 
-#include "devices/cpu/conv2d_direct.h"
-#include "devices/cpu/dispatch.h"
+#include "devices/cpu/conv2d_direct_layout.h"
 
 namespace nnlab::cpu::NNLAB_ISA {
 
 namespace {
-
-constexpr long kLanes = kDirectLanes;  // output columns per chunk: one 16-float vector, or two of 8
-constexpr long kBlock = kDirectBlock;  // output channels per pass
-
-long round_up(long v, long m) { return (v + m - 1) / m * m; }
-
-// A zero-bordered copy of `channels` planes (h, w): `top` and `left` zero rows and columns
-// before the data, zeros after it up to (rows, stride); rows [top, top + data_rows) hold data.
-struct Bordered {
-  long channels, rows, stride, top, data_rows;
-  long size() const { return channels * rows * stride; }
-};
-
-// Border for an output of (p, q) from a filter (r, s) over h data rows after `top` zero rows:
-// rows = p + r − 1; every chunk of kLanes columns starting below q plus s − 1 more must lie
-// inside a row.
-Bordered bordered(long channels, long p, long q, long r, long s, long top, long h) {
-  return {channels, p + r - 1, round_up(q, kLanes) + s - 1, top, h};
-}
-
-template <typename T>
-void copy_bordered(const T* src, long w, long left, const Bordered& b, T* dst) {
-  std::fill(dst, dst + b.size(), T(0));
-  for (long c = 0; c < b.channels; ++c)
-    for (long y = 0; y < b.data_rows; ++y) {
-      const T* from = src + (c * b.data_rows + y) * w;
-      std::copy(from, from + w, dst + (c * b.rows + y + b.top) * b.stride + left);
-    }
-}
-
-// Weights regrouped for correlate, kB output channels innermost:
-//   packed[block][i][ri][si][o] = w[block·kB + o, i, ri, si]                (forward)
-//   packed[block][i][ri][si][o] = w[i, block·kB + o, r − 1 − ri, s − 1 − si]  (rotate: backward
-//                                 data, whose outputs are the layer's c inputs and inputs its k outputs)
-// zero for the channels past the last, so every block runs all kB accumulators.
-template <typename T, long kB>
-Tensor pack_weights(const Tensor& w, long k, long c, long r, long s, bool rotate) {
-  const long out = rotate ? c : k, in = rotate ? k : c, blocks = (out + kB - 1) / kB;
-  Tensor result = Tensor::zeros({blocks * in * r * s * kB}, w.dtype(), w.device());
-  const T* w_data = w.data<T>();
-  T* packed = result.data<T>();
-  for (long o = 0; o < out; ++o)
-    for (long i = 0; i < in; ++i)
-      for (long ri = 0; ri < r; ++ri)
-        for (long si = 0; si < s; ++si) {
-          const T v = rotate ? w_data[((i * c + o) * r + (r - 1 - ri)) * s + (s - 1 - si)]
-                             : w_data[((o * c + i) * r + ri) * s + si];
-          packed[((((o / kB) * in + i) * r + ri) * s + si) * kB + o % kB] = v;
-        }
-  return result;
-}
 
 // kRows output rows (y, y + 1, …) of one chunk of kLanes columns at x0, for one block of
 // kB output channels. Each weight loaded is used by kRows rows: with 2 and kB = 8, 16
@@ -149,9 +97,10 @@ void correlate(const T* in, const Bordered& b, const T* packed, long cout, long 
       // every store is a whole vector (the overlap is computed twice, identically).
       const long x0 = q >= kLanes ? std::min(chunk, q - kLanes) : 0;
       long y = 0;
-      for (; y + 2 <= p; y += 2)
-        correlate_rows<T, 2, kB>(in, b, wblock, ob, r, s, block_bias, block_out, p, q, y, x0);
-      if (y < p) correlate_rows<T, 1, kB>(in, b, wblock, ob, r, s, block_bias, block_out, p, q, y, x0);
+      if constexpr (2 * kB <= kAccumulators)
+        for (; y + 2 <= p; y += 2)
+          correlate_rows<T, 2, kB>(in, b, wblock, ob, r, s, block_bias, block_out, p, q, y, x0);
+      for (; y < p; ++y) correlate_rows<T, 1, kB>(in, b, wblock, ob, r, s, block_bias, block_out, p, q, y, x0);
     }
   }
 }
@@ -203,98 +152,10 @@ void filter_sum(const T* in, const Bordered& b, const T* dy, long kblocks, long 
         const T* g0 = dy + kb * kBlock * p * qp;
         T* out = lanes + (((kb * b.channels + ci) * r + ri) * s) * kBlock * kLanes;
         long si = 0;
-        for (; si + 2 <= s; si += 2) filter_taps<T, 2>(row0 + si, b.stride, g0, p, qp, out + si * kBlock * kLanes);
-        if (si < s) filter_taps<T, 1>(row0 + si, b.stride, g0, p, qp, out + si * kBlock * kLanes);
+        if constexpr (2 * kBlock <= kAccumulators)
+          for (; si + 2 <= s; si += 2) filter_taps<T, 2>(row0 + si, b.stride, g0, p, qp, out + si * kBlock * kLanes);
+        for (; si < s; ++si) filter_taps<T, 1>(row0 + si, b.stride, g0, p, qp, out + si * kBlock * kLanes);
       }
-}
-
-// The filter gradient with the output channels in the vector lanes, for planes whose rows
-// are narrower than kLanes (lenet5's second layer: q = 10), where filter_taps would compute
-// 6 of every 16 columns for nothing. Needs k a multiple of kLanes:
-//   out[ri][si][lane] += Σ_y Σ_x dy_transposed[y, x, o0 + lane] · in[y + ri, x + si]
-// For each output position one vector of dy (kLanes channels) meets kR · kS input values,
-// each broadcast: kR · kS accumulator vectors stay in registers, kR · kS + 1 loads feed as
-// many multiply-adds, and no lane is idle.
-// in: one bordered input channel at filter row ri0   dy_transposed: dy of the image transposed to
-// (p, q, k), at channel o0   out: kR × kS × kLanes
-template <typename T, int kR, int kS>
-void channel_taps(const T* in, long stride, const T* dy_transposed, long p, long q, long k, T* out) {
-  T acc[kR][kS][kLanes] = {};
-  for (long y = 0; y < p; ++y)
-    for (long x = 0; x < q; ++x) {
-      const T* g = dy_transposed + (y * q + x) * k;
-      for (int ri = 0; ri < kR; ++ri)
-        for (int si = 0; si < kS; ++si) {
-          const T v = in[(y + ri) * stride + x + si];
-#pragma omp simd
-          for (long l = 0; l < kLanes; ++l) acc[ri][si][l] += g[l] * v;
-        }
-    }
-  for (int ri = 0; ri < kR; ++ri)
-    for (int si = 0; si < kS; ++si)
-      for (long l = 0; l < kLanes; ++l) out[(ri * kS + si) * kLanes + l] += acc[ri][si][l];
-}
-
-// One image's filter gradient in the channel layout, all k blocks, c channels and r rows;
-// kRowsAtOnce filter rows per pass keep 9 or 10 accumulators, enough independent sums to
-// cover the multiply-add latency.
-// in: bordered x (c, p + r − 1, stride)   dy_transposed: (p, q, k)   lanes: (k / kLanes, c, r, s, kLanes)
-template <typename T, int kS>
-void channel_filter_sum(const T* in, const Bordered& b, const T* dy_transposed, const Conv2dGeometry& g, T* lanes) {
-  constexpr int kRowsAtOnce = kS == 3 ? 3 : 2;
-  for (long o0 = 0; o0 < g.k; o0 += kLanes)
-    for (long ci = 0; ci < g.c; ++ci) {
-      const T* plane = in + ci * b.rows * b.stride;
-      T* out = lanes + ((o0 / kLanes * g.c + ci) * g.r) * kS * kLanes;
-      long ri = 0;
-      for (; ri + kRowsAtOnce <= g.r; ri += kRowsAtOnce)
-        channel_taps<T, kRowsAtOnce, kS>(plane + ri * b.stride, b.stride, dy_transposed + o0, g.p, g.q, g.k,
-                                         out + ri * kS * kLanes);
-      for (; ri < g.r; ++ri)
-        channel_taps<T, 1, kS>(plane + ri * b.stride, b.stride, dy_transposed + o0, g.p, g.q, g.k, out + ri * kS * kLanes);
-    }
-}
-
-// Runs body(i, slot) for every image, spread over the threads when there are enough.
-template <typename Body>
-void for_each_image(long n, long work_per_image, Body&& body) {
-  const bool parallel = omp_get_max_threads() > 1 && n > 1 && n * work_per_image > kParallelGrain;
-#pragma omp parallel for schedule(static) if (parallel)
-  for (long i = 0; i < n; ++i) body(i, parallel ? omp_get_thread_num() : 0);
-}
-
-// direct_backward_filter in the channel layout: per image, a bordered copy of x and dy
-// transposed to (p, q, k); per-thread partial sums added in thread order, so for a given
-// thread count results repeat bit for bit.
-template <typename T>
-void channel_backward_filter(const Conv2dGeometry& g, const Bordered& b, const Tensor& dy, const Tensor& x,
-                             Tensor& dw) {
-  const long threads = omp_get_max_threads(), pq = g.p * g.q, dyt_size = pq * g.k;
-  const long lane_size = g.k * g.c * g.r * g.s;  // (k / kLanes, c, r, s, kLanes)
-  Tensor work = Tensor::empty({threads * (b.size() + dyt_size)}, x.dtype(), x.device());
-  Tensor lanes = Tensor::zeros({threads * lane_size}, x.dtype(), x.device());
-  const T *x_data = x.data<T>(), *dy_data = dy.data<T>();
-  T *ws = work.data<T>(), *acc = lanes.data<T>(), *dw_data = dw.data<T>();
-  for_each_image(g.n, g.k * pq * g.c * g.r * g.s, [&](long i, int slot) {
-    T* in = ws + slot * (b.size() + dyt_size);
-    T* transposed = in + b.size();
-    copy_bordered(x_data + i * g.c * g.h * g.w, g.w, g.pad_w, b, in);
-    const T* dyi = dy_data + i * g.k * pq;
-    for (long o = 0; o < g.k; ++o)
-      for (long j = 0; j < pq; ++j) transposed[j * g.k + o] = dyi[o * pq + j];
-    if (g.s == 3)
-      channel_filter_sum<T, 3>(in, b, transposed, g, acc + slot * lane_size);
-    else
-      channel_filter_sum<T, 5>(in, b, transposed, g, acc + slot * lane_size);
-  });
-  // dw[o, ci, ri, si] = Σ_thread lanes[thread][o / kLanes][ci][ri][si][o % kLanes]
-  const long crs = g.c * g.r * g.s;
-  for (long o = 0; o < g.k; ++o)
-    for (long j = 0; j < crs; ++j) {
-      T sum = T(0);
-      for (long t = 0; t < threads; ++t) sum += acc[t * lane_size + ((o / kLanes) * crs + j) * kLanes + o % kLanes];
-      dw_data[o * crs + j] = sum;
-    }
 }
 
 }  // namespace
@@ -304,6 +165,7 @@ void direct_forward(const Conv2dGeometry& g, const Tensor& x, const Tensor& w, c
   dispatch_float("conv2d_forward", x, [&](auto tag) {
     using T = decltype(tag);
     const Bordered border = bordered(g.c, g.p, g.q, g.r, g.s, g.pad_h, g.h);
+    if (channel_forward_pays(g)) return channel_forward(g, border, x, w, b, y);
     Tensor work = Tensor::empty({omp_get_max_threads() * border.size()}, x.dtype(), x.device());
     const T *x_data = x.data<T>(), *bias = b && b->defined() ? b->data<T>() : nullptr;
     T *y_data = y.data<T>(), *ws = work.data<T>();
@@ -346,7 +208,7 @@ void direct_backward_filter(const Conv2dGeometry& g, const Tensor& dy, const Ten
   dispatch_float("conv2d_backward_filter", dy, [&](auto tag) {
     using T = decltype(tag);
     const Bordered border = bordered(g.c, g.p, g.q, g.r, g.s, g.pad_h, g.h);
-    if (channel_layout_pays(g)) return channel_backward_filter<T>(g, border, dy, x, dw);
+    if (channel_layout_pays(g)) return channel_backward_filter(g, border, dy, x, dw);
     const long kblocks = (g.k + kBlock - 1) / kBlock, qp = round_up(g.q, kLanes);
     const long dy_size = kblocks * kBlock * g.p * qp, lane_size = kblocks * g.c * g.r * g.s * kBlock * kLanes;
     const long threads = omp_get_max_threads();
