@@ -57,6 +57,10 @@ int main(int argc, char** argv) {
       {120, 400, 64, Op::tn, "lenet5 f1 weight"},     {64, 84, 120, Op::nt, "lenet5 f2 forward"},
       {64, 147, 32, Op::nn, "winograd cnn c2 fwd"},   {32, 147, 64, Op::nn, "winograd cnn c2 data"},
       {32, 256, 32, Op::nn, "winograd cifar 32x32"},  {64, 128, 64, Op::nn, "winograd cifar 64->64"},
+      {64, 128, 3136, Op::nt, "cnn f1 forward"},      {128, 64, 3136, Op::nn, "cnn f1 forward, W·Xᵀ"},
+      {64, 3136, 128, Op::nn, "cnn f1 data"},         {128, 3136, 64, Op::tn, "cnn f1 weight"},
+      {512, 64, 4096, Op::nn, "cifar f1 forward, W·Xᵀ"}, {64, 4096, 512, Op::nn, "cifar f1 data"},
+      {512, 4096, 64, Op::tn, "cifar f1 weight"},
   };
   std::mt19937 rng(1);
   std::uniform_real_distribution<float> uniform(-1, 1);

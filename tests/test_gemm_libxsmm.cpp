@@ -43,8 +43,9 @@ std::vector<double> reference(bool ta, bool tb, int64_t m, int64_t n, int64_t k,
 
 TEST_CASE("libxsmm gemm: every transpose pair and beta match a double reference", "[gemm][libxsmm]") {
   set_cpu_threads(1);
-  // The second shape takes NT's other route (Cᵀ = B·Aᵀ: B larger than A and C together).
-  for (const auto& [m, n, k] : {std::tuple<int64_t, int64_t, int64_t>{37, 29, 53}, {8, 64, 32}})
+  // The second shape takes NT's other route (Cᵀ = B·Aᵀ: B larger than A and C together); the
+  // third has sides over 1024, as the Linear layers of cnn and cifar-cnn.
+  for (const auto& [m, n, k] : {std::tuple<int64_t, int64_t, int64_t>{37, 29, 53}, {8, 64, 32}, {3, 1100, 1300}})
   for (bool ta : {false, true})
     for (bool tb : {false, true})
       for (float beta : {0.0f, 1.0f}) {
@@ -74,10 +75,16 @@ TEST_CASE("libxsmm gemm: the same bits with 1 and 2 threads, and refusals of wha
   set_cpu_threads(2);
   REQUIRE(cpu::libxsmm_gemm(false, true, m, n, k, 1.0f, two.a.data(), two.b.data(), 0.0f, two.c.data()));
   CHECK(one.c == two.c);
-  // alpha other than 1, beta other than 0 or 1, or a side over 1024: OpenBLAS's.
+  // alpha other than 1, beta other than 0 or 1, a side over 4096 or more than 2^28
+  // multiply-adds: OpenBLAS's.
   CHECK_FALSE(cpu::libxsmm_gemm(false, false, m, n, k, 2.0f, one.a.data(), one.b.data(), 0.0f, one.c.data()));
   CHECK_FALSE(cpu::libxsmm_gemm(false, false, m, n, k, 1.0f, one.a.data(), one.b.data(), 0.5f, one.c.data()));
-  std::vector<float> big_a(2 * 3136), big_b(3136 * 2), big_c(4);
-  CHECK_FALSE(cpu::libxsmm_gemm(false, false, 2, 2, 3136, 1.0f, big_a.data(), big_b.data(), 0.0f, big_c.data()));
+  std::vector<float> long_a(2 * 5000), long_b(5000 * 2), long_c(4);
+  CHECK_FALSE(cpu::libxsmm_gemm(false, false, 2, 2, 5000, 1.0f, long_a.data(), long_b.data(), 0.0f, long_c.data()));
+  std::vector<float> big_a(1024 * 512), big_b(512 * 1024), big_c(1024 * 1024);
+  CHECK_FALSE(cpu::libxsmm_gemm(false, false, 1024, 1024, 512, 1.0f, big_a.data(), big_b.data(), 0.0f, big_c.data()));
+  // cnn's f1 backward data (n = 3136) is libxsmm's.
+  std::vector<float> f1_a(64 * 128), f1_b(128 * 3136), f1_c(64 * 3136);
+  CHECK(cpu::libxsmm_gemm(false, false, 64, 3136, 128, 1.0f, f1_a.data(), f1_b.data(), 0.0f, f1_c.data()));
   set_cpu_threads(0);
 }
