@@ -174,7 +174,7 @@ EpochResult Trainer::train_epoch(int64_t epoch) {
     if (governor_) adapt_threads(seconds_since(t_step));
     ++step;
     ++global_step_;
-    images += batch.images.dim(0);
+    images += batch.whole;  // the global batch: under mpirun this rank's slice is a part of it
     if (config_.metrics_every > 0 && global_step_ % config_.metrics_every == 0)
       recorder_.write({{"type", "step"}, {"epoch", epoch}, {"step", global_step_}, {"loss", loss.item()}});
     if (progress.due(step)) {

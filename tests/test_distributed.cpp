@@ -4,6 +4,7 @@
 // normalises with its own slice's statistics. Also the batch slices themselves.
 #include <catch2/catch.hpp>
 
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <string>
@@ -105,6 +106,18 @@ void expect_same_as_one_process(int ranks, int64_t batch, int steps) {
   const double l2 = nnlab_test::relative_l2(dir / "many/last.safetensors", dir / "one/last.safetensors");
   INFO("relative L2 of the weights after " << steps << " steps: " << l2);
   CHECK(l2 < 1e-5);
+  // The epoch record's images/s counts the global batches, not rank 0's slices.
+  std::ifstream records(dir / "many.jsonl");
+  std::string line;
+  bool epoch_seen = false;
+  while (std::getline(records, line)) {
+    const auto j = nlohmann::json::parse(line);
+    if (j["type"] != "epoch") continue;
+    epoch_seen = true;
+    const double images = j["images_per_second"].get<double>() * j["seconds"].get<double>();
+    CHECK(std::fabs(images - double(steps) * double(batch)) < 1e-6 * double(steps * batch));
+  }
+  CHECK(epoch_seen);
 }
 }  // namespace
 
