@@ -70,8 +70,9 @@ void nccl_unique_id(char* id) {
 void* nccl_comm_create(const char* id, int ranks, int rank, int device) {
   ncclUniqueId unique{};
   std::memcpy(unique.internal, id, kNcclUniqueIdBytes);
-  cuda_backend(device);  // the backend (and its stream) first; it also makes `device` current
-  NNLAB_CUDA_CHECK(cudaSetDevice(device));  // NCCL binds the communicator to the current device
+  // NCCL binds the communicator to the calling thread's current device, which cuda_backend
+  // selects (cuda_backend.cpp's select_device is the one place that sets it).
+  cuda_backend(device);
   auto* handle = new NcclComm;
   handle->device = device;
   const ncclResult_t result = ncclCommInitRank(&handle->comm, ranks, unique, rank);
@@ -100,8 +101,10 @@ void nccl_comm_destroy(void* comm) {
   auto* handle = static_cast<NcclComm*>(comm);
   if (!handle) return;
   // Called from destructors: the reductions still queued finish first, errors are dropped.
-  cudaSetDevice(handle->device);
-  cudaDeviceSynchronize();
+  try {
+    cuda_backend(handle->device).synchronize();
+  } catch (const std::exception&) {
+  }
   ncclCommDestroy(handle->comm);
   delete handle;
 }
