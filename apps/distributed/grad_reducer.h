@@ -94,7 +94,7 @@ class GradientReducer {
   void launch_on_device(Bucket& bucket);
   void unpack(const Bucket& bucket);
   void unpack_on_device(const Bucket& bucket);
-  Tensor slot(const Bucket& bucket, size_t j) const;  // bucket j's gradient in device_data
+  Tensor slot(const Bucket& bucket, size_t j) const;  // the bucket's j-th gradient, a view of device_data
 
   const World& world_;
   std::vector<Tensor> params_;
