@@ -230,7 +230,9 @@ DeviceExplain explain_on(const RunVariant& v, const ModelFile& info, int64_t bat
   Backend& be = backend_for(device);
   std::unique_ptr<GradientReducer> reducer;
   if (World::get().distributed())
-    reducer = std::make_unique<GradientReducer>(World::get(), opt->params(), AllReduceMode::step, 0);
+    reducer = std::make_unique<GradientReducer>(World::get(), opt->params(), AllReduceMode::step, 0,
+                                                decide_allreduce_backend(World::get(), device,
+                                                                         AllReduceBackendRequest::automatic));
   for (int warm = 0; warm < 2; ++warm) {  // the step twice first: caches, algorithm choices, allocator
     std::vector<OpRecord> ignored;
     record_step(*model, *opt, images, label_t, be, reducer.get(), ignored);

@@ -35,6 +35,11 @@ void register_train_command(CLI::App& app) {
                   "Under mpirun: how gradients are summed over the ranks: step (one all-reduce after backward) or "
                   "overlap (buckets reduced while backward runs); docs/distributed.md")
       ->capture_default_str();
+  sub->add_option("--allreduce-backend", config->allreduce_backend,
+                  "Under mpirun: which library sums the gradients: auto (NCCL on GPU memory when the model is on CUDA, "
+                  "nnlab has NCCL and every rank has a GPU of its own; else MPI), nccl or mpi (MPI on host memory, "
+                  "CUDA gradients staged through it); docs/distributed.md")
+      ->capture_default_str();
   add_command(sub, [sub, config, report] {
     // Under mpirun, rank 0 alone prints and writes the report; the others keep stderr for their own errors.
     const bool root = World::get().is_root();

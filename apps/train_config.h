@@ -45,6 +45,7 @@ struct TrainConfig {
   bool check_numerics = false;    // train: check every layer's output and gradient (synchronises)
   bool pace_stdin = false;        // train: wait for a line on stdin before each epoch (benchmark drivers)
   std::string allreduce = "step";  // train under mpirun: step | overlap (apps/distributed/grad_reducer.h)
+  std::string allreduce_backend = "auto";  // train under mpirun: auto | nccl | mpi (apps/distributed/allreduce_backend.h)
 };
 
 // Registers the training options on a (sub)command.

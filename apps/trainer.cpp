@@ -88,6 +88,8 @@ Trainer::Trainer(TrainConfig config) : config_(std::move(config)) {
   std::string why;
   device_ = resolve_device(config_.device, &why);
   if (config_.device == "auto") spdlog::info("{}", why);
+  device_ = rank_device(device_, config_.device, World::get());
+  const AllReduceBackendRequest allreduce_backend = parse_allreduce_backend(config_.allreduce_backend);
   if (device_.is_cpu() && config_.threads == 0 && cpu_threads() >= 2) {
     ThreadGovernorOptions governor;
     governor.max_threads = config_max_threads_ = cpu_threads();
@@ -132,7 +134,8 @@ Trainer::Trainer(TrainConfig config) : config_(std::move(config)) {
   if (world.distributed())
     // --check-numerics owns the engine's backward hook, which overlap needs; step gives the same sums.
     parallel_ = std::make_unique<DataParallel>(world, optimizer_->params(),
-                                               parse_allreduce_mode(config_.check_numerics ? "step" : config_.allreduce));
+                                               parse_allreduce_mode(config_.check_numerics ? "step" : config_.allreduce),
+                                               decide_allreduce_backend(world, device_, allreduce_backend));
   if (!config_.resume.empty()) resume_from(config_.resume);
   if (parallel_) parallel_->check_same_start(config_record(config_), *model_);
   // Ranks step in lockstep, so one rank's step time is mostly waiting for the others: the

@@ -16,6 +16,29 @@ if(NNLAB_CUDA_SIMULATOR)
   list(APPEND NNLAB_CUDA_SOURCES ${NNLAB_SIM_SOURCES})
 endif()
 
+# NCCL, for all-reducing CUDA gradients in data-parallel training (devices/cuda/nccl_cuda.cpp,
+# docs/distributed.md): used when the CUDA toolkit has nccl.h and libnccl, linked into this
+# library alone (the program reaches it through the plugin table). Never on the simulator.
+set(NNLAB_WITH_NCCL OFF)
+if(NNLAB_WITH_CUDA)
+  find_path(NCCL_INCLUDE_DIR nccl.h HINTS ${CUDAToolkit_INCLUDE_DIRS} /usr/local/cuda/include)
+  find_library(NCCL_LIBRARY nccl HINTS ${CUDAToolkit_LIBRARY_DIR} /usr/local/cuda/lib64)
+  option(NNLAB_USE_NCCL "All-reduce CUDA gradients with NCCL when the toolkit has it" ON)
+  if(NNLAB_USE_NCCL AND NCCL_INCLUDE_DIR AND NCCL_LIBRARY)
+    set(NNLAB_WITH_NCCL ON)
+    file(STRINGS ${NCCL_INCLUDE_DIR}/nccl.h _nnlab_nccl_version REGEX "^#define NCCL_(MAJOR|MINOR|PATCH) ")
+    string(REGEX REPLACE "[^0-9;]" "" _nnlab_nccl_version "${_nnlab_nccl_version}")
+    string(REPLACE ";" "." _nnlab_nccl_version "${_nnlab_nccl_version}")
+    message(STATUS "nnlab: NCCL ${_nnlab_nccl_version} all-reduces CUDA gradients under mpirun (${NCCL_LIBRARY})")
+  else()
+    message(STATUS "nnlab: NCCL not used (nccl.h or libnccl not found in the CUDA toolkit, or NNLAB_USE_NCCL=OFF): "
+                   "CUDA gradients under mpirun are staged through host memory")
+  endif()
+endif()
+if(NOT NNLAB_WITH_NCCL)
+  list(REMOVE_ITEM NNLAB_CUDA_SOURCES ${PROJECT_SOURCE_DIR}/devices/cuda/nccl_cuda.cpp)
+endif()
+
 add_library(nnlab_cuda SHARED ${NNLAB_CUDA_SOURCES})
 # build/libnnlab_cuda.so, beside build/nnlab, where the loader looks first.
 set_target_properties(nnlab_cuda PROPERTIES LIBRARY_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR}
@@ -38,6 +61,11 @@ if(NNLAB_WITH_CUDA)
   target_include_directories(nnlab_cuda PRIVATE ${CUDNN_INCLUDE_DIR})
   target_link_libraries(nnlab_cuda PRIVATE CUDA::cudart CUDA::cublas ${CUDNN_LIBRARY})
   target_compile_options(nnlab_cuda PRIVATE $<$<COMPILE_LANGUAGE:CUDA>:--expt-relaxed-constexpr -lineinfo>)
+endif()
+if(NNLAB_WITH_NCCL)
+  target_include_directories(nnlab_cuda PRIVATE ${NCCL_INCLUDE_DIR})
+  target_link_libraries(nnlab_cuda PRIVATE ${NCCL_LIBRARY})
+  target_compile_definitions(nnlab_cuda PRIVATE NNLAB_WITH_NCCL)
 endif()
 if(NNLAB_CUDA_SIMULATOR)
   target_include_directories(nnlab_cuda BEFORE PRIVATE ${PROJECT_SOURCE_DIR}/devices/cuda/sim/include)

@@ -11,6 +11,7 @@
 //
 // The table is plain C++ and needs no CUDA header, like cuda_backend.h.
 #pragma once
+#include <cstddef>
 #include <string>
 
 #include "devices/backend.h"
@@ -19,7 +20,10 @@ namespace nnlab {
 
 // Bumped whenever the table changes, so a stale library next to a newer program is refused
 // with a message instead of being called through the wrong slots.
-inline constexpr int kCudaPluginVersion = 1;
+inline constexpr int kCudaPluginVersion = 2;
+
+// The size of NCCL's unique id (NCCL_UNIQUE_ID_BYTES), which the table passes as bytes.
+inline constexpr size_t kNcclUniqueIdBytes = 128;
 
 struct CudaPlugin {
   int version;
@@ -30,6 +34,18 @@ struct CudaPlugin {
   bool (*math_tf32)();
   void (*set_deterministic)(bool on);  // set_cuda_deterministic
   bool (*deterministic)();
+
+  // NCCL, the all-reduce of device memory for data-parallel training (devices/nccl_comm.h,
+  // devices/cuda/nccl_cuda.cpp). nccl_unavailable is always there: "" when the library was
+  // built with NCCL, else why not (the simulator, or no nccl.h/libnccl at configure time).
+  // The other slots are optional: nullptr unless it was. Every failure throws nnlab::Error.
+  std::string (*nccl_unavailable)();
+  int (*nccl_version)();                                  // ncclGetVersion: 22809 is 2.28.9
+  std::string (*gpu_uuid)(int device);                    // the GPU's UUID, one per physical GPU
+  void (*nccl_unique_id)(char* id);                       // ncclGetUniqueId into id[128]
+  void* (*nccl_comm_create)(const char* id, int ranks, int rank, int device);  // ncclCommInitRank
+  void (*nccl_sum)(void* comm, Tensor& data);             // in place, on data's device's stream
+  void (*nccl_comm_destroy)(void* comm);                  // never throws
 };
 
 }  // namespace nnlab

@@ -173,4 +173,35 @@ TEST_CASE("distributed: ranks started with different options are refused at star
   CHECK(model.output.find("rank 1 differs from rank 0 in model \"lenet5\" vs \"mlp\"") != std::string::npos);
 }
 
+TEST_CASE("distributed: --allreduce-backend nccl where NCCL cannot work, or differing between ranks, is one error",
+          "[distributed][mpi]") {
+  if (!fs::exists(kFashion)) {
+    WARN("dataset-fashion-mnist is not installed; scripts/setup.sh installs it");
+    return;
+  }
+  const auto count_errors = [](const std::string& output) {
+    size_t messages = 0;
+    for (size_t at = output.find("nnlab: error"); at != std::string::npos; at = output.find("nnlab: error", at + 1))
+      ++messages;
+    return messages;
+  };
+  // NCCL sums CUDA memory: on the CPU a forced nccl is refused (without loading the CUDA backend).
+  const CliResult cpu = nnlab_test::mpi_train(2, "--device cpu --max-steps 1 --batch 64 --allreduce-backend nccl");
+  INFO(cpu.output);
+  CHECK(cpu.exit_code != 0);
+  CHECK(cpu.output.find("nnlab: error: --allreduce-backend nccl cannot be used: NCCL sums CUDA memory, and this "
+                        "run's gradients are on the CPU") != std::string::npos);
+  CHECK(count_errors(cpu.output) == 1);
+  CHECK(cpu.output.find("epoch 1/") == std::string::npos);
+
+  // Ranks that disagree are refused before any of them starts NCCL (which would wait forever).
+  const std::string train = std::string(NNLAB_CLI_PATH) + " train --threads 1 --max-steps 1 --batch 64 ";
+  const CliResult differ = nnlab_test::run_shell(nnlab_test::mpirun_prefix() + "-np 1 " + train +
+                                                 "--allreduce-backend auto : -np 1 " + train + "--allreduce-backend mpi");
+  INFO(differ.output);
+  CHECK(differ.exit_code != 0);
+  CHECK(differ.output.find("rank 1 differs from rank 0 in allreduce_backend \"mpi\" vs \"auto\"") != std::string::npos);
+  CHECK(count_errors(differ.output) == 1);
+}
+
 #endif

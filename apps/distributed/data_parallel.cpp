@@ -51,8 +51,14 @@ bool may_differ_between_ranks(const std::string& key) {
   return keys.count(key) > 0;
 }
 
-DataParallel::DataParallel(const World& world, std::vector<Tensor> params, AllReduceMode mode)
-    : world_(world), reducer_(world, std::move(params), mode, kBucketBytes) {}
+DataParallel::DataParallel(const World& world, std::vector<Tensor> params, AllReduceMode mode,
+                           AllReduceChoice backend)
+    : world_(world), reducer_(world, std::move(params), mode, kBucketBytes, std::move(backend)) {}
+
+Device rank_device(Device resolved, const std::string& asked, const World& world) {
+  if (!world.distributed() || !resolved.is_cuda() || asked.find(':') != std::string::npos) return resolved;
+  return Device::cuda(world.local_rank() % cuda_status().device_count);
+}
 
 void DataParallel::check_same_start(const nlohmann::json& config, Sequential& model) const {
   const nlohmann::json mine = {{"config", config}, {"weights", weights_checksum(model)}};

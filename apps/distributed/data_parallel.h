@@ -25,8 +25,9 @@ namespace nnlab {
 
 class DataParallel {
  public:
-  // params: the optimizer's. mode: --allreduce.
-  DataParallel(const World& world, std::vector<Tensor> params, AllReduceMode mode);
+  // params: the optimizer's. mode: --allreduce. backend: from --allreduce-backend
+  // (decide_allreduce_backend, every rank alike).
+  DataParallel(const World& world, std::vector<Tensor> params, AllReduceMode mode, AllReduceChoice backend);
 
   const World& world() const { return world_; }
   GradientReducer& reducer() { return reducer_; }
@@ -58,6 +59,12 @@ class DataParallel {
 // the first samples of a one-process run), a different one on every other rank; with one
 // seed, sample i of every rank's slice would be dropped alike.
 uint64_t rank_dropout_seed(uint64_t seed, int rank);
+
+// The device of this rank: under mpirun, `--device cuda` (or auto choosing CUDA) gives the
+// ranks of one host distinct GPUs, the host's rank l taking cuda:(l mod the GPUs it has), so
+// that each rank can have a GPU of its own (which NCCL needs); `--device cuda:N` is taken as
+// asked, on every rank. `resolved` is what `asked` resolved to.
+Device rank_device(Device resolved, const std::string& asked, const World& world);
 
 // An options key that may differ between ranks: where output goes and how each rank runs
 // (rank 0 alone writes; hosts may have different core counts).

@@ -14,7 +14,8 @@ namespace nnlab {
 namespace {
 using Clock = std::chrono::steady_clock;
 double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
-// The last bucket carries two more numbers: this rank's share-weighted loss and its stop wish.
+// Two more numbers to sum: this rank's share-weighted loss and its stop wish. The MPI path
+// carries them at the end of its last bucket; the NCCL path sums them with MPI on the host.
 constexpr int64_t kExtras = 2;
 }  // namespace
 
@@ -29,8 +30,8 @@ AllReduceMode parse_allreduce_mode(const std::string& text) {
 }
 
 GradientReducer::GradientReducer(const World& world, std::vector<Tensor> params, AllReduceMode mode,
-                                 int64_t bucket_bytes)
-    : world_(world), params_(std::move(params)), mode_(mode), bucket_of_(params_.size()) {
+                                 int64_t bucket_bytes, AllReduceChoice backend)
+    : world_(world), params_(std::move(params)), mode_(mode), backend_(std::move(backend)), bucket_of_(params_.size()) {
   // Backward meets the parameters roughly last layer first: buckets in that order fill first.
   const int64_t cap = mode_ == AllReduceMode::step ? INT64_MAX : bucket_bytes;
   int64_t bytes = 0;
@@ -40,15 +41,27 @@ GradientReducer::GradientReducer(const World& world, std::vector<Tensor> params,
       bytes = 0;
     }
     Bucket& b = buckets_.back();
-    b.offsets.push_back(static_cast<int64_t>(b.data.size()));
+    b.offsets.push_back(b.floats);
     b.params.push_back(k);
-    b.data.resize(b.data.size() + static_cast<size_t>(params_[k].numel()));
+    b.floats += params_[k].numel();
     bytes += static_cast<int64_t>(params_[k].nbytes());
     gradient_floats_ += params_[k].numel();
     bucket_of_[k] = buckets_.size() - 1;
     index_of_[params_[k].impl_ptr().get()] = k;
   }
   if (buckets_.empty()) buckets_.emplace_back();
+  if (backend_.backend == AllReduceBackend::nccl) {
+    NNLAB_CHECK(!params_.empty() && params_.front().device().is_cuda(), "the NCCL all-reduce needs CUDA gradients");
+    const Device device = params_.front().device();
+    for (Bucket& b : buckets_) b.device_data = Tensor::empty({b.floats}, DType::Float32, device);
+    // Rank 0 names the rendezvous, MPI hands the name to all, every rank joins on its GPU.
+    NcclCommunicator::UniqueId id{};
+    if (world_.is_root()) id = NcclCommunicator::make_unique_id();
+    world_.broadcast_bytes(id.data(), static_cast<int64_t>(id.size()));
+    nccl_ = std::make_unique<NcclCommunicator>(id, world_.size(), world_.rank(), device);
+    return;
+  }
+  for (Bucket& b : buckets_) b.data.resize(static_cast<size_t>(b.floats));
   buckets_.back().data.resize(buckets_.back().data.size() + kExtras);
 }
 
@@ -63,11 +76,11 @@ double GradientReducer::ring_bytes_per_rank() const {
 
 std::string GradientReducer::describe() const {
   const double mib = static_cast<double>(gradient_bytes()) / (1 << 20);
-  return fmt::format("{:.2f} MiB of gradients in {} bucket{}, {}; MPI on host memory (CUDA gradients are staged "
-                     "through it)",
-                     mib, buckets_.size(), buckets_.size() == 1 ? "" : "s",
+  return fmt::format("{:.2f} MiB of gradients in {} bucket{}, {}; {}", mib, buckets_.size(),
+                     buckets_.size() == 1 ? "" : "s",
                      mode_ == AllReduceMode::overlap ? "each reduced during backward as soon as it is complete"
-                                                     : "reduced once after backward");
+                                                     : "reduced once after backward",
+                     nnlab::describe(backend_));
 }
 
 // How many graph nodes will hand each parameter a gradient this step: a bucket is complete
@@ -136,6 +149,8 @@ void GradientReducer::launch_ready_buckets() {
 
 // data ← share · gradient, then the sum over ranks starts.
 void GradientReducer::launch(Bucket& bucket) {
+  bucket.launched = true;
+  if (nccl_) return launch_on_device(bucket);
   for (size_t j = 0; j < bucket.params.size(); ++j) {
     const Tensor& p = params_[bucket.params[j]];
     float* dst = bucket.data.data() + bucket.offsets[j];
@@ -155,7 +170,26 @@ void GradientReducer::launch(Bucket& bucket) {
     extras[1] = stop_ ? 1.0f : 0.0f;
   }
   bucket.pending = world_.start_sum(bucket.data.data(), static_cast<int64_t>(bucket.data.size()));
-  bucket.launched = true;
+}
+
+Tensor GradientReducer::slot(const Bucket& bucket, size_t j) const {
+  const Tensor& p = params_[bucket.params[j]];
+  return bucket.device_data.rows(bucket.offsets[j], bucket.offsets[j] + p.numel()).view(p.shape());
+}
+
+// The same on the GPU: slot ← share · gradient by a kernel, then ncclAllReduce, all queued in
+// order on the backend's stream; the host goes on with backward at once.
+void GradientReducer::launch_on_device(Bucket& bucket) {
+  Backend& gpu = backend_for(nccl_->device());
+  for (size_t j = 0; j < bucket.params.size(); ++j) {
+    Tensor dst = slot(bucket, j);
+    const Tensor grad = params_[bucket.params[j]].grad();
+    if (grad.defined())
+      gpu.axpby(share_, grad, 0.0, dst);  // beta = 0 overwrites: the slot's old sums do not leak in
+    else
+      gpu.fill(dst, 0.0);
+  }
+  nccl_->sum_in_place(bucket.device_data);
 }
 
 void GradientReducer::unpack(const Bucket& bucket) {
@@ -174,19 +208,42 @@ void GradientReducer::unpack(const Bucket& bucket) {
   }
 }
 
+// Queued after the bucket's ncclAllReduce on the same stream, so the copies read the sums.
+void GradientReducer::unpack_on_device(const Bucket& bucket) {
+  Backend& gpu = backend_for(nccl_->device());
+  for (size_t j = 0; j < bucket.params.size(); ++j) {
+    Tensor& p = params_[bucket.params[j]];
+    Tensor grad = p.grad();  // a handle on the engine's own buffer: copied into in place
+    if (!grad.defined()) {   // a rank without samples had none and gets the sum
+      grad = Tensor::empty(p.shape(), DType::Float32, p.device());
+      p.set_grad(grad);
+    }
+    gpu.copy(slot(bucket, j), grad);
+  }
+}
+
 void GradientReducer::finish() {
   const auto t0 = Clock::now();
   if (mode_ == AllReduceMode::overlap) set_backward_hook(nullptr);
   // Whatever backward left (the last node's gradients, every bucket of a rank without samples).
   for (Bucket& b : buckets_) b.waiting = 0;
   launch_ready_buckets();
-  for (Bucket& b : buckets_) {
-    world_.wait(b.pending);
-    unpack(b);
+  if (nccl_) {
+    // The extras are host numbers: one MPI sum while the GPU runs the NCCL reductions.
+    double extras[kExtras] = {share_ * local_loss_, stop_ ? 1.0 : 0.0};
+    world_.sum(extras, kExtras);
+    for (const Bucket& b : buckets_) unpack_on_device(b);
+    global_loss_ = extras[0];
+    stop_ = extras[1] > 0;
+  } else {
+    for (Bucket& b : buckets_) {
+      world_.wait(b.pending);
+      unpack(b);
+    }
+    const float* extras = buckets_.back().data.data() + buckets_.back().data.size() - kExtras;
+    global_loss_ = extras[0];
+    stop_ = extras[1] > 0;
   }
-  const float* extras = buckets_.back().data.data() + buckets_.back().data.size() - kExtras;
-  global_loss_ = extras[0];
-  stop_ = extras[1] > 0;
   last_seconds_ += seconds_since(t0);
 }
 

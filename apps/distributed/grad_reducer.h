@@ -14,16 +14,25 @@
 //   step     one bucket with every gradient, reduced after backward
 //   overlap  buckets of about bucket_bytes, each reduced (MPI_Iallreduce) as soon as backward
 //            has produced all of its gradients, while backward goes on with earlier layers
-// CUDA gradients are staged through host memory (copied down, reduced by MPI, copied back).
+// Where the buckets live and who sums them (apps/distributed/allreduce_backend.h):
+//   mpi   host buffers summed by MPI; CUDA gradients are staged through them (copied down,
+//         reduced, copied back)
+//   nccl  one CUDA buffer per bucket: backward's gradients are scaled into it by a kernel
+//         (axpby), ncclAllReduce sums it on the backend's stream, and copies on that stream put
+//         the sums back, so CUDA gradients never leave the GPU and no step waits for them on the
+//         host. The loss and stop extras, host numbers, go through one small MPI sum.
 #pragma once
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <unordered_map>
 #include <vector>
 
+#include "apps/distributed/allreduce_backend.h"
 #include "apps/distributed/world.h"
 #include "autograd/node.h"
 #include "core/tensor.h"
+#include "devices/nccl_comm.h"
 
 namespace nnlab {
 
@@ -40,8 +49,10 @@ AllReduceMode parse_allreduce_mode(const std::string& text);
 
 class GradientReducer {
  public:
-  // params: the optimizer's, in its order. Every rank must pass the same shapes.
-  GradientReducer(const World& world, std::vector<Tensor> params, AllReduceMode mode, int64_t bucket_bytes);
+  // params: the optimizer's, in its order. Every rank must pass the same shapes. With the
+  // nccl backend every rank joins one NCCL communicator here (a collective).
+  GradientReducer(const World& world, std::vector<Tensor> params, AllReduceMode mode, int64_t bucket_bytes,
+                  AllReduceChoice backend);
   ~GradientReducer();
   GradientReducer(const GradientReducer&) = delete;
   GradientReducer& operator=(const GradientReducer&) = delete;
@@ -60,14 +71,17 @@ class GradientReducer {
   // What each rank sends and receives in a ring all-reduce: 2·(N−1)/N of the gradient bytes.
   double ring_bytes_per_rank() const;
   size_t bucket_count() const { return buckets_.size(); }
-  // "2 buckets (≤1.0 MiB), reduced during backward; MPI on host memory"
+  // "0.90 MiB of gradients in 1 bucket, reduced once after backward; MPI on host memory"
   std::string describe() const;
+  AllReduceBackend backend() const { return backend_.backend; }
 
  private:
   struct Bucket {
     std::vector<size_t> params;  // indices into params_, in backward order
-    std::vector<int64_t> offsets;  // of each param's gradient in data
-    std::vector<float> data;     // the packed, scaled gradients (+ the extras in the last bucket)
+    std::vector<int64_t> offsets;  // of each param's gradient in data (or device_data)
+    int64_t floats = 0;          // the gradients' floats, without the extras
+    std::vector<float> data;     // mpi: the packed, scaled gradients (+ the extras in the last bucket)
+    Tensor device_data;          // nccl: the packed, scaled gradients on the GPU (floats)
     size_t waiting = 0;          // gradients of this step not produced yet
     World::Pending pending;
     bool launched = false;
@@ -77,11 +91,16 @@ class GradientReducer {
   void mark_ready(size_t param);
   void launch_ready_buckets();
   void launch(Bucket& bucket);
+  void launch_on_device(Bucket& bucket);
   void unpack(const Bucket& bucket);
+  void unpack_on_device(const Bucket& bucket);
+  Tensor slot(const Bucket& bucket, size_t j) const;  // the bucket's j-th gradient, a view of device_data
 
   const World& world_;
   std::vector<Tensor> params_;
   AllReduceMode mode_;
+  AllReduceChoice backend_;
+  std::unique_ptr<NcclCommunicator> nccl_;  // the nccl backend's communicator
   std::vector<Bucket> buckets_;
   std::vector<size_t> bucket_of_;  // param -> its bucket
   std::unordered_map<const void*, size_t> index_of_;  // a parameter's TensorImpl -> its index

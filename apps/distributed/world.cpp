@@ -45,10 +45,9 @@ World::World() {
   // namespaces of scripts/mpi-netns.sh share one name but are two hosts to MPI.
   MPI_Comm node;
   MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, rank_, MPI_INFO_NULL, &node);
-  int node_rank = 0;
-  MPI_Comm_rank(node, &node_rank);
+  MPI_Comm_rank(node, &local_rank_);
   MPI_Comm_free(&node);
-  double first_on_host = node_rank == 0 ? 1.0 : 0.0;
+  double first_on_host = local_rank_ == 0 ? 1.0 : 0.0;
   sum(&first_on_host, 1);
   hosts_ = static_cast<int>(first_on_host);
 }
@@ -111,6 +110,10 @@ void World::broadcast(float* data, int64_t n) const {
   if (mpi_ && n > 0) check_mpi(MPI_Bcast(data, static_cast<int>(n), MPI_FLOAT, 0, MPI_COMM_WORLD), "MPI_Bcast");
 }
 
+void World::broadcast_bytes(void* data, int64_t n) const {
+  if (mpi_ && n > 0) check_mpi(MPI_Bcast(data, static_cast<int>(n), MPI_BYTE, 0, MPI_COMM_WORLD), "MPI_Bcast");
+}
+
 std::vector<std::string> World::gather_all(const std::string& text) const {
   if (!mpi_) return {text};
   // Lengths first, then the texts side by side (MPI_Allgatherv).
@@ -153,6 +156,7 @@ World::Pending World::start_sum(float*, int64_t) const { return {}; }
 bool World::test(Pending&) const { return true; }
 void World::wait(Pending&) const {}
 void World::broadcast(float*, int64_t) const {}
+void World::broadcast_bytes(void*, int64_t) const {}
 std::vector<std::string> World::gather_all(const std::string& text) const { return {text}; }
 void World::finish() {}
 void World::abort_job(int code) const { std::_Exit(code); }

@@ -34,6 +34,9 @@ class World {
   int size() const { return size_; }
   bool distributed() const { return size_ > 1; }
   bool is_root() const { return rank_ == 0; }
+  // This rank's number among the ranks on its host (0 .. ranks on the host − 1): with
+  // --device cuda, the GPU it takes (apps/trainer.cpp), so ranks of one host use distinct GPUs.
+  int local_rank() const { return local_rank_; }
   // "Open MPI v4.1.4, 2 ranks on 1 host" or "one process (no MPI launcher)".
   std::string describe() const;
 
@@ -49,6 +52,7 @@ class World {
   void wait(Pending& p) const;
   // data on every rank ← data on rank 0.
   void broadcast(float* data, int64_t n) const;
+  void broadcast_bytes(void* data, int64_t n) const;  // NCCL's unique id
   // Every rank's text, in rank order, on every rank.
   std::vector<std::string> gather_all(const std::string& text) const;
 
@@ -62,6 +66,7 @@ class World {
   World();
   int rank_ = 0, size_ = 1;
   int hosts_ = 1;
+  int local_rank_ = 0;
   bool mpi_ = false;
 };
 
