@@ -8,10 +8,12 @@
 // Time of a node = from the end of the previous record to the hook after this node, so the
 // small host work between ops (a layer's bookkeeping, the engine summing gradients into a
 // leaf) is counted with the node that follows it.
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <map>
 #include <memory>
+#include <vector>
 
 #include "apps/commands.h"
 #include "apps/distributed/grad_reducer.h"
@@ -44,7 +46,41 @@ struct DeviceExplain {
   std::string label;
   std::vector<OpRecord> ops;
   double sgemm_gflops = 0, copy_gbytes = 0;  // the device's measured peaks
+  bool cpu = false;
+  double plain_step_seconds = 0;  // median of plain steps: no hooks, no kernel log, no per-node sync
+  double kernel_seconds = 0;      // median of the kernel time of such steps (timed by the kernel log)
 };
+
+// Steps as training runs them (forward, loss, backward, the all-reduce under mpirun, the
+// optimizer), without explain's hooks and per-node syncs. Returns the median step time, and
+// with log_kernels the median of each step's summed kernel times (the log's own cost falls
+// outside the timed calls, but inside the step: that is why the step time is taken from
+// separate steps with the log off).
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
+double time_plain_steps(Sequential& model, Optimizer& opt, const Tensor& images, const Tensor& labels, Backend& be,
+                        GradientReducer* reducer, int steps, bool log_kernels) {
+  std::vector<double> step_times, kernel_times;
+  for (int i = 0; i < steps; ++i) {
+    std::unique_ptr<KernelLogScope> log = log_kernels ? std::make_unique<KernelLogScope>() : nullptr;
+    const auto t0 = Clock::now();
+    opt.zero_grad();
+    Tensor loss = cross_entropy(model.forward(images), labels);
+    if (reducer) reducer->begin(1.0 / World::get().size(), loss, false);
+    loss.backward();
+    if (reducer) reducer->finish();
+    opt.step();
+    be.synchronize();
+    step_times.push_back(seconds_between(t0, Clock::now()));
+    double kernels = 0;
+    for (const KernelCall& k : take_kernel_calls()) kernels += std::max(k.seconds, 0.0);
+    kernel_times.push_back(kernels);
+  }
+  return median(log_kernels ? kernel_times : step_times);
+}
 
 // Left-aligns text in `width` columns, counting characters, not bytes ("×" is two bytes).
 std::string pad(const std::string& text, size_t width) {
@@ -238,6 +274,9 @@ DeviceExplain explain_on(const RunVariant& v, const ModelFile& info, int64_t bat
     record_step(*model, *opt, images, label_t, be, reducer.get(), ignored);
   }
   record_step(*model, *opt, images, label_t, be, reducer.get(), out.ops);
+  out.cpu = device.kind == DeviceKind::CPU;
+  out.plain_step_seconds = time_plain_steps(*model, *opt, images, label_t, be, reducer.get(), 21, false);
+  out.kernel_seconds = time_plain_steps(*model, *opt, images, label_t, be, reducer.get(), 21, true);
   measure_peaks(device, out);
   return out;
 }
@@ -290,6 +329,16 @@ void print_totals(const DeviceExplain& d) {
               d.label.c_str(), total_s * 1e3, total_flops / 1e9, total_bytes / 1e6, total_flops / total_s / 1e9,
               d.sgemm_gflops, 100.0 * total_flops / total_s / 1e9 / d.sgemm_gflops, total_bytes / total_s / 1e9,
               d.copy_gbytes, 100.0 * total_bytes / total_s / 1e9 / d.copy_gbytes);
+  // The time outside the kernels. A CPU kernel has finished when its dispatch returns, so its
+  // timed calls add up to the step's kernel time; a CUDA call's time is its launch's, so there
+  // the split is not shown.
+  if (!d.cpu) return;
+  const double outside = d.plain_step_seconds - d.kernel_seconds;
+  std::printf("%s: outside the kernels: a step takes %.3f ms, its kernels %.3f ms (medians of 21 steps without "
+              "explain's hooks); the other %.3f ms (%.1f%%) are graph building, allocation, dispatch, and the "
+              "untimed fills and copies\n",
+              d.label.c_str(), d.plain_step_seconds * 1e3, d.kernel_seconds * 1e3, outside * 1e3,
+              100.0 * outside / d.plain_step_seconds);
 }
 
 }  // namespace

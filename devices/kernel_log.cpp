@@ -17,9 +17,29 @@ std::vector<KernelCall> g_calls;
 
 void set_kernel_log_enabled(bool on) { detail::g_kernel_log_on.store(on, std::memory_order_relaxed); }
 
-void record_kernel(std::string family, std::string detail) {
+size_t record_kernel(std::string family, std::string detail) {
   std::lock_guard<std::mutex> lock(g_mutex);
   g_calls.push_back({std::move(family), std::move(detail)});
+  return g_calls.size() - 1;
+}
+
+namespace {
+thread_local int t_timing_depth = 0;  // KernelTimings alive on this thread
+}
+
+KernelTiming::KernelTiming() : on_(kernel_log_enabled()) {
+  if (!on_) return;
+  outermost_ = t_timing_depth++ == 0;
+  start_ = std::chrono::steady_clock::now();
+}
+
+KernelTiming::~KernelTiming() {
+  if (!on_) return;
+  --t_timing_depth;
+  if (!outermost_ || record_ == kNotRecorded) return;
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
+  std::lock_guard<std::mutex> lock(g_mutex);
+  if (record_ < g_calls.size()) g_calls[record_].seconds = seconds;  // unless the log was taken meanwhile
 }
 
 std::vector<KernelCall> take_kernel_calls() {

@@ -8,8 +8,17 @@
 // training pays nothing for it. The log is process-wide and guarded by a mutex: kernels are
 // dispatched from the host thread of the training loop (OpenMP workers inside a kernel never
 // record).
+//
+// Each record also carries the time spent in the call, from the record to the end of the
+// dispatching function (KernelTiming). A CPU kernel has finished when its function returns,
+// so `nnlab explain` can add these up and say how much of a step is spent outside the
+// kernels: graph building, allocation, dispatch. A CUDA call returns once queued, so its time
+// is the launch's only. A call made inside another timed one (a GEMM inside a convolution)
+// keeps -1, so nothing is counted twice.
 #pragma once
 #include <atomic>
+#include <chrono>
+#include <cstddef>
 #include <string>
 #include <vector>
 
@@ -20,6 +29,7 @@ class Tensor;
 struct KernelCall {
   std::string family;  // the library call or our own kernel: "cblas_sgemm", "conv2d_reference_forward"
   std::string detail;  // shapes and choices: "NT 64×128×3136", "algo=1"
+  double seconds = -1;  // time in the call (see above); -1: not timed, or inside another timed call
 };
 
 namespace detail {
@@ -28,7 +38,9 @@ extern std::atomic<bool> g_kernel_log_on;
 
 inline bool kernel_log_enabled() { return detail::g_kernel_log_on.load(std::memory_order_relaxed); }
 void set_kernel_log_enabled(bool on);
-void record_kernel(std::string family, std::string detail);
+// Appends a call; returns its place in the log, for KernelTiming.
+size_t record_kernel(std::string family, std::string detail);
+inline constexpr size_t kNotRecorded = static_cast<size_t>(-1);
 // Everything recorded since the last take, oldest first; the log is left empty.
 std::vector<KernelCall> take_kernel_calls();
 
@@ -38,11 +50,31 @@ std::string dims_text(std::initializer_list<long long> dims);
 // "64×32×28×28": a tensor's shape as the log writes it.
 std::string tensor_dims(const Tensor& t);
 
-// One line at a kernel's dispatch: records `family` with `tensor`'s shape when the log is on.
-#define NNLAB_LOG_KERNEL(family, tensor)                                                    \
-  do {                                                                                      \
-    if (::nnlab::kernel_log_enabled()) ::nnlab::record_kernel(family, ::nnlab::tensor_dims(tensor)); \
-  } while (0)
+// Times a kernel call while the log is on: the clock starts at construction and stops when
+// the object goes out of scope, at the end of the dispatching function; the time is given to
+// the record attached (at once, or later where the call is only known after it ran). Only the
+// outermost timing of nested calls counts. With the log off it is one branch.
+class KernelTiming {
+ public:
+  KernelTiming();
+  explicit KernelTiming(size_t record) : KernelTiming() { attach(record); }
+  ~KernelTiming();
+  KernelTiming(const KernelTiming&) = delete;
+  KernelTiming& operator=(const KernelTiming&) = delete;
+  void attach(size_t record) { record_ = record; }
+
+ private:
+  bool on_ = false, outermost_ = false;
+  size_t record_ = kNotRecorded;
+  std::chrono::steady_clock::time_point start_;
+};
+
+// One line at the top of a kernel's dispatch: records `family` with `tensor`'s shape when the
+// log is on, and times the rest of the function.
+#define NNLAB_LOG_KERNEL(family, tensor)                                                              \
+  ::nnlab::KernelTiming nnlab_kernel_timing_(::nnlab::kernel_log_enabled()                            \
+                                                 ? ::nnlab::record_kernel(family, ::nnlab::tensor_dims(tensor)) \
+                                                 : ::nnlab::kNotRecorded)
 
 // Turns the log on for a scope (and empties it); restores the previous state after.
 class KernelLogScope {

@@ -4,6 +4,7 @@
 #include <sys/wait.h>
 
 #include <array>
+#include <chrono>
 #include <catch2/catch.hpp>
 
 #include "cli_support.h"
@@ -177,4 +178,46 @@ TEST_CASE("nnlab explain refuses what it cannot run", "[explain]") {
     CHECK(both.output.find("cuda: not usable: ") != std::string::npos);
     CHECK(both.output.find("bwd  fc1       Linear") != std::string::npos);
   }
+}
+
+TEST_CASE("the kernel log times each call from its record to the end of its dispatch, nested calls once",
+          "[explain][kernel_log]") {
+  KernelLogScope log;
+  {
+    KernelTiming outer(record_kernel("outer", "a"));
+    {
+      KernelTiming inner(record_kernel("inner", "b"));
+      const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(2);
+      while (std::chrono::steady_clock::now() < until) {
+      }
+    }
+  }
+  {
+    KernelTiming later;  // started before the call is known, as CpuBackend::gemm does
+    later.attach(record_kernel("later", "c"));
+  }
+  const std::vector<KernelCall> calls = take_kernel_calls();
+  REQUIRE(calls.size() == 3);
+  CHECK(calls[0].seconds >= 0.002);  // the outer call includes the inner one's time
+  CHECK(calls[1].seconds == -1);     // inside a timed call: not counted twice
+  CHECK(calls[2].seconds >= 0);
+  set_kernel_log_enabled(false);
+  {
+    KernelTiming off;  // with the log off nothing is recorded
+  }
+  CHECK(take_kernel_calls().empty());
+}
+
+TEST_CASE("nnlab explain splits a CPU step into kernel time and the time outside the kernels", "[explain]") {
+  const CliResult r = run_cli("explain --model mlp --batch 8 --threads 1");
+  INFO(r.output);
+  REQUIRE(r.exit_code == 0);
+  const size_t at = r.output.find("cpu: outside the kernels: a step takes ");
+  REQUIRE(at != std::string::npos);
+  double step = 0, kernels = 0;
+  REQUIRE(std::sscanf(r.output.c_str() + at, "cpu: outside the kernels: a step takes %lf ms, its kernels %lf ms", &step,
+                      &kernels) == 2);
+  CHECK(step > 0);
+  CHECK(kernels > 0);
+  CHECK(kernels < 2 * step);  // the same steps' kernels: never far beyond the step itself
 }

@@ -138,14 +138,15 @@ std::string algorithm_detail(ConvAlgorithm algorithm, const Conv2dGeometry& g, C
 
 // The one choice per call, recorded once: "winograd conv2d fwd x 64×32×14×14 w 64×32×3×3 s1 p1:
 // F(2×2,3×3), 16 products per image chunk".
-ConvAlgorithm choose_and_log(const Conv2dGeometry& g, ConvDirection direction, DType dtype) {
+// timing: the caller's, which then times the whole call under this record.
+ConvAlgorithm choose_and_log(const Conv2dGeometry& g, ConvDirection direction, DType dtype, KernelTiming& timing) {
   const ConvAlgorithm algorithm = cpu::choose_conv_algorithm(g, direction, dtype, conv_impl());
   if (kernel_log_enabled())
-    record_kernel(cpu::conv_algorithm_name(algorithm),
+    timing.attach(record_kernel(cpu::conv_algorithm_name(algorithm),
                   std::string("conv2d ") + cpu::conv_direction_name(direction) + " x " +
                       dims_text({g.n, g.c, g.h, g.w}) + " w " + dims_text({g.k, g.c, g.r, g.s}) + " s" +
                       std::to_string(g.stride_h) + " p" + std::to_string(g.pad_h) + ": " +
-                      algorithm_detail(algorithm, g, direction, dtype));
+                      algorithm_detail(algorithm, g, direction, dtype)));
   return algorithm;
 }
 
@@ -160,7 +161,8 @@ void check_conv_dtypes(const char* kernel, const Tensor& a, const Tensor& b, con
 void CpuBackend::conv2d_forward(const Conv2dGeometry& g, const Tensor& x, const Tensor& w, const Tensor* b,
                                 Tensor& y) {
   check_conv_dtypes("conv2d_forward", x, w, y);
-  const ConvAlgorithm algorithm = choose_and_log(g, ConvDirection::Forward, x.dtype());
+  KernelTiming timing;  // for nnlab explain
+  const ConvAlgorithm algorithm = choose_and_log(g, ConvDirection::Forward, x.dtype(), timing);
   switch (algorithm) {
     case ConvAlgorithm::Reference: return cpu::conv2d_reference_forward(g, x, w, b, y);
     case ConvAlgorithm::Direct: return cpu::direct_forward(g, x, w, b, y);
@@ -173,7 +175,8 @@ void CpuBackend::conv2d_forward(const Conv2dGeometry& g, const Tensor& x, const 
 // dy: (n, k, p, q)  w: (k, c, r, s)  dx: (n, c, h, w)
 void CpuBackend::conv2d_backward_data(const Conv2dGeometry& g, const Tensor& dy, const Tensor& w, Tensor& dx) {
   check_conv_dtypes("conv2d_backward_data", dy, w, dx);
-  switch (choose_and_log(g, ConvDirection::BackwardData, dy.dtype())) {
+  KernelTiming timing;  // for nnlab explain
+  switch (choose_and_log(g, ConvDirection::BackwardData, dy.dtype(), timing)) {
     case ConvAlgorithm::Reference: return cpu::conv2d_reference_backward_data(g, dy, w, dx);
     case ConvAlgorithm::Direct: return cpu::direct_backward_data(g, dy, w, dx);
     case ConvAlgorithm::Winograd: return cpu::winograd_backward_data(g, dy, w, dx);
@@ -185,7 +188,8 @@ void CpuBackend::conv2d_backward_data(const Conv2dGeometry& g, const Tensor& dy,
 // dy: (n, k, p, q)  x: (n, c, h, w)  dw: (k, c, r, s)
 void CpuBackend::conv2d_backward_filter(const Conv2dGeometry& g, const Tensor& dy, const Tensor& x, Tensor& dw) {
   check_conv_dtypes("conv2d_backward_filter", dy, x, dw);
-  const ConvAlgorithm algorithm = choose_and_log(g, ConvDirection::BackwardFilter, dy.dtype());
+  KernelTiming timing;  // for nnlab explain
+  const ConvAlgorithm algorithm = choose_and_log(g, ConvDirection::BackwardFilter, dy.dtype(), timing);
   switch (algorithm) {
     case ConvAlgorithm::Reference: return cpu::conv2d_reference_backward_filter(g, dy, x, dw);
     case ConvAlgorithm::Direct: return cpu::direct_backward_filter(g, dy, x, dw);

@@ -18,6 +18,7 @@ void CpuBackend::gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t 
   NNLAB_CHECK(a.numel() >= m * k && b.numel() >= k * n && c.numel() >= m * n, "gemm ", m, "×", n, "×", k,
               ": buffers too small: ", a.describe(), ", ", b.describe(), ", ", c.describe());
   if (m == 0 || n == 0) return;
+  KernelTiming timing;  // for nnlab explain: the record below gets the product's time
   if (k == 0) {  // an empty sum: C = beta·C (BLAS rejects the leading dimension 0 a k of 0 gives)
     cpu::dispatch_float("gemm", c, [&](auto t) {
       using T = decltype(t);
@@ -33,10 +34,11 @@ void CpuBackend::gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t 
   if (a.dtype() == DType::Float32 &&
       cpu::libxsmm_gemm(trans_a, trans_b, m, n, k, static_cast<float>(alpha), a.data<float>(), b.data<float>(),
                         static_cast<float>(beta), c.data<float>())) {
-    if (kernel_log_enabled()) record_kernel("libxsmm", shape);  // nnlab explain: which call this dispatch made
+    if (kernel_log_enabled()) timing.attach(record_kernel("libxsmm", shape));  // nnlab explain: which call ran
     return;
   }
-  if (kernel_log_enabled()) record_kernel(a.dtype() == DType::Float64 ? "cblas_dgemm" : "cblas_sgemm", shape);
+  if (kernel_log_enabled())
+    timing.attach(record_kernel(a.dtype() == DType::Float64 ? "cblas_dgemm" : "cblas_sgemm", shape));
   const CBLAS_TRANSPOSE ta = trans_a ? CblasTrans : CblasNoTrans, tb = trans_b ? CblasTrans : CblasNoTrans;
   if (a.dtype() == DType::Float32) {
     cblas_sgemm(CblasRowMajor, ta, tb, static_cast<int>(m), static_cast<int>(n), static_cast<int>(k),
