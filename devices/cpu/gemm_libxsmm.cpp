@@ -25,13 +25,14 @@ bool libxsmm_gemm(bool, bool, int64_t, int64_t, int64_t, float, const float*, co
 
 namespace {
 
-// Products beyond these are OpenBLAS's: its packing and cache blocking pay there, and
-// libxsmm's code streams whole operands. Every Linear layer of the zoo is inside: one side
-// is the batch, and the largest, cifar-cnn's f1 (64 × 512 × 4096, 2^27 multiply-adds), ran at
-// 186–248 GFLOP/s on one Zen 5 core against OpenBLAS's 112–119, cnn's f1 (64 × 128 × 3136) at
-// 217–260 against 111–121 (scripts/bench_libxsmm.cpp).
+// Products beyond these are OpenBLAS's. Every Linear layer of the zoo is inside: one side is
+// the batch, and the largest, cifar-cnn's f1 (64 × 512 × 4096), ran at 186–248 GFLOP/s on one
+// Zen 5 core against OpenBLAS's 112–119, cnn's f1 (64 × 128 × 3136) at 217–260 against 111–121
+// (scripts/bench_libxsmm.cpp). Square products on 2 threads (`nnlab sgemm`): libxsmm 464
+// GFLOP/s at 1024³ and 350 at 2048³ against OpenBLAS's 264 and 260, but 175 at 4096³, where
+// OpenBLAS's cache blocking wins; hence at most 2048³ multiply-adds.
 constexpr int64_t kLargestSide = 4096;
-constexpr double kLargestProduct = double(int64_t(1) << 28);  // m · n · k
+constexpr double kLargestProduct = double(int64_t(1) << 33);  // m · n · k
 // Below this many flops a product stays on one thread: waking a second costs more.
 constexpr double kParallelFlops = 2e6;
 
