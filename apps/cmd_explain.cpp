@@ -165,15 +165,6 @@ void measure_peaks(Device device, DeviceExplain& out) {
   take_kernel_calls();
 }
 
-// A synthetic batch shaped as the data set of the model's recipe.
-InputSpec input_for(const ModelFile& info) {
-  InputSpec input;
-  NNLAB_CHECK(fixed_input(info.recipe.data, input), info.origin, ": its recipe's data set '", info.recipe.data,
-              "' has no fixed image size; explain needs one (set the recipe's \"data\" to fashion-mnist, mnist or "
-              "cifar10)");
-  return input;
-}
-
 // The recorded step: forward layer by layer (so each op knows its layer), loss, backward,
 // under mpirun the gradient all-reduce (one node: the bytes each rank sends in a ring), and
 // the optimizer; the hooks close one record per node.
@@ -248,7 +239,7 @@ DeviceExplain explain_on(const RunVariant& v, const ModelFile& info, int64_t bat
   DeviceExplain out;
   out.label = v.label;
   const Device device = apply_variant(v);
-  const InputSpec input = input_for(info);
+  const InputSpec input = recipe_input(info, "explain");
   auto model = make_model(info, input, seed);
   model->to(device);
   OptimizerConfig oc;
@@ -369,7 +360,7 @@ void register_explain_command(CLI::App& app) {
     NNLAB_CHECK(o->batch >= 1 && o->batch <= 65536, "--batch must lie in 1..65536, got ", o->batch);
     NNLAB_CHECK(sub->count("--model") == 0 || o->model_file.empty(), "give --model NAME or --model-file FILE, not both");
     const ModelFile info = o->model_file.empty() ? model_info(o->model) : read_model_file(o->model_file);
-    check_model(info, input_for(info));
+    check_model(info, recipe_input(info, "explain"));
     std::vector<RunVariant> variants = parse_variants(o->devices, o->threads, parse_conv_impl(o->conv));
     std::vector<RunVariant> usable;
     for (const RunVariant& v : variants) {

@@ -73,19 +73,10 @@ std::vector<T> parse_numbers(const std::string& text, const char* option, T lo, 
   return out;
 }
 
-// The model's input: the data set of its recipe (a synthetic batch of that shape is measured).
-InputSpec sweep_input(const ModelFile& m) {
-  InputSpec in;
-  NNLAB_CHECK(fixed_input(m.recipe.data, in), m.origin, ": its recipe's data set '", m.recipe.data,
-              "' has no fixed image size; sweep needs one (set the recipe's \"data\" to fashion-mnist, mnist or "
-              "cifar10)");
-  return in;
-}
-
 // Images/s of `steps` training steps after `warmup` untimed ones, on one synthetic batch.
 // Width w multiplies every hidden width (scale_widths); width 1 is the model itself.
 double measure(const SweepOptions& o, const ModelFile& info, double width, Device device, int64_t batch) {
-  const InputSpec in = sweep_input(info);
+  const InputSpec in = recipe_input(info, "sweep");
   auto model = make_model(scale_widths(info, width), in, o.seed);
   model->to(device);
   OptimizerConfig oc;
@@ -157,7 +148,7 @@ SweepPlan plan_sweep(const SweepOptions& o) {
   plan.batches = parse_numbers<int64_t>(o.batches, "--batches", 1, 65536);
   plan.widths = parse_numbers<double>(o.widths, "--widths", 0.0625, 16);
   for (const ModelFile& m : plan.models)
-    for (double w : plan.widths) check_model(scale_widths(m, w), sweep_input(m));  // a model that cannot fit fails now
+    for (double w : plan.widths) check_model(scale_widths(m, w), recipe_input(m, "sweep"));  // a model that cannot fit fails now
   plan.maths = split_list(o.maths);
   for (const std::string& m : plan.maths)
     NNLAB_CHECK(m == "fp32" || m == "tf32", "--math: '", m, "' is not fp32 or tf32");

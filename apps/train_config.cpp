@@ -79,6 +79,14 @@ bool fixed_input(const std::string& data, InputSpec& input) {
   return true;
 }
 
+InputSpec recipe_input(const ModelFile& m, const char* command) {
+  InputSpec input;
+  NNLAB_CHECK(fixed_input(m.recipe.data, input), m.origin, ": its recipe's data set '", m.recipe.data,
+              "' has no fixed image size; ", command, " needs one (set the recipe's \"data\" to fashion-mnist, "
+              "mnist or cifar10)");
+  return input;
+}
+
 void finalize_train_config(const CLI::App& app, TrainConfig& c) {
   NNLAB_CHECK(app.count("--model") == 0 || c.model_file.empty(), "give --model NAME or --model-file FILE, not both");
   if (!c.model_file.empty()) c.model_spec = read_model_file(c.model_file);

@@ -53,6 +53,9 @@ void add_train_options(CLI::App& app, TrainConfig& config);
 // One image's shape and the class count of a data set whose shape is fixed (fashion-mnist,
 // mnist: 1×28×28; cifar10, synthetic-cifar10: 3×32×32; 10 classes); false for "folder".
 bool fixed_input(const std::string& data, InputSpec& input);
+// The input of a model's recipe data set, for commands that measure on a synthetic batch of
+// its shape (`command`: "explain", "sweep"); an error when the data set has no fixed shape.
+InputSpec recipe_input(const ModelFile& m, const char* command);
 
 // Reads the model (--model-file, --model, or with --resume and neither, the model stored in
 // the checkpoint), checks it against the data set's shape where that is fixed, fills recipe

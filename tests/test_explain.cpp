@@ -5,6 +5,8 @@
 
 #include <array>
 #include <chrono>
+#include <filesystem>
+#include <fstream>
 #include <catch2/catch.hpp>
 
 #include "cli_support.h"
@@ -220,4 +222,21 @@ TEST_CASE("nnlab explain splits a CPU step into kernel time and the time outside
   CHECK(step > 0);
   CHECK(kernels > 0);
   CHECK(kernels < 2 * step);  // the same steps' kernels: never far beyond the step itself
+}
+
+TEST_CASE("explain and sweep refuse a model file whose recipe data set has no fixed image size", "[explain][sweep]") {
+  const std::string path = (std::filesystem::temp_directory_path() / "nnlab_folder_recipe.json").string();
+  std::string text = read_text(std::string(NNLAB_TEST_DIR) + "/../layers/zoo/mlp.json");
+  const size_t at = text.find("\"fashion-mnist\"");
+  REQUIRE(at != std::string::npos);
+  text.replace(at, std::string("\"fashion-mnist\"").size(), "\"folder\"");
+  std::ofstream(path) << text;
+  for (const char* command : {"explain", "sweep"}) {
+    const CliResult r = run_cli(std::string(command) + " --model-file " + path);
+    INFO(r.output);
+    CHECK(r.exit_code == 1);
+    CHECK(r.output.find("its recipe's data set 'folder' has no fixed image size; " + std::string(command) +
+                        " needs one") != std::string::npos);
+  }
+  std::filesystem::remove(path);
 }

@@ -20,9 +20,11 @@
 // pixel's 16 channel gradients, and every tap's accumulator sums dy · broadcast input
 // (channel_taps below).
 //
-// Compiled once per instruction set, like conv2d_direct_cpu.cpp: in AVX-512, 32 registers of
-// 16 floats hold a tile of 2 × up to 12 pixels; in AVX2 a 16-lane accumulator is two of the
-// 16 registers, so the tile is 1 × up to 6 pixels (kChannelAccumulators).
+// The CUDA side has no twin of this file: there cuDNN picks its own algorithm per layer
+// (conv2d_cuda.cu), as for the row layout. Compiled once per instruction set, like
+// conv2d_direct_cpu.cpp: in AVX-512, 32 registers of 16 floats hold a tile of 2 × up to 12
+// pixels; in AVX2 a 16-lane accumulator is two of the 16 registers, so the tile is 1 × up to
+// 6 pixels (kChannelAccumulators).
 #include <array>
 #include <utility>
 
@@ -104,9 +106,11 @@ void channel_forward_typed(const Conv2dGeometry& g, const Bordered& b, const Ten
   const Tensor packed = pack_weights<T, kChannelLanes>(w, g.k, g.c, g.r, g.s, false);
   const T *x_data = x.data<T>(), *bias_data = bias && bias->defined() ? bias->data<T>() : nullptr;
   T *y_data = y.data<T>(), *ws = work.data<T>();
+  bool ran = false;
   with_tile_columns(tile_columns(g.q), [&](auto width) {
     constexpr int kCols = decltype(width)::value;
     if constexpr (kCols * kTileRows <= kMaxTilePixels) {
+      ran = true;
       for_each_image(g.n, g.k * g.p * g.q * g.c * g.r * g.s, [&](long i, int slot) {
         T* in = ws + slot * b.size();
         copy_bordered(x_data + i * g.c * g.h * g.w, g.w, g.pad_w, b, in);
@@ -115,6 +119,7 @@ void channel_forward_typed(const Conv2dGeometry& g, const Bordered& b, const Ten
       });
     }
   }, std::make_index_sequence<kTileWidths.size()>{});
+  NNLAB_CHECK(ran, "conv2d_forward: no channel-layout tile compiled for rows of ", g.q, " columns");
 }
 
 // The filter gradient with the output channels in the vector lanes, for planes whose rows
