@@ -1,5 +1,5 @@
 // Micro-benchmark of the CPU convolution kernels on the convolution layers of cnn, lenet5 and
-// cifar-cnn's first layer at batch 64:
+// cifar-cnn at batch 64 (and, where Winograd applies, both its algorithms):
 // forward, backward data and backward filter in GFLOP/s, beside the rate of one plain sgemm
 // of the forward's shape (the practical peak the kernels can approach) and of the per-image
 // alternative (one small sgemm per image, images spread over the threads).
@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "core/random.h"
+#include "devices/cpu/conv2d_winograd.h"
 #include "devices/cpu/threads.h"
 #include "devices/registry.h"
 
@@ -67,6 +68,15 @@ void bench_layer(const char* name, Conv2dGeometry g, int reps) {
   report("forward (+bias)", flops, time_it(reps, [&] { be.conv2d_forward(g, x, w, &b, y); }));
   report("backward data", flops, time_it(reps, [&] { be.conv2d_backward_data(g, dy, w, dx); }));
   report("backward filter", flops, time_it(reps, [&] { be.conv2d_backward_filter(g, dy, x, dw); }));
+  if (cpu::winograd_applies(g))  // both Winograd algorithms, whichever the backend chose
+    for (const cpu::WinogradTile tile : {cpu::WinogradTile::F2x2, cpu::WinogradTile::F4x4}) {
+      const std::string name = cpu::winograd_tile_name(tile);
+      report((name + " forward").c_str(), flops, time_it(reps, [&] { cpu::winograd_forward(g, tile, x, w, &b, y); }));
+      report((name + " bwd data").c_str(), flops,
+             time_it(reps, [&] { cpu::winograd_backward_data(g, tile, dy, w, dx); }));
+      report((name + " bwd filter").c_str(), flops,
+             time_it(reps, [&] { cpu::winograd_backward_filter(g, tile, dy, x, dw); }));
+    }
 
   // The forward's GEMM alone: W (k × crs) · cols (crs × n·pq).
   std::vector<float> cols(crs * g.n * pq, 0.5f), out(g.k * g.n * pq);
@@ -101,5 +111,8 @@ int main(int argc, char** argv) {
   run("lenet5 c1", Conv2dGeometry{64, 1, 28, 28, 6, 5, 5, 1, 1, 2, 2, 0, 0});
   run("lenet5 c2", Conv2dGeometry{64, 6, 14, 14, 16, 5, 5, 1, 1, 0, 0, 0, 0});
   run("cifar-cnn c1", Conv2dGeometry{64, 3, 32, 32, 32, 3, 3, 1, 1, 1, 1, 0, 0});
+  run("cifar-cnn c2", Conv2dGeometry{64, 32, 32, 32, 32, 3, 3, 1, 1, 1, 1, 0, 0});
+  run("cifar-cnn c3", Conv2dGeometry{64, 32, 16, 16, 64, 3, 3, 1, 1, 1, 1, 0, 0});
+  run("cifar-cnn c4", Conv2dGeometry{64, 64, 16, 16, 64, 3, 3, 1, 1, 1, 1, 0, 0});
   return 0;
 }

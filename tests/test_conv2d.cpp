@@ -11,10 +11,6 @@
 #include "autograd/ops.h"
 #include "core/random.h"
 #include "devices/conv_impl.h"
-// even_odd.h's loops as the AVX2 kernels have them (the header belongs to the kernels compiled
-// once per instruction set; the AVX-512 versions run in the Winograd tests, test_cpu_isa.cpp).
-#define NNLAB_ISA avx2
-#include "devices/cpu/even_odd.h"
 #include "devices/kernel_log.h"
 #include "layers/conv2d.h"
 #include "test_support.h"
@@ -163,23 +159,6 @@ TEST_CASE("conv2d Winograd F(2x2,3x3) matches direct loops on awkward shapes", "
   check_against_reference({1, 16, 8, 7, 5, 3, 3, 1, 1, 1, 1}, true);     // one image, odd sizes
   check_against_reference({5, 8, 12, 14, 14, 3, 3, 1, 1, 1, 1}, false);  // the cnn's layer, small
   check_against_reference({2, 8, 8, 3, 4, 3, 3, 1, 1, 0, 2}, true);      // 1×6 output, mixed padding
-}
-
-TEST_CASE("split_even_odd and merge_even_odd touch exactly their elements, for every length", "[conv2d][winograd]") {
-  // The Winograd transforms' deinterleave (the portable loops; see the include): every
-  // length from 0 to 70, so rows of one, two and three 32-float steps with every tail.
-  for (int64_t n = 0; n <= 70; ++n) {
-    INFO("n " << n);
-    std::vector<float> src(n), even(48, -1.0f), odd(48, -1.0f), back(n + 40, -1.0f);
-    for (int64_t i = 0; i < n; ++i) src[i] = static_cast<float>(i + 1);
-    cpu::avx2::split_even_odd(src.data(), n, even.data(), odd.data());
-    for (int64_t k = 0; k < 48; ++k) {
-      CHECK(even[k] == (2 * k < n ? src[2 * k] : -1.0f));
-      CHECK(odd[k] == (2 * k + 1 < n ? src[2 * k + 1] : -1.0f));
-    }
-    cpu::avx2::merge_even_odd(even.data(), odd.data(), n, back.data());
-    for (int64_t i = 0; i < n + 40; ++i) CHECK(back[i] == (i < n ? src[i] : -1.0f));
-  }
 }
 
 TEST_CASE("conv2d direct loops for few input channels match the reference on awkward shapes", "[conv2d][direct]") {

@@ -4,6 +4,7 @@
 #pragma once
 #include "devices/backend.h"
 #include "devices/conv_impl.h"
+#include "devices/cpu/conv2d_winograd.h"
 
 namespace nnlab::cpu {
 
@@ -12,7 +13,7 @@ enum class ConvDirection { Forward, BackwardData, BackwardFilter };
 enum class ConvAlgorithm {
   Reference,        // the definition as plain loops (conv2d_reference_cpu.cpp)
   Direct,           // vector loops over shifted rows, for few input channels (conv2d_direct_cpu.cpp)
-  Winograd,         // F(2×2, 3×3) (conv2d_winograd_cpu.cpp)
+  Winograd,         // F(2×2, 3×3) or F(4×4, 3×3) (conv2d_winograd_cpu.cpp, winograd_tile below)
   Im2colSmallGemm,  // im2col + small_gemm.h's loops per image (conv2d_im2col_cpu.cpp)
   Im2colBlas,       // im2col + OpenBLAS per image (conv2d_im2col_cpu.cpp)
 };
@@ -21,6 +22,8 @@ enum class ConvAlgorithm {
 // Throws when `requested` is not a CPU choice (cudnn).
 ConvAlgorithm choose_conv_algorithm(const Conv2dGeometry& g, ConvDirection direction, DType dtype,
                                     ConvImpl requested);
+// The Winograd algorithm for one direction of a layer Winograd serves (conv2d_cpu.cpp).
+WinogradTile winograd_tile(const Conv2dGeometry& g, ConvDirection direction);
 // "winograd", "direct", "im2col+small_gemm", ...: what the kernel log and `nnlab explain` show.
 const char* conv_algorithm_name(ConvAlgorithm algorithm);
 // "fwd", "bwd data", "bwd filter".

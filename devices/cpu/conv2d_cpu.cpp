@@ -5,13 +5,16 @@
 //   reference          conv2d_reference_cpu.cpp  the definition as plain loops (--conv-impl reference)
 //   direct             conv2d_direct_cpu.cpp     vector loops over shifted rows: few input channels
 //   winograd           conv2d_winograd_cpu.cpp   F(2×2,3×3): 16 instead of 36 multiplies per 2×2
-//                                                output tile and channel pair, as 16 small products
+//                                                output tile and channel pair, as 16 small products;
+//                                                F(4×4,3×3): 36 instead of 144 per 4×4 tile
 //   im2col+small_gemm  conv2d_im2col_cpu.cpp     receptive fields as columns, one product per image:
 //   im2col+blas                                  small_gemm.h's loops, or OpenBLAS
 //
 // --conv-impl auto (the default) takes the first rule that applies:
 //   1. winograd   3×3 filter, stride 1, padding ≤ 2, at least 8 channels in and out
-//                 (conv2d_winograd.h); all three directions.
+//                 (conv2d_winograd.h); all three directions. F(4×4,3×3) forward and data
+//                 gradient on planes of at least 16×16 outputs, filter gradient from 28×28;
+//                 F(2×2,3×3) otherwise (winograd_tile below).
 //   2. direct     stride 1, padding < filter, at most 7 input channels, c·r·s ≥ 25 taps
 //                 (conv2d_direct.h); the filter gradient only for k ≤ 8 or p·q ≤ 256.
 //   3. im2col     the rest; its product goes to small_gemm for float32 when the inner
@@ -38,7 +41,17 @@
 //   cifar-cnn    c1  3→32 3×3 p1    direct forward (2.11 ms against im2col's 2.49), then
 //                                   im2col+small_gemm filter gradient: 32 channels over 32×32
 //                                   planes took direct 4.55 ms against im2col's 2.69.
-//                c2–c4 (32/64 ch)   winograd in all directions.
+//                c2–c4 (32/64 ch)   winograd in all directions: c2 (32×32) F(4×4) in all, c3
+//                                   and c4 (16×16) F(4×4) forward and data gradient, F(2×2)
+//                                   filter gradient. 2 threads, ms (scripts/bench_conv.cpp):
+//                                           F(2×2) fwd/data/filter   F(4×4) fwd/data/filter
+//                                     c2    1.83 / 1.84 / 2.45       1.31–1.34 / 1.34 / 1.97–2.00
+//                                     c3    0.77–0.80 / 0.82–0.86 / 1.47–1.56*   0.68 / 0.78 / 1.39–1.50
+//                                     c4    1.43–1.46 / 1.49–1.52 / 1.73–1.81    1.17–1.19 / 1.19 / 2.55–2.86
+//                                   (*with a chunk size since dropped; at 1 MB c3's F(2×2)
+//                                   filter gradient is 1.0–1.1 ms, F(4×4)'s 1.07–1.13).
+//                                   The cnn's 14×14 c2 keeps F(2×2): F(4×4) computes 16×16
+//                                   and gained only its forward (0.67 against 0.71–0.72 ms).
 //   resnet8      conv1 3→16 3×3     as cifar-cnn's c1 (16 channels over 32×32 planes).
 //                3×3 stride 1       winograd in all directions.
 //                3×3 stride 2 and   im2col: small_gemm where c·r·s ≤ 64 (the 1×1 shortcuts),
@@ -58,6 +71,18 @@ namespace cpu {
 bool winograd_applies(const Conv2dGeometry& g) {
   return g.r == 3 && g.s == 3 && g.stride_h == 1 && g.stride_w == 1 && g.pad_h <= 2 && g.pad_w <= 2 &&
          g.c >= kWinogradMinChannels && g.k >= kWinogradMinChannels && g.p >= 1 && g.q >= 1;
+}
+
+// The measurements behind these sizes are in the header above. The larger tile saves more
+// multiplies but costs more per tile in its transforms and wastes more of a plane whose side
+// is not a multiple of 4; its filter gradient also reduces over 4× fewer tiles per product.
+WinogradTile winograd_tile(const Conv2dGeometry& g, ConvDirection direction) {
+  const int64_t side = direction == ConvDirection::BackwardFilter ? 28 : 16;
+  return g.p >= side && g.q >= side ? WinogradTile::F4x4 : WinogradTile::F2x2;
+}
+
+const char* winograd_tile_name(WinogradTile tile) {
+  return tile == WinogradTile::F4x4 ? "F(4×4,3×3)" : "F(2×2,3×3)";
 }
 
 bool direct_applies(const Conv2dGeometry& g, ConvDirection direction) {
@@ -126,7 +151,12 @@ std::string algorithm_detail(ConvAlgorithm algorithm, const Conv2dGeometry& g, C
   switch (algorithm) {
     case ConvAlgorithm::Reference: return "the definition as loops (conv2d_reference_cpu.cpp)";
     case ConvAlgorithm::Direct: return cpu::direct_method(g, direction);
-    case ConvAlgorithm::Winograd: return "F(2×2,3×3), 16 products per image chunk";
+    case ConvAlgorithm::Winograd: {
+      const cpu::WinogradTile tile = cpu::winograd_tile(g, direction);
+      const int side = int(tile) + 2;  // transformed tile: side² products per image chunk
+      return std::string(cpu::winograd_tile_name(tile)) + ", " + std::to_string(side * side) +
+             " products per image chunk";
+    }
     case ConvAlgorithm::Im2colSmallGemm:
       return "small_gemm " + cpu::im2col_product_text(g, direction) + " ×" + std::to_string(g.n) + " images";
     case ConvAlgorithm::Im2colBlas:
@@ -166,7 +196,8 @@ void CpuBackend::conv2d_forward(const Conv2dGeometry& g, const Tensor& x, const 
   switch (algorithm) {
     case ConvAlgorithm::Reference: return cpu::conv2d_reference_forward(g, x, w, b, y);
     case ConvAlgorithm::Direct: return cpu::direct_forward(g, x, w, b, y);
-    case ConvAlgorithm::Winograd: return cpu::winograd_forward(g, x, w, b, y);
+    case ConvAlgorithm::Winograd:
+      return cpu::winograd_forward(g, cpu::winograd_tile(g, ConvDirection::Forward), x, w, b, y);
     case ConvAlgorithm::Im2colSmallGemm:
     case ConvAlgorithm::Im2colBlas: return cpu::im2col_forward(g, x, w, b, y, algorithm);
   }
@@ -179,7 +210,8 @@ void CpuBackend::conv2d_backward_data(const Conv2dGeometry& g, const Tensor& dy,
   switch (choose_and_log(g, ConvDirection::BackwardData, dy.dtype(), timing)) {
     case ConvAlgorithm::Reference: return cpu::conv2d_reference_backward_data(g, dy, w, dx);
     case ConvAlgorithm::Direct: return cpu::direct_backward_data(g, dy, w, dx);
-    case ConvAlgorithm::Winograd: return cpu::winograd_backward_data(g, dy, w, dx);
+    case ConvAlgorithm::Winograd:
+      return cpu::winograd_backward_data(g, cpu::winograd_tile(g, ConvDirection::BackwardData), dy, w, dx);
     case ConvAlgorithm::Im2colSmallGemm:
     case ConvAlgorithm::Im2colBlas: return cpu::im2col_backward_data(g, dy, w, dx);
   }
@@ -193,7 +225,8 @@ void CpuBackend::conv2d_backward_filter(const Conv2dGeometry& g, const Tensor& d
   switch (algorithm) {
     case ConvAlgorithm::Reference: return cpu::conv2d_reference_backward_filter(g, dy, x, dw);
     case ConvAlgorithm::Direct: return cpu::direct_backward_filter(g, dy, x, dw);
-    case ConvAlgorithm::Winograd: return cpu::winograd_backward_filter(g, dy, x, dw);
+    case ConvAlgorithm::Winograd:
+      return cpu::winograd_backward_filter(g, cpu::winograd_tile(g, ConvDirection::BackwardFilter), dy, x, dw);
     case ConvAlgorithm::Im2colSmallGemm:
     case ConvAlgorithm::Im2colBlas: return cpu::im2col_backward_filter(g, dy, x, dw, algorithm);
   }

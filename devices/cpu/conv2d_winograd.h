@@ -1,6 +1,6 @@
-// Winograd F(2×2, 3×3) convolution kernels of the CPU backend (conv2d_winograd_cpu.cpp),
-// run where conv2d_cpu.cpp's choose_conv_algorithm picks them (the shapes winograd_applies()
-// accepts).
+// Winograd convolution kernels of the CPU backend (conv2d_winograd_cpu.cpp), run where
+// conv2d_cpu.cpp's choose_conv_algorithm picks them (the shapes winograd_applies() accepts),
+// with the output tile winograd_tile() picks.
 #pragma once
 #include "devices/backend.h"
 
@@ -13,21 +13,33 @@ constexpr int64_t kWinogradMinChannels = 8;
 // 3×3 filter, stride 1, padding at most 2, and enough channels.
 bool winograd_applies(const Conv2dGeometry& g);
 
+// The two algorithms (conv2d_winograd_tiles.h): outputs per tile side. Which one a layer runs
+// in which direction is conv2d_algorithm.h's winograd_tile.
+enum class WinogradTile { F2x2 = 2, F4x4 = 4 };
+// Its name for the kernel log: "F(4×4,3×3)".
+const char* winograd_tile_name(WinogradTile tile);
+
 // The kernels of the instruction set cpu_isa() chose (isa_dispatch.cpp).
-void winograd_forward(const Conv2dGeometry& g, const Tensor& x, const Tensor& w, const Tensor* b, Tensor& y);
-void winograd_backward_data(const Conv2dGeometry& g, const Tensor& dy, const Tensor& w, Tensor& dx);
-void winograd_backward_filter(const Conv2dGeometry& g, const Tensor& dy, const Tensor& x, Tensor& dw);
+void winograd_forward(const Conv2dGeometry& g, WinogradTile tile, const Tensor& x, const Tensor& w, const Tensor* b,
+                      Tensor& y);
+void winograd_backward_data(const Conv2dGeometry& g, WinogradTile tile, const Tensor& dy, const Tensor& w, Tensor& dx);
+void winograd_backward_filter(const Conv2dGeometry& g, WinogradTile tile, const Tensor& dy, const Tensor& x,
+                              Tensor& dw);
 
 // Each instruction set's own (conv2d_winograd_cpu.cpp, compiled once per set).
 namespace avx2 {
-void winograd_forward(const Conv2dGeometry& g, const Tensor& x, const Tensor& w, const Tensor* b, Tensor& y);
-void winograd_backward_data(const Conv2dGeometry& g, const Tensor& dy, const Tensor& w, Tensor& dx);
-void winograd_backward_filter(const Conv2dGeometry& g, const Tensor& dy, const Tensor& x, Tensor& dw);
+void winograd_forward(const Conv2dGeometry& g, WinogradTile tile, const Tensor& x, const Tensor& w, const Tensor* b,
+                      Tensor& y);
+void winograd_backward_data(const Conv2dGeometry& g, WinogradTile tile, const Tensor& dy, const Tensor& w, Tensor& dx);
+void winograd_backward_filter(const Conv2dGeometry& g, WinogradTile tile, const Tensor& dy, const Tensor& x,
+                              Tensor& dw);
 }  // namespace avx2
 namespace avx512 {
-void winograd_forward(const Conv2dGeometry& g, const Tensor& x, const Tensor& w, const Tensor* b, Tensor& y);
-void winograd_backward_data(const Conv2dGeometry& g, const Tensor& dy, const Tensor& w, Tensor& dx);
-void winograd_backward_filter(const Conv2dGeometry& g, const Tensor& dy, const Tensor& x, Tensor& dw);
+void winograd_forward(const Conv2dGeometry& g, WinogradTile tile, const Tensor& x, const Tensor& w, const Tensor* b,
+                      Tensor& y);
+void winograd_backward_data(const Conv2dGeometry& g, WinogradTile tile, const Tensor& dy, const Tensor& w, Tensor& dx);
+void winograd_backward_filter(const Conv2dGeometry& g, WinogradTile tile, const Tensor& dy, const Tensor& x,
+                              Tensor& dw);
 }  // namespace avx512
 
 }  // namespace nnlab::cpu

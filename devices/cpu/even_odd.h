@@ -1,18 +1,11 @@
-// Splitting a row into its even and odd elements, and merging two halves back: the
-// deinterleave that stride-2 kernels need (2×2 pooling windows, the even/odd half-planes of
-// the Winograd transforms). Written as plain loops for any type; float32 has a 512-bit version
-// in the AVX-512 build of the kernels (cpu_isa.h), because the plain loop's stride-2 reads stay
-// scalar and were a fifth of the Winograd input transform's time (perf, cifar-cnn).
+// The even and odd elements of a row in two 512-bit vectors, and back: the deinterleave that
+// stride-2 kernels need (the 2×2 max-pool, pool2d_cpu.cpp), with first_lanes' masks for rows
+// that end inside a vector (also small_gemm's). The vector versions touch exactly the
+// elements they are given: masked loads and stores, no tails.
 //
 // Only files compiled once per instruction set include this header, and it puts everything in
 // their namespace cpu::NNLAB_ISA: an inline function compiled with AVX-512 in one file and
 // without in another must not share a name, or the linker keeps one copy for both.
-//
-//   split_even_odd(src, n, even, odd):  even[k] = src[2k] (⌈n/2⌉ of them), odd[k] = src[2k + 1] (⌊n/2⌋)
-//   merge_even_odd(even, odd, n, dst):  dst[i] = i even ? even[i/2] : odd[i/2]   for i < n
-//
-// The vector versions touch exactly these elements: masked loads and stores, no tails. Their
-// register halves, load_even_odd and store_even_odd, also serve the 2×2 max-pool.
 #pragma once
 #include <cstdint>
 
@@ -25,16 +18,6 @@
 #endif
 
 namespace nnlab::cpu::NNLAB_ISA {
-
-template <typename T>
-inline void split_even_odd(const T* src, int64_t n, T* even, T* odd) {
-  for (int64_t i = 0; i < n; ++i) (i % 2 ? odd : even)[i / 2] = src[i];
-}
-
-template <typename T>
-inline void merge_even_odd(const T* even, const T* odd, int64_t n, T* dst) {
-  for (int64_t i = 0; i < n; ++i) dst[i] = (i % 2 ? odd : even)[i / 2];
-}
 
 #if defined(__AVX512F__)
 // Lanes [0, count) of 16, count clipped to [0, 16].
@@ -62,23 +45,6 @@ inline void store_even_odd(float* dst, int64_t count, __m512 even, __m512 odd) {
   _mm512_mask_storeu_ps(dst + 16, first_lanes(count - 16), _mm512_permutex2var_ps(even, hi, odd));
 }
 
-inline void split_even_odd(const float* src, int64_t n, float* even, float* odd) {
-  for (int64_t i = 0; i < n; i += 32, src += 32, even += 16, odd += 16) {
-    const int64_t left = n - i;  // elements of src still to go
-    __m512 e, o;
-    load_even_odd(src, left, e, o);
-    _mm512_mask_storeu_ps(even, first_lanes((left + 1) / 2), e);
-    _mm512_mask_storeu_ps(odd, first_lanes(left / 2), o);
-  }
-}
-
-inline void merge_even_odd(const float* even, const float* odd, int64_t n, float* dst) {
-  for (int64_t i = 0; i < n; i += 32, dst += 32, even += 16, odd += 16) {
-    const int64_t left = n - i;  // elements of dst still to go
-    store_even_odd(dst, left, _mm512_maskz_loadu_ps(first_lanes((left + 1) / 2), even),
-                   _mm512_maskz_loadu_ps(first_lanes(left / 2), odd));
-  }
-}
 #endif
 
 }  // namespace nnlab::cpu::NNLAB_ISA

@@ -46,16 +46,20 @@ void direct_backward_filter(const Conv2dGeometry& g, const Tensor& dy, const Ten
   use_avx512() ? avx512::direct_backward_filter(g, dy, x, dw) : avx2::direct_backward_filter(g, dy, x, dw);
 }
 
-void winograd_forward(const Conv2dGeometry& g, const Tensor& x, const Tensor& w, const Tensor* b, Tensor& y) {
-  use_avx512() ? avx512::winograd_forward(g, x, w, b, y) : avx2::winograd_forward(g, x, w, b, y);
+void winograd_forward(const Conv2dGeometry& g, WinogradTile tile, const Tensor& x, const Tensor& w, const Tensor* b,
+                      Tensor& y) {
+  use_avx512() ? avx512::winograd_forward(g, tile, x, w, b, y) : avx2::winograd_forward(g, tile, x, w, b, y);
 }
 
-void winograd_backward_data(const Conv2dGeometry& g, const Tensor& dy, const Tensor& w, Tensor& dx) {
-  use_avx512() ? avx512::winograd_backward_data(g, dy, w, dx) : avx2::winograd_backward_data(g, dy, w, dx);
+void winograd_backward_data(const Conv2dGeometry& g, WinogradTile tile, const Tensor& dy, const Tensor& w,
+                            Tensor& dx) {
+  use_avx512() ? avx512::winograd_backward_data(g, tile, dy, w, dx) : avx2::winograd_backward_data(g, tile, dy, w, dx);
 }
 
-void winograd_backward_filter(const Conv2dGeometry& g, const Tensor& dy, const Tensor& x, Tensor& dw) {
-  use_avx512() ? avx512::winograd_backward_filter(g, dy, x, dw) : avx2::winograd_backward_filter(g, dy, x, dw);
+void winograd_backward_filter(const Conv2dGeometry& g, WinogradTile tile, const Tensor& dy, const Tensor& x,
+                              Tensor& dw) {
+  use_avx512() ? avx512::winograd_backward_filter(g, tile, dy, x, dw)
+               : avx2::winograd_backward_filter(g, tile, dy, x, dw);
 }
 
 }  // namespace cpu
