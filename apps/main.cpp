@@ -32,6 +32,9 @@ int main(int argc, char** argv) {
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
+    // Under mpirun every rank parses the same command line and fails the same way: rank 0
+    // alone says so (and prints --help), the others exit with the same code.
+    if (nnlab::launched_rank() != 0) return e.get_exit_code();
     return app.exit(e);
   }
   try {

@@ -89,18 +89,23 @@ Trainer::Trainer(TrainConfig config) : config_(std::move(config)) {
   device_ = resolve_device(config_.device, &why);
   if (config_.device == "auto") spdlog::info("{}", why);
   device_ = rank_device(device_, config_.device, World::get());
-  const AllReduceBackendRequest allreduce_backend = parse_allreduce_backend(config_.allreduce_backend);
+  // The options' values, checked on every rank together: under mpirun a bad one is one
+  // message from rank 0, not one per rank (and no MPI_Abort).
+  AllReduceBackendRequest allreduce_backend{};
+  World::get().agree([&] {
+    allreduce_backend = parse_allreduce_backend(config_.allreduce_backend);
+    NNLAB_CHECK(config_.math == "fp32" || device_.is_cuda(), "--math ", config_.math,
+                " applies to CUDA devices only; the CPU always computes in strict float32");
+    set_conv_impl(parse_conv_impl(config_.conv_impl));
+    check_conv_impl(conv_impl(), device_);
+  });
   if (device_.is_cpu() && config_.threads == 0 && cpu_threads() >= 2) {
     ThreadGovernorOptions governor;
     governor.max_threads = config_max_threads_ = cpu_threads();
     governor_ = std::make_unique<ThreadGovernor>(governor);
     set_cpu_threads(governor_->threads());
   }
-  NNLAB_CHECK(config_.math == "fp32" || device_.is_cuda(), "--math ", config_.math,
-              " applies to CUDA devices only; the CPU always computes in strict float32");
   if (device_.is_cuda()) set_cuda_options({config_.math == "tf32", config_.deterministic});
-  set_conv_impl(parse_conv_impl(config_.conv_impl));
-  check_conv_impl(conv_impl(), device_);
   train_ = load_dataset(config_.data, config_.data_dir, "train");
   test_ = load_dataset(config_.data, config_.data_dir, "test");
   // The validation set comes out of the training set; the test set is never selected on.

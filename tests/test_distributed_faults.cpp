@@ -204,4 +204,32 @@ TEST_CASE("distributed: --allreduce-backend nccl where NCCL cannot work, or diff
   CHECK(count_errors(differ.output) == 1);
 }
 
+TEST_CASE("distributed: a bad option value is one message from rank 0, not one per rank", "[distributed][mpi]") {
+  const auto count = [](const std::string& output, const std::string& what) {
+    size_t n = 0;
+    for (size_t at = output.find(what); at != std::string::npos; at = output.find(what, at + 1)) ++n;
+    return n;
+  };
+  // A value nnlab checks: every rank agrees on the failure, rank 0 prints it, no MPI_Abort.
+  const CliResult bad = nnlab_test::mpi_train(2, "--max-steps 1 --allreduce-backend foo");
+  INFO(bad.output);
+  CHECK(bad.exit_code != 0);
+  CHECK(count(bad.output, "nnlab: error: --allreduce-backend must be auto, nccl or mpi, got 'foo'") == 1);
+  CHECK(count(bad.output, "nnlab: error") == 1);
+  CHECK(bad.output.find("MPI_Abort") == std::string::npos);
+  // Only one rank started with it: that rank is named, still in one message.
+  const std::string train = std::string(NNLAB_CLI_PATH) + " train --threads 1 --max-steps 1 ";
+  const CliResult one = nnlab_test::run_shell(nnlab_test::mpirun_prefix() + "-np 1 " + train + "--math fp32 : -np 1 " +
+                                              train + "--math tf32");
+  INFO(one.output);
+  CHECK(one.exit_code != 0);
+  CHECK(count(one.output, "nnlab: error: rank 1: --math tf32 applies to CUDA devices only") == 1);
+  CHECK(count(one.output, "nnlab: error") == 1);
+  // A value the command line's parser rejects, before MPI starts: rank 0 alone says so.
+  const CliResult parse = nnlab_test::mpi_train(2, "--epochs abc");
+  INFO(parse.output);
+  CHECK(parse.exit_code != 0);
+  CHECK(count(parse.output, "--epochs") == 1);
+}
+
 #endif

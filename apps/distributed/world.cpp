@@ -16,6 +16,12 @@ int launched_ranks() {
   return 1;
 }
 
+int launched_rank() {
+  for (const char* name : {"OMPI_COMM_WORLD_RANK", "PMI_RANK"})
+    if (const char* v = std::getenv(name)) return std::max(0, std::atoi(v));
+  return 0;
+}
+
 #ifdef NNLAB_WITH_MPI
 
 namespace {
@@ -165,6 +171,24 @@ void World::abort_job(int code) const { std::_Exit(code); }
 
 namespace {
 World* g_world = nullptr;  // set once World::get() has made the world
+}
+
+void World::agree_on_error(const std::string& error) const {
+  const std::vector<std::string> all = gather_all(error);  // one rank: {error}
+  std::string first, numbered;
+  bool alike = true;
+  for (size_t r = 0; r < all.size(); ++r) {
+    if (all[r].empty()) {
+      alike = false;  // some rank passed: name the ones that failed
+      continue;
+    }
+    if (first.empty()) first = all[r];
+    alike = alike && all[r] == first;
+    numbered += (numbered.empty() ? "" : "; ") + std::string("rank ") + std::to_string(r) + ": " + all[r];
+  }
+  if (first.empty()) return;
+  if (!distributed()) throw Error(first);
+  throw CollectiveError(alike ? first : numbered);
 }
 
 World& World::get() {

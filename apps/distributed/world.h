@@ -56,6 +56,24 @@ class World {
   // Every rank's text, in rank order, on every rank.
   std::vector<std::string> gather_all(const std::string& text) const;
 
+  // Runs `check` (a validation of options, say) on every rank, then agrees on the outcome
+  // before any rank goes on: if it threw nnlab::Error anywhere, every rank throws one
+  // CollectiveError, so the job prints one message instead of one per rank. Ranks started
+  // alike fail alike: the message is then the check's own; otherwise each failing rank's,
+  // numbered. Every rank must call it at the same point.
+  template <typename Check>
+  void agree(Check check) const {
+    std::string error;
+    try {
+      check();
+    } catch (const CollectiveError&) {
+      throw;
+    } catch (const Error& e) {
+      error = e.what();
+    }
+    agree_on_error(error);
+  }
+
   // Ends MPI normally (every rank must call it). Called at exit by main.
   void finish();
   // Ends the whole job now (MPI_Abort), after an error seen by this rank alone: the other
@@ -64,6 +82,8 @@ class World {
 
  private:
   World();
+  // agree()'s second half: `error` is this rank's message, empty if its check passed.
+  void agree_on_error(const std::string& error) const;
   int rank_ = 0, size_ = 1;
   int hosts_ = 1;
   int local_rank_ = 0;
@@ -73,6 +93,8 @@ class World {
 // Did a launcher (mpirun) start this process as one of several ranks? From the environment,
 // without initialising anything.
 int launched_ranks();
+// This process's rank as the launcher numbered it (0 without one), from the environment too.
+int launched_rank();
 
 // The end of `nnlab`'s main: ends MPI when it was started (every rank calls it together).
 void end_ranks();

@@ -12,9 +12,9 @@
 //
 // --conv-impl auto (the default) takes the first rule that applies:
 //   1. winograd   3×3 filter, stride 1, padding ≤ 2, at least 8 channels in and out
-//                 (conv2d_winograd.h); all three directions. F(4×4,3×3) forward and data
-//                 gradient on planes of at least 16×16 outputs, filter gradient from 28×28;
-//                 F(2×2,3×3) otherwise (winograd_tile below).
+//                 (conv2d_winograd.h); all three directions. F(4×4,3×3) for the forward and
+//                 data gradient of planes of at least 28×28 outputs, F(2×2,3×3) for the rest
+//                 and every filter gradient (winograd_tile below).
 //   2. direct     stride 1, padding < filter, at most 7 input channels, c·r·s ≥ 25 taps
 //                 (conv2d_direct.h); the filter gradient only for k ≤ 8 or p·q ≤ 256.
 //   3. im2col     the rest; its product goes to small_gemm for float32 when the inner
@@ -41,17 +41,24 @@
 //   cifar-cnn    c1  3→32 3×3 p1    direct forward (2.11 ms against im2col's 2.49), then
 //                                   im2col+small_gemm filter gradient: 32 channels over 32×32
 //                                   planes took direct 4.55 ms against im2col's 2.69.
-//                c2–c4 (32/64 ch)   winograd in all directions: c2 (32×32) F(4×4) in all, c3
-//                                   and c4 (16×16) F(4×4) forward and data gradient, F(2×2)
-//                                   filter gradient. 2 threads, ms (scripts/bench_conv.cpp):
-//                                           F(2×2) fwd/data/filter   F(4×4) fwd/data/filter
-//                                     c2    1.83 / 1.84 / 2.45       1.31–1.34 / 1.34 / 1.97–2.00
-//                                     c3    0.77–0.80 / 0.82–0.86 / 1.47–1.56*   0.68 / 0.78 / 1.39–1.50
-//                                     c4    1.43–1.46 / 1.49–1.52 / 1.73–1.81    1.17–1.19 / 1.19 / 2.55–2.86
-//                                   (*with a chunk size since dropped; at 1 MB c3's F(2×2)
-//                                   filter gradient is 1.0–1.1 ms, F(4×4)'s 1.07–1.13).
-//                                   The cnn's 14×14 c2 keeps F(2×2): F(4×4) computes 16×16
-//                                   and gained only its forward (0.67 against 0.71–0.72 ms).
+//                c2–c4 (32/64 ch)   winograd in all directions; c2's (32×32) forward and data
+//                                   gradient in F(4×4). 2 threads, ms, best of 10 in 12 runs
+//                                   over 2 minutes: the median run, and the fastest
+//                                   (scripts/bench_conv.cpp, 2026-11-25 07:37):
+//                                          F(2×2) fwd / data / filter   F(4×4) fwd / data / filter
+//                                     c2   1.83 / 1.85 / 2.09           1.86 / 1.89 / 3.42
+//                                          fastest 1.74 / 1.76 / 1.94   1.42 / 1.40 / 2.01
+//                                     c3   0.83 / 0.90 / 1.00           0.92 / 1.33 / 1.67
+//                                          fastest 0.80 / 0.86 / 0.96   0.68 / 0.78 / 1.10
+//                                     c4   1.51 / 1.55 / 1.82           1.64 / 1.65 / 3.10
+//                                          fastest 1.46 / 1.50 / 1.77   1.18 / 1.19 / 2.29
+//                                   One thread, F(4×4) is faster in every forward and data
+//                                   gradient (c2 2.58 against 3.48 ms), but on two its lead
+//                                   comes and goes with the machine's other load (its bigger
+//                                   transformed filters and tiles overflow a core's L2), while
+//                                   F(2×2) holds steady; only c2's forward and data gradient
+//                                   never lost by more than 2%. The cnn's 14×14 c2 keeps
+//                                   F(2×2) in every direction.
 //   resnet8      conv1 3→16 3×3     as cifar-cnn's c1 (16 channels over 32×32 planes).
 //                3×3 stride 1       winograd in all directions.
 //                3×3 stride 2 and   im2col: small_gemm where c·r·s ≤ 64 (the 1×1 shortcuts),
@@ -73,12 +80,14 @@ bool winograd_applies(const Conv2dGeometry& g) {
          g.c >= kWinogradMinChannels && g.k >= kWinogradMinChannels && g.p >= 1 && g.q >= 1;
 }
 
-// The measurements behind these sizes are in the header above. The larger tile saves more
-// multiplies but costs more per tile in its transforms and wastes more of a plane whose side
-// is not a multiple of 4; its filter gradient also reduces over 4× fewer tiles per product.
+// The measurements behind this rule are in the header above. The larger tile saves more
+// multiplies, but its transforms cost more per tile, it wastes more of a plane whose side is
+// not a multiple of 4, and its filter gradient reduces over 4× fewer tiles per product. Where
+// it won, it won by less on two threads than on one, and on this machine's busy spells lost
+// its lead on two threads everywhere but the 32×32 forward and data gradient.
 WinogradTile winograd_tile(const Conv2dGeometry& g, ConvDirection direction) {
-  const int64_t side = direction == ConvDirection::BackwardFilter ? 28 : 16;
-  return g.p >= side && g.q >= side ? WinogradTile::F4x4 : WinogradTile::F2x2;
+  const bool wide = g.p >= 28 && g.q >= 28;
+  return wide && direction != ConvDirection::BackwardFilter ? WinogradTile::F4x4 : WinogradTile::F2x2;
 }
 
 const char* winograd_tile_name(WinogradTile tile) {

@@ -29,7 +29,7 @@
 // per-thread partials in thread order, so for a given thread count results repeat bit for bit.
 //
 // Compiled once per instruction set (cpu_isa.h), into cpu::avx2 and cpu::avx512, each with its
-// own small_gemm and even/odd splits; which shapes it serves (winograd_applies) and with which
+// own small_gemm and lane vectors; which shapes it serves (winograd_applies) and with which
 // tile (winograd_tile) is decided in conv2d_cpu.cpp.
 #include <cblas.h>
 #include <omp.h>

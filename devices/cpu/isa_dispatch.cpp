@@ -7,7 +7,7 @@
 //   small_gemm    small_gemm_cpu.cpp        register-blocked 512-bit loops (AVX2: OpenBLAS)
 //   pooling       pool2d_cpu.cpp            the 2×2 max-pool in 512-bit vectors
 //   direct conv   conv2d_direct_cpu.cpp     its loops in 512-bit vectors
-//   winograd      conv2d_winograd_cpu.cpp   its products (small_gemm) and even/odd splits
+//   winograd      conv2d_winograd_cpu.cpp   its products (small_gemm) and masked row tails
 #include "devices/cpu/conv2d_direct.h"
 #include "devices/cpu/conv2d_winograd.h"
 #include "devices/cpu/cpu_backend.h"
