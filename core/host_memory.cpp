@@ -1,8 +1,6 @@
 // Host memory (core/device_memory.h): 64-byte aligned blocks (one cache line, the widest
-// SIMD load) from the caching allocator, and blocks of 2 MiB or more on huge pages; copies,
-// fills and dtype casts. The CPU backend's memory methods are these (devices/cpu/memory_cpu.cpp).
-#include <sys/mman.h>
-
+// SIMD load) from the caching allocator; copies, fills and dtype casts. The CPU backend's
+// memory methods are these (devices/cpu/memory_cpu.cpp).
 #include <atomic>
 #include <cstdint>
 #include <cstdlib>
@@ -15,24 +13,6 @@
 namespace nnlab {
 
 namespace {
-
-// Blocks of at least one huge page (2 MiB on x86-64) are aligned to it and marked for
-// transparent huge pages (where the kernel offers them only on request, as Debian's default
-// "madvise" does). On 4 KiB pages a big buffer's physical pages land anywhere, so which of its
-// lines compete for the same L2 sets changes from process to process: the Winograd
-// convolution, which walks 36 matrices of its workspace at once, ran cifar-cnn's step in
-// 21.0–22.0 ms in some processes and 24.4–25.5 ms in others. Huge pages also save TLB misses.
-constexpr size_t kHugePage = size_t(2) << 20;
-
-void* allocate_host(size_t bytes) {
-  if (bytes < kHugePage) return std::aligned_alloc(64, (bytes + 63) / 64 * 64);
-  const size_t rounded = (bytes + kHugePage - 1) / kHugePage * kHugePage;
-  void* p = std::aligned_alloc(kHugePage, rounded);
-#ifdef MADV_HUGEPAGE
-  if (p) madvise(p, rounded, MADV_HUGEPAGE);  // advice only: without THP, plain pages
-#endif
-  return p;
-}
 
 // Fills shorter than this stay on one thread: the fork costs more than the stores
 // (4 × the CPU kernels' grain, devices/cpu/dispatch.h, as before the fill moved here).
@@ -69,7 +49,7 @@ class HostMemory final : public DeviceMemory {
  public:
   HostMemory()
       : allocator_(
-            "cpu", allocate_host,
+            "cpu", [](size_t bytes) { return std::aligned_alloc(64, (bytes + 63) / 64 * 64); },
             [](void* p) { std::free(p); }) {}
 
   CachingAllocator& allocator() override { return allocator_; }
