@@ -92,13 +92,15 @@ Trainer::Trainer(TrainConfig config) : config_(std::move(config)) {
   // The options' values, checked on every rank together: under mpirun a bad one is one
   // message from rank 0, not one per rank (and no MPI_Abort).
   AllReduceBackendRequest allreduce_backend{};
+  ConvImpl requested_conv = ConvImpl::Auto;
   World::get().agree([&] {
     allreduce_backend = parse_allreduce_backend(config_.allreduce_backend);
     NNLAB_CHECK(config_.math == "fp32" || device_.is_cuda(), "--math ", config_.math,
                 " applies to CUDA devices only; the CPU always computes in strict float32");
-    set_conv_impl(parse_conv_impl(config_.conv_impl));
-    check_conv_impl(conv_impl(), device_);
+    requested_conv = parse_conv_impl(config_.conv_impl);
+    check_conv_impl(requested_conv, device_);
   });
+  set_conv_impl(requested_conv);
   if (device_.is_cpu() && config_.threads == 0 && cpu_threads() >= 2) {
     ThreadGovernorOptions governor;
     governor.max_threads = config_max_threads_ = cpu_threads();

@@ -8,7 +8,7 @@
 // it measures the kernels themselves. Build by hand after building the library:
 //   g++ -O3 -march=x86-64-v3 -fopenmp -std=c++17 -I. scripts/bench_conv.cpp build/libnnlab_devices.a \
 //       build/libnnlab_core.a -I/usr/include/x86_64-linux-gnu/openblas-openmp \
-//       -L/usr/lib/x86_64-linux-gnu/openblas-openmp -lopenblas -o bench_conv
+//       -L/usr/lib/x86_64-linux-gnu/openblas-openmp -lopenblas /usr/lib/libxsmm.a -ldl -o bench_conv
 //   ./bench_conv [reps] [threads] [layer]  (layer: a name prefix such as "lenet5"; NNLAB_CPU_ISA=avx2
 //                                           ./bench_conv: the AVX2 kernels)
 #include <cblas.h>

@@ -60,15 +60,14 @@ class World {
   // before any rank goes on: if it threw nnlab::Error anywhere, every rank throws one
   // CollectiveError, so the job prints one message instead of one per rank. Ranks started
   // alike fail alike: the message is then the check's own; otherwise each failing rank's,
-  // numbered. Every rank must call it at the same point.
+  // numbered. Every rank must call it at the same point, and `check` should only check:
+  // whatever it sets up would stand on the ranks that passed while others failed.
   template <typename Check>
   void agree(Check check) const {
     std::string error;
     try {
       check();
-    } catch (const CollectiveError&) {
-      throw;
-    } catch (const Error& e) {
+    } catch (const Error& e) {  // a CollectiveError too: its rank alone raised it here
       error = e.what();
     }
     agree_on_error(error);

@@ -54,8 +54,9 @@
 //                                          fastest 1.46 / 1.50 / 1.77   1.18 / 1.19 / 2.29
 //                                   One thread, F(4×4) is faster in every forward and data
 //                                   gradient (c2 2.58 against 3.48 ms), but on two its lead
-//                                   comes and goes with the machine's other load (its bigger
-//                                   transformed filters and tiles overflow a core's L2), while
+//                                   comes and goes with the machine's other load (not measured
+//                                   why; by arithmetic its transformed filters and tiles can
+//                                   overflow a core's 1 MB L2, F(2×2)'s do not), while
 //                                   F(2×2) holds steady; only c2's forward and data gradient
 //                                   never lost by more than 2%. The cnn's 14×14 c2 keeps
 //                                   F(2×2) in every direction.
