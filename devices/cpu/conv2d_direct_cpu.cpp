@@ -105,9 +105,9 @@ void correlate(const T* in, const Bordered& b, const T* packed, long cout, long 
   }
 }
 
-// Output channels per correlate pass: all of them for a layer with at most 6 (lenet5's first
-// layer and its second's input gradient), else blocks of kBlock. A block of 8 over 6
-// channels would compute 2 of every 8 accumulators for nothing.
+// Output channels per correlate or filter_taps pass: all of them for a layer with at most 6
+// (lenet5's first layer and its second's input gradient), else blocks of kBlock. A block of
+// 8 over 6 channels would compute 2 of every 8 accumulators for nothing.
 template <typename Body>
 void with_output_block(long out_channels, Body&& body) {
   if (out_channels <= 6)
@@ -117,44 +117,57 @@ void with_output_block(long out_channels, Body&& body) {
 }
 
 // The filter gradient of kTaps neighbouring taps (si, si + 1, …) of one input channel and
-// filter row, for kBlock output channels, summed over the plane:
+// filter row, for kB output channels, summed over the plane:
 //   out[t][o][lane] += Σ_y Σ_chunks dy[o, y, x] · in[y, x + t]     (x = chunk + lane)
-// Each dy vector loaded is used by kTaps taps: with 2, 16 accumulator vectors stay in
-// registers and the loop does 16 multiply-adds per 10 loads (one tap alone: 8 per 9).
-// row0: in at (y = 0, column si)   g0: dy of the block (kBlock, p, qp)   out: kTaps × kBlock × kLanes
-template <typename T, int kTaps>
+// Each dy vector loaded is used by kTaps taps, each input vector by kB channels: kTaps · kB
+// accumulator vectors stay in registers.
+// row0: in at (y = 0, column si)   g0: dy of the block (kB, p, qp)   out: kTaps × kB × kLanes
+template <typename T, int kTaps, long kB>
 void filter_taps(const T* row0, long stride, const T* g0, long p, long qp, T* out) {
-  T acc[kTaps][kBlock][kLanes] = {};
+  T acc[kTaps][kB][kLanes] = {};
   for (long y = 0; y < p; ++y) {
     const T* row = row0 + y * stride;
     const T* g = g0 + y * qp;
     for (long x0 = 0; x0 < qp; x0 += kLanes)
       for (int t = 0; t < kTaps; ++t)
-        for (long o = 0; o < kBlock; ++o) {
+        for (long o = 0; o < kB; ++o) {
 #pragma omp simd
           for (long l = 0; l < kLanes; ++l) acc[t][o][l] += g[o * p * qp + x0 + l] * row[t + x0 + l];
         }
   }
   for (int t = 0; t < kTaps; ++t)
-    for (long o = 0; o < kBlock; ++o)
-      for (long l = 0; l < kLanes; ++l) out[(t * kBlock + o) * kLanes + l] += acc[t][o][l];
+    for (long o = 0; o < kB; ++o)
+      for (long l = 0; l < kLanes; ++l) out[(t * kB + o) * kLanes + l] += acc[t][o][l];
+}
+
+// Taps per filter_taps pass for kB channels: two where 2 · kB accumulators fit (AVX-512 for
+// 6 or 8 channels, AVX2 for 6), else one. On lenet5's first layer (6 channels,
+// scripts/bench_conv.cpp) AVX2 takes 0.110 ms with two against 0.131–0.140 with one; AVX-512
+// 0.077–0.079 against 0.075–0.077, and 3 or 4 taps were no faster (0.072–0.075).
+template <long kB>
+constexpr int most_taps() {
+  return 2 * kB <= kAccumulators ? 2 : 1;
+}
+
+// Filter taps si, si + 1, … s − 1 of one row: kTaps at a time while they last, then fewer.
+template <typename T, long kB, int kTaps = most_taps<kB>()>
+void filter_row(const T* row0, long stride, const T* g0, long p, long qp, long si, long s, T* out) {
+  for (; si + kTaps <= s; si += kTaps) filter_taps<T, kTaps, kB>(row0 + si, stride, g0, p, qp, out + si * kB * kLanes);
+  if constexpr (kTaps > 1) filter_row<T, kB, kTaps - 1>(row0, stride, g0, p, qp, si, s, out);
 }
 
 // in: bordered x (c, p + r − 1, stride)   dy: (k_padded, p, qp) with zeros past q and past k
-// lanes: (k blocks, c, r, s, kBlock, kLanes), accumulated (summed over lanes at the end)
-template <typename T>
+// lanes: (k blocks, c, r, s, kB, kLanes), accumulated (summed over lanes at the end)
+template <typename T, long kB>
 void filter_sum(const T* in, const Bordered& b, const T* dy, long kblocks, long p, long qp, long r, long s,
                 T* lanes) {
   for (long kb = 0; kb < kblocks; ++kb)
     for (long ci = 0; ci < b.channels; ++ci)
       for (long ri = 0; ri < r; ++ri) {
         const T* row0 = in + (ci * b.rows + ri) * b.stride;
-        const T* g0 = dy + kb * kBlock * p * qp;
-        T* out = lanes + (((kb * b.channels + ci) * r + ri) * s) * kBlock * kLanes;
-        long si = 0;
-        if constexpr (2 * kBlock <= kAccumulators)
-          for (; si + 2 <= s; si += 2) filter_taps<T, 2>(row0 + si, b.stride, g0, p, qp, out + si * kBlock * kLanes);
-        for (; si < s; ++si) filter_taps<T, 1>(row0 + si, b.stride, g0, p, qp, out + si * kBlock * kLanes);
+        const T* g0 = dy + kb * kB * p * qp;
+        T* out = lanes + (((kb * b.channels + ci) * r + ri) * s) * kB * kLanes;
+        filter_row<T, kB>(row0, b.stride, g0, p, qp, 0, s, out);
       }
 }
 
@@ -209,38 +222,41 @@ void direct_backward_filter(const Conv2dGeometry& g, const Tensor& dy, const Ten
     using T = decltype(tag);
     const Bordered border = bordered(g.c, g.p, g.q, g.r, g.s, g.pad_h, g.h);
     if (channel_layout_pays(g)) return channel_backward_filter(g, border, dy, x, dw);
-    const long kblocks = (g.k + kBlock - 1) / kBlock, qp = round_up(g.q, kLanes);
-    const long dy_size = kblocks * kBlock * g.p * qp, lane_size = kblocks * g.c * g.r * g.s * kBlock * kLanes;
-    const long threads = omp_get_max_threads();
-    Tensor work = Tensor::empty({threads * (border.size() + dy_size)}, x.dtype(), x.device());
-    Tensor lanes = Tensor::zeros({threads * lane_size}, x.dtype(), x.device());
-    const T *x_data = x.data<T>(), *dy_data = dy.data<T>();
-    T *ws = work.data<T>(), *acc = lanes.data<T>(), *dw_data = dw.data<T>();
-    for_each_image(g.n, g.k * g.p * g.q * g.c * g.r * g.s, [&](long i, int slot) {
-      T* in = ws + slot * (border.size() + dy_size);
-      T* grad = in + border.size();
-      copy_bordered(x_data + i * g.c * g.h * g.w, g.w, g.pad_w, border, in);
-      // dy[i] with zero columns up to qp and zero channels up to kblocks · kBlock.
-      const Bordered dyb{kblocks * kBlock, g.p, qp, 0, g.p};
-      std::fill(grad, grad + dy_size, T(0));
+    with_output_block(g.k, [&](auto block) {
+      constexpr long kB = decltype(block)::value;
+      const long kblocks = (g.k + kB - 1) / kB, qp = round_up(g.q, kLanes);
+      const long dy_size = kblocks * kB * g.p * qp, lane_size = kblocks * g.c * g.r * g.s * kB * kLanes;
+      const long threads = omp_get_max_threads();
+      Tensor work = Tensor::empty({threads * (border.size() + dy_size)}, x.dtype(), x.device());
+      Tensor lanes = Tensor::zeros({threads * lane_size}, x.dtype(), x.device());
+      const T *x_data = x.data<T>(), *dy_data = dy.data<T>();
+      T *ws = work.data<T>(), *acc = lanes.data<T>(), *dw_data = dw.data<T>();
+      for_each_image(g.n, g.k * g.p * g.q * g.c * g.r * g.s, [&](long i, int slot) {
+        T* in = ws + slot * (border.size() + dy_size);
+        T* grad = in + border.size();
+        copy_bordered(x_data + i * g.c * g.h * g.w, g.w, g.pad_w, border, in);
+        // dy[i] with zero columns up to qp and zero channels up to kblocks · kB.
+        const Bordered dyb{kblocks * kB, g.p, qp, 0, g.p};
+        std::fill(grad, grad + dy_size, T(0));
+        for (long o = 0; o < g.k; ++o)
+          for (long y = 0; y < g.p; ++y) {
+            const T* from = dy_data + ((i * g.k + o) * g.p + y) * g.q;
+            std::copy(from, from + g.q, grad + (o * dyb.rows + y) * dyb.stride);
+          }
+        filter_sum<T, kB>(in, border, grad, kblocks, g.p, qp, g.r, g.s, acc + slot * lane_size);
+      });
+      // dw[o, ci, ri, si] = Σ_thread Σ_lane lanes[thread][o / kB][ci][ri][si][o % kB][lane]
+      const long crs = g.c * g.r * g.s;
       for (long o = 0; o < g.k; ++o)
-        for (long y = 0; y < g.p; ++y) {
-          const T* from = dy_data + ((i * g.k + o) * g.p + y) * g.q;
-          std::copy(from, from + g.q, grad + (o * dyb.rows + y) * dyb.stride);
+        for (long j = 0; j < crs; ++j) {
+          T sum = T(0);
+          for (long t = 0; t < threads; ++t) {
+            const T* l = acc + t * lane_size + (((o / kB) * crs + j) * kB + o % kB) * kLanes;
+            for (long v = 0; v < kLanes; ++v) sum += l[v];
+          }
+          dw_data[o * crs + j] = sum;
         }
-      filter_sum(in, border, grad, kblocks, g.p, qp, g.r, g.s, acc + slot * lane_size);
     });
-    // dw[o, ci, ri, si] = Σ_thread Σ_lane lanes[thread][o / kBlock][ci][ri][si][o % kBlock][lane]
-    const long crs = g.c * g.r * g.s;
-    for (long o = 0; o < g.k; ++o)
-      for (long j = 0; j < crs; ++j) {
-        T sum = T(0);
-        for (long t = 0; t < threads; ++t) {
-          const T* l = acc + t * lane_size + (((o / kBlock) * crs + j) * kBlock + o % kBlock) * kLanes;
-          for (long v = 0; v < kLanes; ++v) sum += l[v];
-        }
-        dw_data[o * crs + j] = sum;
-      }
   });
 }
 
