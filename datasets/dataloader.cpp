@@ -150,6 +150,10 @@ Batch DataLoader::make_batch(int64_t step) const {
   float* x = out.images.data<float>();
   int32_t* y = out.labels.data<int32_t>();
   const int32_t* labels = data_.labels.data<int32_t>();
+  // The samples lie at random places in a data set larger than the caches (47 MB for
+  // Fashion-MNIST): asking for all of their cache lines first lets the loads below wait on
+  // memory once, not once per sample; the copy had spent most of its time waiting.
+  for (int64_t i = 0; i < b; ++i) data_.prefetch_sample(order_[static_cast<size_t>(first + i)]);
   for (int64_t i = 0; i < b; ++i) {
     const int32_t src = order_[static_cast<size_t>(first + i)];
     copy_sample(first + i, src, x + i * c * plane);

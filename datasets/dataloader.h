@@ -66,6 +66,9 @@ class DataLoader {
   // The next batch of the epoch; false at its end. The last partial batch is delivered.
   bool next(Batch& out);
   int64_t steps_per_epoch() const;  // ceil(n / batch_size)
+  // Prefetch on or off from the next start_epoch (the trainer decides per epoch whether a
+  // core is free for the worker thread).
+  void set_prefetch(bool on) { options_.prefetch = on; }
   const DataLoaderOptions& options() const { return options_; }
 
  private:

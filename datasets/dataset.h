@@ -28,6 +28,8 @@ struct Dataset {
   int64_t width() const;
   // Sample `index` as float32 values in [0, 1] into dst (channels · height · width floats).
   void sample_as_float(int64_t index, float* dst) const;
+  // Asks the CPU to start loading sample `index` into its caches (a hint; no effect on results).
+  void prefetch_sample(int64_t index) const;
   // Samples first .. first + count − 1 as a float32 (count, c, h, w) tensor.
   Tensor images_as_float(int64_t first, int64_t count) const;
 };
