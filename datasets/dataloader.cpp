@@ -74,7 +74,7 @@ bool DataLoader::next(Batch& out) {
   Batch batch;
   if (!options_.prefetch) {
     if (next_step_ >= steps_per_epoch()) return false;
-    batch = make_batch(next_step_++);
+    batch = make_batch(next_step_++, true);
   } else {
     std::unique_lock<std::mutex> lock(mutex_);
     changed_.wait(lock, [&] { return !ready_.empty() || worker_done_; });
@@ -105,7 +105,7 @@ void DataLoader::worker(int64_t first_step) {
         changed_.wait(lock, [&] { return stop_ || ready_.size() < kDepth; });
         if (stop_) return;
       }
-      Batch batch = make_batch(step);  // the work, done without holding the lock
+      Batch batch = make_batch(step, false);  // the work, done without holding the lock
       {
         std::lock_guard<std::mutex> lock(mutex_);
         ready_.push_back(std::move(batch));
@@ -136,7 +136,7 @@ void DataLoader::stop_worker() {
 }
 
 // images: (b, c, h, w) gathered from rows order[step·B ...] (this part's share of them); labels: (b)
-Batch DataLoader::make_batch(int64_t step) const {
+Batch DataLoader::make_batch(int64_t step, bool on_threads) const {
   const int64_t start = step * options_.batch_size;
   const int64_t whole = std::min(data_.size(), start + options_.batch_size) - start;
   const int64_t first = start + whole * options_.part / options_.parts;
@@ -154,10 +154,17 @@ Batch DataLoader::make_batch(int64_t step) const {
   // Fashion-MNIST): asking for all of their cache lines first lets the loads below wait on
   // memory once, not once per sample; the copy had spent most of its time waiting.
   for (int64_t i = 0; i < b; ++i) data_.prefetch_sample(order_[static_cast<size_t>(first + i)]);
-  for (int64_t i = 0; i < b; ++i) {
+  const auto copy = [&](int64_t i) {
     const int32_t src = order_[static_cast<size_t>(first + i)];
     copy_sample(first + i, src, x + i * c * plane);
     y[i] = labels[src];
+  };
+  // Every sample's copy depends on its position alone, so the split changes no value.
+  if (on_threads) {
+#pragma omp parallel for schedule(static)
+    for (int64_t i = 0; i < b; ++i) copy(i);
+  } else {
+    for (int64_t i = 0; i < b; ++i) copy(i);
   }
   const Normalization& nz = options_.normalize;
   if (!nz.mean.empty()) {

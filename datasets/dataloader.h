@@ -72,7 +72,9 @@ class DataLoader {
   const DataLoaderOptions& options() const { return options_; }
 
  private:
-  Batch make_batch(int64_t step) const;
+  // on_threads: the samples are copied by the OpenMP pool (the training thread's own call,
+  // between steps, when the pool is idle), not by the prefetch thread.
+  Batch make_batch(int64_t step, bool on_threads) const;
   void copy_sample(int64_t position, int32_t src, float* dst) const;
   void worker(int64_t first_step);
   void stop_worker();

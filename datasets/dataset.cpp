@@ -25,13 +25,6 @@ std::string default_data_dir(const std::string& name) {
   return name == "fashion-mnist" ? "/usr/share/datasets/fashion-mnist" : "";
 }
 
-// Built for AVX2 and for plain x86-64, chosen when the program loads (GCC's target_clones):
-// a batch of 64 Fashion-MNIST images took 16 µs in the baseline build, 10 in AVX2's. The
-// division is IEEE's in both, so the floats are the same. (No AVX-512 clone: AVX-512 code
-// lives in cpu::avx512 alone, which scripts/check_isa.py enforces.)
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
-__attribute__((target_clones("avx2", "default")))
-#endif
 void bytes_to_unit_float(const uint8_t* bytes, int64_t n, float* dst) {
   for (int64_t i = 0; i < n; ++i) dst[i] = static_cast<float>(bytes[i]) / 255.0f;
 }
