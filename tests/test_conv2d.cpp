@@ -123,6 +123,15 @@ TEST_CASE("conv2d forward and gradients match direct loops on awkward shapes", "
   check_against_reference({4, 1, 32, 28, 27, 3, 3, 1, 1, 1, 1}, true);   // the cnn's c1: c·r·s = 9 (small_gemm)
 }
 
+TEST_CASE("conv2d's input gradient with the images in the vector lanes matches direct loops", "[conv2d]") {
+  // Batches of at least 16 images take conv2d_direct_images_cpu.cpp for the direct input
+  // gradient: groups of 16 (AVX-512) or 8 (AVX2) images, the last one partial here.
+  ConvImplScope scope(ConvImpl::Auto);
+  check_against_reference({20, 6, 16, 14, 14, 5, 5, 1, 1, 0, 0}, true);  // lenet5's c2
+  check_against_reference({17, 7, 5, 11, 9, 5, 3, 1, 1, 2, 1}, false);   // 7 channels: a block of 8; odd rows
+  check_against_reference({16, 2, 4, 7, 6, 5, 5, 1, 1, 4, 3}, true);    // padding up to r − 1
+}
+
 TEST_CASE("conv2d is right whether images or loops are spread over the threads", "[conv2d]") {
   // A batch of one runs its im2col, GEMM and col2im threaded; a batch of at least as many
   // images as threads gives each thread whole images and sums per-thread weight gradients.

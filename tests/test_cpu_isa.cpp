@@ -154,9 +154,10 @@ TEST_CASE("AVX2 and AVX-512 direct convolutions agree in every direction", "[cpu
   if (!can_compare()) return;
   // lenet5's c1 (1→6 5×5 pad 2 on 28×28) and c2 (6→16 5×5 on 14×14: the channel layout of
   // the forward and the filter gradient), cifar-cnn's first layer (3→32 3×3 pad 1) on a small
-  // plane, and a channel layout over 20 columns (forward tiles of 10 in AVX-512, 5 in AVX2)
+  // plane, a channel layout over 20 columns (forward tiles of 10 in AVX-512, 5 in AVX2), and
+  // lenet5's c2 on 20 images, whose input gradient puts 16 or 8 images in the lanes
   for (const Conv2dGeometry& g : {conv(3, 1, 6, 5, 28, 2), conv(3, 6, 16, 5, 14, 0), conv(2, 3, 32, 3, 12, 1),
-                                  conv(2, 2, 16, 5, 20, 2)}) {
+                                  conv(2, 2, 16, 5, 20, 2), conv(20, 6, 16, 5, 14, 0)}) {
     INFO("c " << g.c << " k " << g.k << " " << g.r << "×" << g.s << " on " << g.h << "×" << g.w);
     compare_conv(g, cpu::avx2::direct_forward, cpu::avx512::direct_forward, cpu::avx2::direct_backward_data,
                  cpu::avx512::direct_backward_data, cpu::avx2::direct_backward_filter,

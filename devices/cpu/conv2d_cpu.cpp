@@ -111,9 +111,12 @@ bool channel_layout_pays(const Conv2dGeometry& g) {
 
 bool channel_forward_pays(const Conv2dGeometry& g) { return channel_layout_pays(g) && g.p >= 2; }
 
+bool images_layout_pays(const Conv2dGeometry& g) { return g.n >= kDirectLanes; }
+
 const char* direct_method(const Conv2dGeometry& g, ConvDirection direction) {
   const bool channels = (direction == ConvDirection::BackwardFilter && channel_layout_pays(g)) ||
                         (direction == ConvDirection::Forward && channel_forward_pays(g));
+  if (direction == ConvDirection::BackwardData && images_layout_pays(g)) return "images in the vector lanes";
   return channels ? "output channels in the vector lanes" : "vector loops over shifted rows";
 }
 

@@ -32,6 +32,9 @@ const char* direct_method(const Conv2dGeometry& g, ConvDirection direction);
 // (conv2d_direct_channels_cpu.cpp); so does the forward, where the plane has at least two rows.
 bool channel_layout_pays(const Conv2dGeometry& g);
 bool channel_forward_pays(const Conv2dGeometry& g);
+// The input gradient puts the batch's images in the lanes (conv2d_direct_images_cpu.cpp)
+// where a batch fills whole vectors of them.
+bool images_layout_pays(const Conv2dGeometry& g);
 
 // The kernels of the instruction set cpu_isa() chose (isa_dispatch.cpp).
 void direct_forward(const Conv2dGeometry& g, const Tensor& x, const Tensor& w, const Tensor* b, Tensor& y);

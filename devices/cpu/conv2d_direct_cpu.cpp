@@ -105,17 +105,6 @@ void correlate(const T* in, const Bordered& b, const T* packed, long cout, long 
   }
 }
 
-// Output channels per correlate or filter_taps pass: all of them for a layer with at most 6
-// (lenet5's first layer and its second's input gradient), else blocks of kBlock. A block of
-// 8 over 6 channels would compute 2 of every 8 accumulators for nothing.
-template <typename Body>
-void with_output_block(long out_channels, Body&& body) {
-  if (out_channels <= 6)
-    body(std::integral_constant<long, 6>{});
-  else
-    body(std::integral_constant<long, kBlock>{});
-}
-
 // The filter gradient of kTaps neighbouring taps (si, si + 1, …) of one input channel and
 // filter row, for kB output channels, summed over the plane:
 //   out[t][o][lane] += Σ_y Σ_chunks dy[o, y, x] · in[y, x + t]     (x = chunk + lane)
@@ -182,7 +171,7 @@ void direct_forward(const Conv2dGeometry& g, const Tensor& x, const Tensor& w, c
     Tensor work = Tensor::empty({omp_get_max_threads() * border.size()}, x.dtype(), x.device());
     const T *x_data = x.data<T>(), *bias = b && b->defined() ? b->data<T>() : nullptr;
     T *y_data = y.data<T>(), *ws = work.data<T>();
-    with_output_block(g.k, [&](auto block) {
+    with_channel_block(g.k, [&](auto block) {
       constexpr long kB = decltype(block)::value;
       const Tensor packed = pack_weights<T, kB>(w, g.k, g.c, g.r, g.s, false);
       for_each_image(g.n, g.k * g.p * g.q * g.c * g.r * g.s, [&](long i, int slot) {
@@ -199,11 +188,12 @@ void direct_backward_data(const Conv2dGeometry& g, const Tensor& dy, const Tenso
   dispatch_float("conv2d_backward_data", dy, [&](auto tag) {
     using T = decltype(tag);
     // dy bordered by r − 1 − pad, read as (k, h + r − 1, …)
+    if (images_layout_pays(g)) return images_backward_data(g, dy, w, dx);
     const Bordered border = bordered(g.k, g.h, g.w, g.r, g.s, g.r - 1 - g.pad_h, g.p);
     Tensor work = Tensor::empty({omp_get_max_threads() * border.size()}, dy.dtype(), dy.device());
     const T* dy_data = dy.data<T>();
     T *dx_data = dx.data<T>(), *ws = work.data<T>();
-    with_output_block(g.c, [&](auto block) {
+    with_channel_block(g.c, [&](auto block) {
       constexpr long kB = decltype(block)::value;
       const Tensor packed = pack_weights<T, kB>(w, g.k, g.c, g.r, g.s, true);
       for_each_image(g.n, g.k * g.p * g.q * g.c * g.r * g.s, [&](long i, int slot) {
@@ -222,7 +212,7 @@ void direct_backward_filter(const Conv2dGeometry& g, const Tensor& dy, const Ten
     using T = decltype(tag);
     const Bordered border = bordered(g.c, g.p, g.q, g.r, g.s, g.pad_h, g.h);
     if (channel_layout_pays(g)) return channel_backward_filter(g, border, dy, x, dw);
-    with_output_block(g.k, [&](auto block) {
+    with_channel_block(g.k, [&](auto block) {
       constexpr long kB = decltype(block)::value;
       const long kblocks = (g.k + kB - 1) / kB, qp = round_up(g.q, kLanes);
       const long dy_size = kblocks * kB * g.p * qp, lane_size = kblocks * g.c * g.r * g.s * kB * kLanes;

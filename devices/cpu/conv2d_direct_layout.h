@@ -6,6 +6,7 @@
 #include <omp.h>
 
 #include <algorithm>
+#include <type_traits>
 
 #include "devices/cpu/conv2d_direct.h"
 #include "devices/cpu/dispatch.h"
@@ -78,6 +79,18 @@ Tensor pack_weights(const Tensor& w, long k, long c, long r, long s, bool rotate
 }
 
 
+// Channels per pass of a loop that keeps a block of channels' accumulators in registers: all
+// of them for a layer with at most 6 (lenet5's first layer, and its second's input
+// gradient), else blocks of kBlock. A block of 8 over 6 channels would compute 2 of every 8
+// accumulators for nothing.
+template <typename Body>
+void with_channel_block(long channels, Body&& body) {
+  if (channels <= 6)
+    body(std::integral_constant<long, 6>{});
+  else
+    body(std::integral_constant<long, kBlock>{});
+}
+
 // Runs body(i, slot) for every image, spread over the threads when there are enough.
 template <typename Body>
 void for_each_image(long n, long work_per_image, Body&& body) {
@@ -91,6 +104,10 @@ void for_each_image(long n, long work_per_image, Body&& body) {
 // x: (n, c, h, w)  w: (k, c, r, s)  bias: (k) or null  y: (n, k, p, q)
 void channel_forward(const Conv2dGeometry& g, const Bordered& b, const Tensor& x, const Tensor& w, const Tensor* bias,
                      Tensor& y);
+// The input gradient with the images in the lanes (conv2d_direct_images_cpu.cpp), for the
+// geometries images_layout_pays() accepts.
+// dy: (n, k, p, q)  w: (k, c, r, s)  dx: (n, c, h, w)
+void images_backward_data(const Conv2dGeometry& g, const Tensor& dy, const Tensor& w, Tensor& dx);
 // dy: (n, k, p, q)  x: (n, c, h, w)  dw: (k, c, r, s)
 void channel_backward_filter(const Conv2dGeometry& g, const Bordered& b, const Tensor& dy, const Tensor& x,
                              Tensor& dw);
