@@ -26,7 +26,8 @@
 // at a time where two would not fit. For rows narrower than
 // kLanes and k a multiple of kLanes (lenet5's second layer), the forward and the filter
 // gradient put the output channels in the lanes instead (conv2d_direct_channels_cpu.cpp), so
-// no lane computes a missing column.
+// no lane computes a missing column; the input gradient of a batch of at least 16 images puts
+// the images in the lanes (conv2d_direct_images_cpu.cpp), so no lane meets the border's zeros.
 // Rows of `in` are long enough that a chunk of an output row narrower than kLanes may read
 // past the row's end (zeros); those lanes are never stored.
 //
