@@ -6,6 +6,7 @@
 #include <string>
 
 #include "devices/cpu/conv2d_algorithm.h"
+#include "devices/cpu/conv2d_direct.h"
 
 using namespace nnlab;
 using cpu::ConvAlgorithm;
@@ -61,4 +62,15 @@ TEST_CASE("choose_conv_algorithm obeys --conv-impl and the dtype", "[conv2d][rou
         "im2col+small_gemm / im2col+blas / im2col+small_gemm");
   CHECK(paths(c2, DType::Float32, ConvImpl::Reference) == "reference / reference / reference");
   CHECK_THROWS_WITH(paths(c2, DType::Float32, ConvImpl::Cudnn), Catch::Contains("cudnn runs on CUDA only"));
+}
+
+TEST_CASE("the direct input gradient puts images in the lanes only for whole vectors of small planes",
+          "[conv2d][router]") {
+  Conv2dGeometry c2 = layer(6, 16, 5, 14, 1, 0);  // lenet5's c2, 64 images
+  CHECK(std::string(cpu::direct_method(c2, ConvDirection::BackwardData)) == "images in the vector lanes");
+  c2.n = 8;  // too few images to fill the lanes
+  CHECK(std::string(cpu::direct_method(c2, ConvDirection::BackwardData)) == "vector loops over shifted rows");
+  // 16 images of 3 → 16 channels on 128×128: buffers of 16 · (16 · 126 · 124 + 3 · 128 · 128) floats
+  const Conv2dGeometry large = layer(3, 16, 5, 128, 1, 0);
+  CHECK(std::string(cpu::direct_method(large, ConvDirection::BackwardData)) == "vector loops over shifted rows");
 }

@@ -111,7 +111,14 @@ bool channel_layout_pays(const Conv2dGeometry& g) {
 
 bool channel_forward_pays(const Conv2dGeometry& g) { return channel_layout_pays(g) && g.p >= 2; }
 
-bool images_layout_pays(const Conv2dGeometry& g) { return g.n >= kDirectLanes; }
+bool images_layout_pays(const Conv2dGeometry& g) {
+  // A thread's two buffers hold 16 images' dy and dx: at most 1 MB (lenet5's c2: 194 KB), so
+  // a large plane keeps the row layout's per-image copies instead of a buffer per thread of
+  // hundreds of megabytes.
+  constexpr int64_t kMostFloats = int64_t(1) << 18;
+  const int64_t floats = kDirectLanes * (g.k * (g.p + 2) * g.q + g.c * g.h * g.w);
+  return g.n >= kDirectLanes && floats <= kMostFloats;
+}
 
 const char* direct_method(const Conv2dGeometry& g, ConvDirection direction) {
   const bool channels = (direction == ConvDirection::BackwardFilter && channel_layout_pays(g)) ||
