@@ -21,7 +21,11 @@
 // order, so results do not depend on the thread count. Compiled once per instruction set,
 // like the other direct layouts (kLanes images: 16 in AVX-512, 8 in AVX2).
 #include <cstdint>
-#include <cstring>
+#include <type_traits>
+
+#if defined(__AVX512F__)
+#include <immintrin.h>
+#endif
 
 #include "devices/cpu/conv2d_direct_layout.h"
 
@@ -67,71 +71,63 @@ void gradient_pixels(const Conv2dGeometry& g, const T* gdy, const T* wp, long cb
 }
 
 // ---- moving kLanes images into the lanes and back ------------------------------------------
-// A kLanes × kLanes block transposed in registers: rows[i][j] ← rows[j][i]. Each of the
-// log2(kLanes) rounds swaps bit b of the row index with bit b of the column index: rows i and
-// i + d (d = 2^b, bit b of i clear) exchange the columns whose bit b differs from the row's:
+// Scalar copies, one element per load and store with a stride of kLanes floats, had cost 40%
+// of the kernel's time on lenet5, so in AVX-512 float32 blocks of 16 × 16 are transposed in
+// registers. Each of the 4 rounds swaps bit b of the row index with bit b of the column
+// index: rows i and i + d (d = 2^b, bit b of i clear) exchange the columns whose bit b
+// differs from the row's, one two-vector permute each:
 //   low[j]  = j & d ? B[j − d] : A[j]      high[j] = j & d ? B[j] : A[j + d]
-// (A = row i, B = row i + d), one two-vector shuffle each. Scalar copies, one element per load
-// and store with a stride of kLanes floats, had cost 40% of the kernel's time on lenet5.
-template <typename T>
-struct Lanes;
-template <>
-struct Lanes<float> {
-  typedef float Vector __attribute__((vector_size(kLanes * sizeof(float))));
-  typedef int32_t Index __attribute__((vector_size(kLanes * sizeof(int32_t))));
+// (A = row i, B = row i + d; in the permute's indices, B's lanes are 16 … 31). AVX2's 8-lane
+// permutes of two vectors take several instructions; there the scalar copies measured faster
+// (0.157 against 0.172 ms on lenet5), as they are for float64 (gradient checks).
+#if defined(__AVX512F__)
+struct PermuteIndices {
+  alignas(64) int32_t low[4][16];
+  alignas(64) int32_t high[4][16];
 };
-template <>
-struct Lanes<double> {
-  typedef double Vector __attribute__((vector_size(kLanes * sizeof(double))));
-  typedef int64_t Index __attribute__((vector_size(kLanes * sizeof(int64_t))));
-};
-template <typename T>
-using LaneVector = typename Lanes<T>::Vector;
-template <typename T>
-using LaneIndex = typename Lanes<T>::Index;
 
-template <typename T>
-void transpose_block(LaneVector<T> rows[kLanes]) {
-  for (long d = 1; d < kLanes; d *= 2) {
-    LaneIndex<T> low, high;
-    for (long j = 0; j < kLanes; ++j) {
-      low[j] = (j & d) ? kLanes + j - d : j;
-      high[j] = (j & d) ? kLanes + j : j + d;
+constexpr PermuteIndices permute_indices() {
+  PermuteIndices p{};
+  for (int round = 0; round < 4; ++round)
+    for (int j = 0; j < 16; ++j) {
+      const int d = 1 << round;
+      p.low[round][j] = (j & d) ? 16 + j - d : j;
+      p.high[round][j] = (j & d) ? 16 + j : j + d;
     }
-    for (long i = 0; i < kLanes; ++i)
+  return p;
+}
+
+void transpose_16x16(__m512 rows[16]) {
+  static constexpr PermuteIndices kIndices = permute_indices();
+#pragma GCC unroll 4
+  for (int round = 0; round < 4; ++round) {
+    const int d = 1 << round;
+    const __m512i low = _mm512_load_si512(kIndices.low[round]), high = _mm512_load_si512(kIndices.high[round]);
+#pragma GCC unroll 16
+    for (int i = 0; i < 16; ++i)
       if ((i & d) == 0) {
-        const LaneVector<T> a = rows[i], b = rows[i + d];
-        rows[i] = __builtin_shuffle(a, b, low);
-        rows[i + d] = __builtin_shuffle(a, b, high);
+        const __m512 a = rows[i], b = rows[i + d];
+        rows[i] = _mm512_permutex2var_ps(a, low, b);
+        rows[i + d] = _mm512_permutex2var_ps(a, high, b);
       }
   }
 }
-
-template <typename T>
-void load_lanes(const T* from, LaneVector<T>& v) {
-  std::memcpy(&v, from, sizeof v);
-}
-template <typename T>
-void store_lanes(T* to, const LaneVector<T>& v) {
-  std::memcpy(to, &v, sizeof v);
-}
-
-// AVX2's 8-lane two-vector shuffles take several instructions each; there the scalar copies
-// below measured faster (0.157 against 0.172 ms on lenet5), so only AVX-512 transposes blocks.
-constexpr bool kTransposeBlocks = kLanes == 16;
+#endif
 
 // to[at · kLanes + l] = from[l · stride + at] for at < count, l < images (zero lanes after):
 // `images` planes of `count` values each, interleaved one value per lane.
 template <typename T>
 void interleave_planes(const T* from, long stride, long images, long count, T* to) {
   long at = 0;
-  if constexpr (kTransposeBlocks)
-    for (; at + kLanes <= count; at += kLanes) {
-      LaneVector<T> rows[kLanes] = {};
-      for (long l = 0; l < images; ++l) load_lanes(from + l * stride + at, rows[l]);
-      transpose_block<T>(rows);
-      for (long r = 0; r < kLanes; ++r) store_lanes(to + (at + r) * kLanes, rows[r]);
+#if defined(__AVX512F__)
+  if constexpr (std::is_same_v<T, float>)
+    for (; at + 16 <= count; at += 16) {
+      __m512 rows[16];
+      for (long l = 0; l < 16; ++l) rows[l] = l < images ? _mm512_loadu_ps(from + l * stride + at) : _mm512_setzero_ps();
+      transpose_16x16(rows);
+      for (long r = 0; r < 16; ++r) _mm512_storeu_ps(to + (at + r) * 16, rows[r]);
     }
+#endif
   for (long l = 0; l < kLanes; ++l)
     for (long a = at; a < count; ++a) to[a * kLanes + l] = l < images ? from[l * stride + a] : T(0);
 }
@@ -140,13 +136,15 @@ void interleave_planes(const T* from, long stride, long images, long count, T* t
 template <typename T>
 void separate_planes(const T* from, long images, long count, T* to, long stride) {
   long at = 0;
-  if constexpr (kTransposeBlocks)
-    for (; at + kLanes <= count; at += kLanes) {
-      LaneVector<T> rows[kLanes];
-      for (long r = 0; r < kLanes; ++r) load_lanes(from + (at + r) * kLanes, rows[r]);
-      transpose_block<T>(rows);
-      for (long l = 0; l < images; ++l) store_lanes(to + l * stride + at, rows[l]);
+#if defined(__AVX512F__)
+  if constexpr (std::is_same_v<T, float>)
+    for (; at + 16 <= count; at += 16) {
+      __m512 rows[16];
+      for (long r = 0; r < 16; ++r) rows[r] = _mm512_loadu_ps(from + (at + r) * 16);
+      transpose_16x16(rows);
+      for (long l = 0; l < images; ++l) _mm512_storeu_ps(to + l * stride + at, rows[l]);
     }
+#endif
   for (long l = 0; l < images; ++l)
     for (long a = at; a < count; ++a) to[l * stride + a] = from[a * kLanes + l];
 }
