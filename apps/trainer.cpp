@@ -161,11 +161,14 @@ EpochResult Trainer::train_epoch(int64_t epoch) {
   const bool resumed_epoch = epoch == start_epoch_;
   const int64_t skip = resumed_epoch ? start_step_ : 0;
   // The batches are built ahead on a thread of their own only when a core is free for it: a
-  // CUDA run, or a CPU run on fewer threads than cores (the governor's choice under load).
-  // On cores all busy with the step's parallel loops, that third thread preempted them at
-  // their barriers: the mlp's epoch took 0.213–0.327 s with it against 0.205–0.207 without
+  // CUDA run, or a CPU run on fewer threads than cores (the governor's choice under load;
+  // before its first probe, which runs on one thread, the count it starts from). On cores
+  // all busy with the step's parallel loops, that third thread preempted them at their
+  // barriers: the mlp's epoch took 0.213–0.327 s with it against 0.205–0.207 without
   // (2 threads, 2 cores).
-  loader_->set_prefetch(!device_.is_cpu() || cpu_threads() < cpu_cores());
+  const int step_threads = !governor_ ? cpu_threads() : governor_->chosen() > 0 ? governor_->chosen()
+                                                                                  : config_max_threads_;
+  loader_->set_prefetch(!device_.is_cpu() || step_threads < cpu_cores());
   loader_->start_epoch(epoch, skip);
   const int64_t steps = loader_->steps_per_epoch();
   EpochProgress progress(epoch, config_.epochs, steps, config_.log_interval, isatty(STDOUT_FILENO));

@@ -212,6 +212,11 @@ TEST_CASE("dataloader: prefetch on and off give identical batches", "[dataloader
       CHECK(a[i].labels.to_vector<int32_t>() == b[i].labels.to_vector<int32_t>());
     }
   }
+  // Switched off between epochs (the trainer's choice per epoch), as if never on.
+  with.set_prefetch(false);
+  const auto a = epoch_batches(with, 5), b = epoch_batches(without, 5);
+  REQUIRE(a.size() == b.size());
+  for (size_t i = 0; i < a.size(); ++i) CHECK(a[i].images.to_vector<float>() == b[i].images.to_vector<float>());
 }
 
 TEST_CASE("dataloader: destroying or restarting mid-epoch is clean", "[dataloader]") {
