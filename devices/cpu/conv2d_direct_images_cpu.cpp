@@ -19,7 +19,8 @@
 //
 // Threads: the groups are spread over the OpenMP threads; every dx value is one sum in a fixed
 // order, so results do not depend on the thread count. Compiled once per instruction set,
-// like the other direct layouts (kLanes images: 16 in AVX-512, 8 in AVX2).
+// like the other direct layouts (kLanes images: 16 in AVX-512, 8 in AVX2). The CUDA side has
+// no twin of this file: there cuDNN picks its own algorithm per layer (conv2d_cuda.cu).
 #include <cstdint>
 #include <type_traits>
 
