@@ -1,6 +1,7 @@
 #include "datasets/dataloader.h"
 
 #include <cstring>
+#include <exception>
 #include <numeric>
 #include <vector>
 
@@ -159,10 +160,21 @@ Batch DataLoader::make_batch(int64_t step, bool on_threads) const {
     copy_sample(first + i, src, x + i * c * plane);
     y[i] = labels[src];
   };
-  // Every sample's copy depends on its position alone, so the split changes no value.
+  // Every sample's copy depends on its position alone, so the split changes no value. An
+  // error may not leave a parallel region (the program would end without a word): the first
+  // is kept and rethrown after it.
   if (on_threads) {
+    std::exception_ptr error;
 #pragma omp parallel for schedule(static)
-    for (int64_t i = 0; i < b; ++i) copy(i);
+    for (int64_t i = 0; i < b; ++i) {
+      try {
+        copy(i);
+      } catch (...) {
+#pragma omp critical(nnlab_batch_error)
+        if (!error) error = std::current_exception();
+      }
+    }
+    if (error) std::rethrow_exception(error);
   } else {
     for (int64_t i = 0; i < b; ++i) copy(i);
   }

@@ -245,6 +245,15 @@ TEST_CASE("dataloader: a failure while building a batch reaches next()", "[datal
     CHECK_THROWS_WITH(loader.next(b), Catch::Contains("read as int32"));
     if (prefetch) CHECK_THROWS_WITH(loader.next(b), Catch::Contains("read as int32"));
   }
+  // A failure inside a sample's copy: without prefetch the copies run on the OpenMP pool.
+  for (bool prefetch : {true, false}) {
+    Dataset data = synthetic(10);
+    DataLoader loader(data, opts(4, 0, prefetch));
+    data.images.convert_to_(DType::Int32);
+    loader.start_epoch(0);
+    Batch b;
+    CHECK_THROWS_WITH(loader.next(b), Catch::Contains("read as float32"));
+  }
 }
 
 TEST_CASE("dataloader: bad options are refused with the reason", "[dataloader]") {
