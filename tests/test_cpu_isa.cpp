@@ -122,9 +122,10 @@ TEST_CASE("AVX2 and AVX-512 small_gemm agree on the Winograd shapes", "[cpu_isa]
         // nt: C (m × k) += A (m × n) · B (k × n)ᵀ, n the long Winograd tile dimension
         const Tensor bt = random({k, n}, 8), at = random({m, n}, 9);
         Tensor s2 = Tensor::zeros({m, k}), s512 = Tensor::zeros({m, k}), sm = Tensor::zeros({m, k});
-        cpu::avx2::small_gemm_nt(m, k, n, at.data<float>(), bt.data<float>(), s2.data<float>());
-        cpu::avx512::small_gemm_nt(m, k, n, at.data<float>(), bt.data<float>(), s512.data<float>());
-        cpu::avx2::small_gemm_nt(m, k, n, absolute(at).data<float>(), absolute(bt).data<float>(), sm.data<float>());
+        cpu::avx2::small_gemm_nt(m, k, n, at.data<float>(), bt.data<float>(), s2.data<float>(), k, true);
+        cpu::avx512::small_gemm_nt(m, k, n, at.data<float>(), bt.data<float>(), s512.data<float>(), k, true);
+        cpu::avx2::small_gemm_nt(m, k, n, absolute(at).data<float>(), absolute(bt).data<float>(), sm.data<float>(), k,
+                                 true);
         check_close(s2, s512, sm);
       }
 }

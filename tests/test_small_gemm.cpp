@@ -2,10 +2,14 @@
 // and tail of its register blocking against a float64 sum, with guard cells around C.
 #include <catch2/catch.hpp>
 
+#include <array>
 #include <cmath>
 #include <vector>
 
+#include "core/tensor.h"
 #include "devices/cpu/small_gemm.h"
+#include "devices/cpu/threads.h"
+#include "devices/registry.h"
 
 using namespace nnlab;
 
@@ -86,11 +90,68 @@ TEST_CASE("small_gemm_nt adds a float64 product on every block and tail shape", 
         const auto a = filled(m * t, 4), b = filled(n * t, 5), c0 = filled(m * n, 6);
         std::vector<float> buffer(m * n + 2 * pad, kGuard);
         std::copy(c0.begin(), c0.end(), buffer.begin() + pad);
-        cpu::small_gemm_nt(m, n, t, a.data(), b.data(), buffer.data() + pad);
+        cpu::small_gemm_nt(m, n, t, a.data(), b.data(), buffer.data() + pad, n, true);
         std::vector<double> expected, magnitude;
         reference_product(
             m, n, t, [&](int64_t i, int64_t p) { return a[i * t + p]; },
             [&](int64_t p, int64_t j) { return b[j * t + p]; }, c0, true, expected, magnitude);
         check_result(buffer, pad, expected, magnitude);
       }
+}
+
+TEST_CASE("small_gemm_nt writes (or adds) a block of a wider C and leaves the columns beside it alone",
+          "[gemm]") {
+  const int64_t m = 6, n = 5, t = 33, ldc = 9;  // C: columns [2, 7) of a 6 × 9 matrix
+  const auto a = filled(m * t, 11), b = filled(n * t, 12), wide = filled(m * ldc, 13);
+  for (bool accumulate : {false, true}) {
+    INFO("accumulate " << accumulate);
+    std::vector<float> c = wide;
+    cpu::small_gemm_nt(m, n, t, a.data(), b.data(), c.data() + 2, ldc, accumulate);
+    for (int64_t i = 0; i < m; ++i)
+      for (int64_t j = 0; j < ldc; ++j) {
+        INFO("row " << i << " column " << j);
+        const float before = wide[i * ldc + j];
+        if (j < 2 || j >= 2 + n) {
+          CHECK(c[i * ldc + j] == before);
+          continue;
+        }
+        double want = accumulate ? before : 0.0, size = std::fabs(want);
+        for (int64_t p = 0; p < t; ++p) {
+          want += double(a[i * t + p]) * b[(j - 2) * t + p];
+          size += std::fabs(double(a[i * t + p]) * b[(j - 2) * t + p]);
+        }
+        CHECK(std::fabs(c[i * ldc + j] - want) <= 1e-6 * (4.0 + size));
+      }
+  }
+}
+
+// Backend::gemm's C = A·Bᵀ in float32 (a Linear layer's forward pass), which AVX-512 machines run
+// as small_gemm_nt's dot products spread over the threads by blocks of columns: against a float64
+// product with beta 0 and 1, and bit for bit the same on 1 and 2 threads.
+TEST_CASE("the backend's float32 A·Bᵀ matches a float64 product and repeats on 1 and 2 threads", "[gemm]") {
+  Backend& cpu_backend = backend_for(Device::cpu());
+  for (const auto& [m, n, k] : {std::array<int64_t, 3>{37, 29, 53}, {64, 256, 784}, {64, 10, 128}, {3, 6, 17}}) {
+    const auto a = filled(m * k, 21), b = filled(n * k, 22), c0 = filled(m * n, 23);
+    for (double beta : {0.0, 1.0}) {
+      INFO("m " << m << " n " << n << " k " << k << " beta " << beta);
+      std::vector<double> expected, magnitude;
+      reference_product(
+          m, n, k, [&](int64_t i, int64_t p) { return a[i * k + p]; },
+          [&](int64_t p, int64_t j) { return b[j * k + p]; }, c0, beta == 1.0, expected, magnitude);
+      std::vector<std::vector<float>> results;
+      for (int threads : {1, 2}) {
+        set_cpu_threads(threads);
+        const Tensor ta = Tensor::from_vector(a, {m, k}), tb = Tensor::from_vector(b, {n, k});
+        Tensor tc = Tensor::from_vector(c0, {m, n});
+        cpu_backend.gemm(false, true, m, n, k, 1.0, ta, tb, beta, tc);
+        results.push_back(tc.to_vector<float>());
+      }
+      set_cpu_threads(0);
+      CHECK(results[0] == results[1]);
+      for (int64_t e = 0; e < m * n; ++e) {
+        INFO("element " << e);
+        CHECK(std::fabs(results[1][e] - expected[e]) <= 1e-6 * (4.0 + magnitude[e]));
+      }
+    }
+  }
 }

@@ -46,7 +46,7 @@ void gemm_rm(bool small, bool ta, bool tb, long m, long n, long k, const float* 
              float* c) {
   if (small && !ta) {
     if (!tb) return small_gemm_nn(m, n, k, a, b, c, accumulate);
-    if (accumulate) return small_gemm_nt(m, n, k, a, b, c);
+    if (accumulate) return small_gemm_nt(m, n, k, a, b, c, n, true);
   }
   cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, int(m), int(n), int(k),
               1.0f, a, int(ta ? m : k), b, int(tb ? k : n), accumulate ? 1.0f : 0.0f, c, int(n));

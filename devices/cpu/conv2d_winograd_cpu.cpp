@@ -61,7 +61,7 @@ void product(long m, long n, long k, const double* a, const double* b, double* c
 }
 //   C (m × n) += A (m × t) · B (n × t)ᵀ
 void add_product_nt(long m, long n, long t, const float* a, const float* b, float* c) {
-  small_gemm_nt(m, n, t, a, b, c);
+  small_gemm_nt(m, n, t, a, b, c, n, true);
 }
 void add_product_nt(long m, long n, long t, const double* a, const double* b, double* c) {
   cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasTrans, int(m), int(n), int(t), 1.0, a, int(t), b, int(t), 1.0, c,

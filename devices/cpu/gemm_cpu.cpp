@@ -1,15 +1,67 @@
 // GEMM on the CPU, row-major, so the shapes read as written:
 // C(m×n) = alpha · op(A)(m×k) · op(B)(k×n) + beta · C.
 // Float32 products of a layer's size go to libxsmm's generated kernels (gemm_libxsmm.h: over
-// twice OpenBLAS's rate on them here); the rest, and float64, to OpenBLAS's cblas_?gemm.
+// twice OpenBLAS's rate on them here), except C = A·Bᵀ with AVX-512 (below); the rest, and
+// float64, to OpenBLAS's cblas_?gemm.
 #include <cblas.h>
+#include <omp.h>
+
+#include <algorithm>
 
 #include "devices/cpu/cpu_backend.h"
+#include "devices/cpu/cpu_isa.h"
 #include "devices/cpu/dispatch.h"
 #include "devices/cpu/gemm_libxsmm.h"
+#include "devices/cpu/small_gemm.h"
+#include "devices/cpu/threads.h"
 #include "devices/kernel_log.h"
 
 namespace nnlab {
+
+namespace {
+
+// C (m × n) [+]= A (m × k) · B (n × k)ᵀ, float32: a Linear layer's forward pass, B its weight
+// stored (out, in). Both operands run along k, which suits small_gemm_nt's blocks of dot
+// products (small_gemm.h) and no outer-product kernel: libxsmm's need A and C transposed into
+// copies first (gemm_libxsmm.cpp), two more passes over memory and two more parallel regions.
+// On the 2 Zen 5 threads (scripts/bench_gemm_nt.cpp, docs/benchmarks.md) the dot products ran
+// the mlp's first layer (64 × 256 × 784) at 490–500 GFLOP/s against libxsmm's 460–463, its
+// second at 428–438 against 348–352, lenet5's at 458–467 against 372–377; cnn's f1 (k = 3136)
+// tied, and cifar-cnn's (k = 4096) was libxsmm's (371–401 against 434–449): past kLargestDepth
+// the four rows of A a block reads no longer stay in the L1 cache.
+// Only with AVX-512: the AVX2 small_gemm_nt is OpenBLAS's, which libxsmm beats.
+// Threads take blocks of B's rows, i.e. of C's columns: each reads the half of the weight that
+// the optimizer step's static schedule last wrote from the same thread, still in its cache.
+// A block larger than kChunkBytes of B runs in chunks that stay in the L2 cache while every row
+// of A passes over them.
+constexpr int64_t kLargestDepth = 2048;
+constexpr int64_t kChunkBytes = 512 * 1024;
+constexpr double kParallelFlops = 2e6;  // below this a second thread costs more than it saves
+
+bool dot_product_gemm_nt(int64_t m, int64_t n, int64_t k, const float* a, const float* b, bool accumulate,
+                         float* c) {
+  if (cpu_isa() != CpuIsa::avx512 || k > kLargestDepth) return false;
+  const double flops = 2.0 * double(m) * double(n) * double(k);
+  const int64_t threads = flops >= kParallelFlops ? std::min<int64_t>(cpu_threads(), (n + 3) / 4) : 1;
+  const int64_t block = ((n + threads - 1) / threads + 3) / 4 * 4;  // columns per thread, whole 4-blocks
+  const int64_t chunk = std::max<int64_t>(4, kChunkBytes / (4 * k) / 4 * 4);
+  const auto columns_of = [&](int64_t t) {
+    const int64_t end = std::min(n, (t + 1) * block);
+    for (int64_t j = t * block; j < end; j += chunk)
+      cpu::small_gemm_nt(m, std::min(chunk, end - j), k, a, b + j * k, c + j, n, accumulate);
+  };
+  // One thread runs the loop itself: a region with num_threads and a false if clause left
+  // LLVM's OpenMP runtime on one thread for OpenBLAS (gemm_libxsmm.cpp).
+  if (threads <= 1) {
+    columns_of(0);
+    return true;
+  }
+#pragma omp parallel for num_threads(static_cast<int>(threads)) schedule(static)
+  for (int64_t t = 0; t < threads; ++t) columns_of(t);
+  return true;
+}
+
+}  // namespace
 
 void CpuBackend::gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, double alpha, const Tensor& a,
                       const Tensor& b, double beta, Tensor& c) {
@@ -31,6 +83,11 @@ void CpuBackend::gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t 
   const auto lda = static_cast<int>(trans_a ? m : k), ldb = static_cast<int>(trans_b ? k : n);
   const auto ldc = static_cast<int>(n);
   const std::string shape = std::string(trans_a ? "T" : "N") + (trans_b ? "T" : "N") + " " + dims_text({m, n, k});
+  if (a.dtype() == DType::Float32 && !trans_a && trans_b && alpha == 1.0 && (beta == 0.0 || beta == 1.0) &&
+      dot_product_gemm_nt(m, n, k, a.data<float>(), b.data<float>(), beta == 1.0, c.data<float>())) {
+    if (kernel_log_enabled()) timing.attach(record_kernel("small_gemm_nt", shape));  // nnlab explain: which call ran
+    return;
+  }
   if (a.dtype() == DType::Float32 &&
       cpu::libxsmm_gemm(trans_a, trans_b, m, n, k, static_cast<float>(alpha), a.data<float>(), b.data<float>(),
                         static_cast<float>(beta), c.data<float>())) {

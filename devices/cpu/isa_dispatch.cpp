@@ -30,8 +30,10 @@ void small_gemm_nn(int64_t m, int64_t n, int64_t k, const float* a, const float*
   use_avx512() ? avx512::small_gemm_nn(m, n, k, a, b, c, accumulate) : avx2::small_gemm_nn(m, n, k, a, b, c, accumulate);
 }
 
-void small_gemm_nt(int64_t m, int64_t n, int64_t t, const float* a, const float* b, float* c) {
-  use_avx512() ? avx512::small_gemm_nt(m, n, t, a, b, c) : avx2::small_gemm_nt(m, n, t, a, b, c);
+void small_gemm_nt(int64_t m, int64_t n, int64_t t, const float* a, const float* b, float* c, int64_t ldc,
+                   bool accumulate) {
+  use_avx512() ? avx512::small_gemm_nt(m, n, t, a, b, c, ldc, accumulate)
+               : avx2::small_gemm_nt(m, n, t, a, b, c, ldc, accumulate);
 }
 
 void direct_forward(const Conv2dGeometry& g, const Tensor& x, const Tensor& w, const Tensor* b, Tensor& y) {

@@ -1,9 +1,11 @@
 // Matrix products of the small, cache-resident float32 matrices that Winograd's 16 (or 36)
 // per-position products need: M[ξ] = U[ξ] · V[ξ] (a few dozen rows and columns, a few hundred
-// tiles), all row-major.
+// tiles), all row-major. The nt form also runs the Linear layers' forward pass Y = X · Wᵀ with
+// AVX-512, each thread a block of Y's columns (gemm_cpu.cpp).
 //
 //   small_gemm_nn(m, n, k, a, b, c, accumulate):  C (m × n) [+]= A (m × k) · B (k × n)
-//   small_gemm_nt(m, n, t, a, b, c):              C (m × n)  += A (m × t) · B (n × t)ᵀ
+//   small_gemm_nt(m, n, t, a, b, c, ldc, accumulate):
+//                                                 C (m × n, rows ldc apart) [+]= A (m × t) · B (n × t)ᵀ
 //
 // Why not OpenBLAS: these products are too small for its packing to pay (a 64 × 147 × 32
 // product is 0.6 MFLOP), and the machine's OPENBLAS_CORETYPE may pin it to 256-bit kernels.
@@ -25,16 +27,19 @@ namespace nnlab::cpu {
 
 // The kernels of the instruction set cpu_isa() chose (isa_dispatch.cpp).
 void small_gemm_nn(int64_t m, int64_t n, int64_t k, const float* a, const float* b, float* c, bool accumulate);
-void small_gemm_nt(int64_t m, int64_t n, int64_t t, const float* a, const float* b, float* c);
+void small_gemm_nt(int64_t m, int64_t n, int64_t t, const float* a, const float* b, float* c, int64_t ldc,
+                   bool accumulate);
 
 // Each instruction set's own (small_gemm_cpu.cpp, compiled once per set).
 namespace avx2 {
 void small_gemm_nn(int64_t m, int64_t n, int64_t k, const float* a, const float* b, float* c, bool accumulate);
-void small_gemm_nt(int64_t m, int64_t n, int64_t t, const float* a, const float* b, float* c);
+void small_gemm_nt(int64_t m, int64_t n, int64_t t, const float* a, const float* b, float* c, int64_t ldc,
+                   bool accumulate);
 }  // namespace avx2
 namespace avx512 {
 void small_gemm_nn(int64_t m, int64_t n, int64_t k, const float* a, const float* b, float* c, bool accumulate);
-void small_gemm_nt(int64_t m, int64_t n, int64_t t, const float* a, const float* b, float* c);
+void small_gemm_nt(int64_t m, int64_t n, int64_t t, const float* a, const float* b, float* c, int64_t ldc,
+                   bool accumulate);
 }  // namespace avx512
 
 }  // namespace nnlab::cpu
