@@ -84,10 +84,17 @@ void CpuBackend::softmax_xent_forward(const Tensor& logits, const Tensor& labels
     std::vector<T> row_loss(static_cast<size_t>(n));
 #pragma omp parallel for schedule(static) if (n * c > cpu::kParallelGrain)
     for (long i = 0; i < n; ++i) {
+      // p_j = e_j / Σ e with e_j = exp(x_j − max); loss_i = −log p_label = log Σ e − (x_label − max).
+      // One exponential per logit: exponentials are most of this loop's time (the mlp's step).
+      const T* x = logits_data + i * c;
       T* pr = probs_data + i * c;
-      log_softmax_row(logits_data + i * c, pr, c);  // log-probabilities first ...
-      row_loss[i] = -pr[labels_data[i]];
-      for (long j = 0; j < c; ++j) pr[j] = std::exp(pr[j]);  // ... then probabilities
+      T m = x[0];
+      for (long j = 1; j < c; ++j) m = x[j] > m ? x[j] : m;
+      T sum = 0;
+      for (long j = 0; j < c; ++j) sum += pr[j] = std::exp(x[j] - m);
+      const T inverse = T(1) / sum;
+      for (long j = 0; j < c; ++j) pr[j] *= inverse;
+      row_loss[i] = std::log(sum) - (x[labels_data[i]] - m);
     }
     double total = 0;  // summed in row order: independent of the thread count
     for (T v : row_loss) total += v;
