@@ -32,11 +32,13 @@ NonFiniteMark NonFiniteGuard::loss_mark(int64_t step) const {
 void NonFiniteGuard::check_gradients(const std::vector<Tensor>& params, int64_t step) {
   NNLAB_CHECK(params.size() == parameter_names_.size(), "check_gradients: ", params.size(), " parameters, but ",
               parameter_names_.size(), " names");
+  std::vector<Tensor> gradients;
+  std::vector<NonFiniteMark> marks;
   for (size_t i = 0; i < params.size(); ++i) {
-    const Tensor g = params[i].grad();
-    const NonFiniteMark mark{static_cast<int32_t>(step), static_cast<int32_t>(i + 1)};
-    if (g.defined()) raise_if_not_finite(g, flag_, mark);
+    gradients.push_back(params[i].grad());
+    marks.push_back(NonFiniteMark{static_cast<int32_t>(step), static_cast<int32_t>(i + 1)});
   }
+  raise_if_any_not_finite(gradients, flag_, marks);
 }
 
 std::string NonFiniteGuard::describe_step(int64_t step) const {

@@ -93,6 +93,9 @@ void check_nonfinite_flag(const char* op, const Tensor& flag, Device device, Non
 // flag: a non-finite flag on x's device. When x holds a NaN or ±inf and the flag is not
 // raised yet, stores mark (mark.step ≥ 1) in it; a raised flag is never changed. No read-back.
 void raise_if_not_finite(const Tensor& x, Tensor& flag, NonFiniteMark mark = {});
+// The same over a list, in one pass where the device can: flag = marks[i] for the first i whose
+// tensor is not all finite (undefined or empty tensors are skipped).
+void raise_if_any_not_finite(const std::vector<Tensor>& xs, Tensor& flag, const std::vector<NonFiniteMark>& marks);
 // Reads the flag back (synchronises): {0, 0} while it is not raised, else the first mark.
 NonFiniteMark read_nonfinite_flag(const Tensor& flag);
 // Whether every element of x is finite; reads the answer back (synchronises).

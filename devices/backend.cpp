@@ -58,6 +58,13 @@ void Backend::softmax_xent_backward(const Tensor&, const Tensor&, const Tensor&,
 }
 void Backend::count_correct(const Tensor&, const Tensor&, Tensor&) { missing("count_correct"); }
 void Backend::check_finite(const Tensor&, Tensor&, NonFiniteMark) { missing("check_finite"); }
+void Backend::check_finite_all(const std::vector<Tensor>& xs, Tensor& flag, const std::vector<NonFiniteMark>& marks) {
+  NNLAB_CHECK(xs.size() == marks.size(), "check_finite_all: ", xs.size(), " tensors but ", marks.size(), " marks");
+  for (size_t i = 0; i < xs.size(); ++i) check_finite(xs[i], flag, marks[i]);
+}
+void Backend::sgd_step_all(const std::vector<SgdSlot>& slots, const SgdParams& hp, const Tensor* skip_flag) {
+  for (const SgdSlot& s : slots) sgd_step(*s.param, *s.grad, *s.momentum_buf, hp, s.first_step, skip_flag);
+}
 void Backend::sgd_step(Tensor&, const Tensor&, Tensor&, const SgdParams&, bool, const Tensor*) {
   missing("sgd_step");
 }

@@ -13,6 +13,7 @@
 #pragma once
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "core/allocator.h"
 #include "core/device_memory.h"
@@ -46,6 +47,14 @@ struct Pool2dGeometry {
 struct SgdParams {
   double lr, momentum, dampening, weight_decay;
   bool nesterov;
+};
+
+// One parameter of an SGD step over a list (Backend::sgd_step_all).
+struct SgdSlot {
+  Tensor* param;
+  const Tensor* grad;
+  Tensor* momentum_buf;  // undefined without momentum
+  bool first_step;       // the buffer's first step: buf = g
 };
 
 struct AdamParams {
@@ -131,6 +140,10 @@ class Backend : public DeviceMemory {
   // flag: the non-finite flag, int32 (2) (core/nonfinite.h)
   // flag = {mark.step, mark.source} if flag[0] == 0 and any element of x is NaN or ±inf
   virtual void check_finite(const Tensor& x, Tensor& flag, NonFiniteMark mark);
+  // check_finite over a list: flag = marks[i] for the first i (in list order) whose tensor has a
+  // NaN or ±inf. The default checks one tensor after another; the CPU checks all in one pass
+  // over its threads (a small model's step has several such tensors, each a parallel region).
+  virtual void check_finite_all(const std::vector<Tensor>& xs, Tensor& flag, const std::vector<NonFiniteMark>& marks);
 
   // ---- optimizer steps (fused, in place) -----------------------------------------------
   // Skipped entirely when skip_flag (the non-finite flag, may be undefined) is raised:
@@ -139,6 +152,9 @@ class Backend : public DeviceMemory {
   //                 g = nesterov ? g + m·buf : buf;  p −= lr·g
   virtual void sgd_step(Tensor& param, const Tensor& grad, Tensor& momentum_buf, const SgdParams& hp,
                         bool first_step, const Tensor* skip_flag);
+  // sgd_step on every parameter of a step. The default steps one after another; the CPU runs
+  // all in one parallel region.
+  virtual void sgd_step_all(const std::vector<SgdSlot>& slots, const SgdParams& hp, const Tensor* skip_flag);
   // PyTorch's Adam/AdamW at step t (1-based):  m = β1·m + (1−β1)·g;  v = β2·v + (1−β2)·g²;
   //   p −= lr/(1−β1ᵗ) · m / (√v/√(1−β2ᵗ) + eps)
   virtual void adam_step(Tensor& param, const Tensor& grad, Tensor& exp_avg, Tensor& exp_avg_sq,

@@ -17,15 +17,23 @@ SGD::SGD(std::vector<Tensor> params, SgdOptions options) : Optimizer(std::move(p
 
 void SGD::step() {
   const SgdParams hp{lr_, options_.momentum, options_.dampening, options_.weight_decay, options_.nesterov};
+  // One call per device for all its parameters (in one pass where the device can).
+  std::vector<Tensor> grads(params_.size());
+  std::vector<SgdSlot> slots;
   for (size_t i = 0; i < params_.size(); ++i) {
     Tensor& p = params_[i];
-    const Tensor g = p.grad();
-    if (!g.defined()) continue;
+    grads[i] = p.grad();
+    if (!grads[i].defined()) continue;
     Tensor& buf = momentum_buffers_[i];
     const bool first = options_.momentum != 0.0 && !buf.defined();
     if (first) buf = Tensor::zeros(p.shape(), p.dtype(), p.device());
-    backend_for(p.device()).sgd_step(p, g, buf, hp, first, &skip_flag_);
+    if (!slots.empty() && slots[0].param->device() != p.device()) {
+      backend_for(slots[0].param->device()).sgd_step_all(slots, hp, &skip_flag_);
+      slots.clear();
+    }
+    slots.push_back(SgdSlot{&p, &grads[i], &buf, first});
   }
+  if (!slots.empty()) backend_for(slots[0].param->device()).sgd_step_all(slots, hp, &skip_flag_);
   ++steps_;
 }
 

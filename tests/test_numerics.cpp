@@ -9,6 +9,7 @@
 
 #include "apps/nonfinite_guard.h"
 #include "autograd/ops.h"
+#include "devices/cpu/threads.h"
 #include "layers/activation.h"
 #include "layers/check_numerics.h"
 #include "layers/linear.h"
@@ -55,6 +56,37 @@ TEST_CASE("finiteness checks raise the flag for NaN and ±inf only, and keep the
   CHECK_THROWS_WITH(raise_if_not_finite(batch(1), wrong), Catch::Contains("int32 tensor of 2 elements"));
   CHECK_THROWS_WITH(raise_if_not_finite(batch(1), scalar), Catch::Contains("int32 tensor of 2 elements"));
   CHECK_THROWS_WITH(raise_if_not_finite(batch(1), flag, {0, 0}), Catch::Contains("step >= 1"));
+}
+
+// The list form runs all tensors in one parallel region, each thread over its share of every
+// tensor: a fault in the second thread's share of a later tensor must still lose to one in the
+// first thread's share of an earlier tensor, and a float64 tensor is checked beside float32.
+TEST_CASE("a list's finiteness check marks the first tensor in list order that is not finite", "[numerics]") {
+  const float inf = std::numeric_limits<float>::infinity();
+  const int64_t big = 100000;  // over the parallel grain: both threads take a share
+  for (int threads : {1, 2}) {
+    INFO(threads << " thread(s)");
+    set_cpu_threads(threads);
+    std::vector<Tensor> xs = {Tensor::full({big}, 1.0f), Tensor::full({7}, 2.0f, DType::Float64),
+                              Tensor::full({big}, 3.0f), Tensor::full({big}, 4.0f)};
+    const std::vector<NonFiniteMark> marks = {{9, 1}, {9, 2}, {9, 3}, {9, 4}};
+    Tensor flag = make_nonfinite_flag(Device::cpu());
+    raise_if_any_not_finite(xs, flag, marks);
+    CHECK(read_nonfinite_flag(flag).step == 0);
+    xs[3].data<float>()[big - 1] = std::nanf("");  // the last element: the second thread's share
+    xs[2].data<float>()[1] = inf;                   // the first thread's share of an earlier tensor
+    raise_if_any_not_finite(xs, flag, marks);
+    CHECK(flag.to_vector<int32_t>() == std::vector<int32_t>{9, 3});
+    Tensor second = make_nonfinite_flag(Device::cpu());
+    xs[1].data<double>()[6] = -std::numeric_limits<double>::infinity();
+    raise_if_any_not_finite({Tensor(), xs[3], xs[1]}, second, {{2, 1}, {2, 2}, {2, 3}});
+    CHECK(second.to_vector<int32_t>() == std::vector<int32_t>{2, 2});
+    // A raised flag keeps its first mark.
+    raise_if_any_not_finite({xs[1]}, second, {{5, 7}});
+    CHECK(second.to_vector<int32_t>() == std::vector<int32_t>{2, 2});
+    CHECK_THROWS_WITH(raise_if_any_not_finite(xs, flag, {{1, 1}}), Catch::Contains("4 tensors but 1 marks"));
+  }
+  set_cpu_threads(0);
 }
 
 TEST_CASE("the guard names the first bad step's gradient, and the optimizer skips from there", "[numerics]") {

@@ -185,3 +185,46 @@ TEST_CASE("a one-cycle schedule drives SGD's momentum and Adam's beta1", "[optim
   CHECK(sgd.momentum() == sched.momentum_at(3));
   CHECK(sgd.lr() == Approx(0.05).epsilon(1e-12));
 }
+
+// SGD steps all of a device's parameters in one call (Backend::sgd_step_all; on the CPU one
+// parallel region, each thread over its share of every tensor): tensors over the parallel grain
+// beside small ones and one without a gradient, against the update rule element by element.
+TEST_CASE("SGD's one-pass step over all parameters follows the rule on every element", "[optim]") {
+  for (bool nesterov : {false, true}) {
+    INFO("nesterov " << nesterov);
+    const int64_t big = 50001;  // odd: the threads' shares end off a 16-element boundary
+    std::vector<Tensor> params = {Tensor::full({big}, 1.0f), Tensor::full({3}, -2.0f), Tensor::full({big}, 0.5f)};
+    for (Tensor& p : params) p.set_requires_grad(true);
+    SgdOptions o;
+    o.lr = 0.1;
+    o.momentum = 0.9;
+    o.weight_decay = 0.01;
+    o.nesterov = nesterov;
+    SGD sgd(params, o);
+    std::vector<std::vector<double>> want, buf(3);
+    for (const Tensor& p : params) want.push_back(p.to(DType::Float64).to_vector<double>());
+    for (int step = 0; step < 3; ++step) {
+      for (size_t i = 0; i < params.size(); ++i) {
+        if (i == 1 && step == 1) continue;  // no gradient this step: left alone
+        std::vector<float> g(params[i].numel());
+        for (size_t e = 0; e < g.size(); ++e) g[e] = 0.001f * float((e * 7 + i + step) % 13) - 0.006f;
+        params[i].set_grad(Tensor::from_vector(g, params[i].shape()));
+        for (size_t e = 0; e < g.size(); ++e) {
+          const double gi = double(g[e]) + 0.01 * want[i][e];
+          if (buf[i].empty()) buf[i].assign(g.size(), 0.0);
+          buf[i][e] = step == 0 ? gi : 0.9 * buf[i][e] + gi;
+          want[i][e] -= 0.1 * (nesterov ? gi + 0.9 * buf[i][e] : buf[i][e]);
+        }
+      }
+      sgd.step();
+      sgd.zero_grad();
+    }
+    for (size_t i = 0; i < params.size(); ++i) {
+      const std::vector<float> got = params[i].to_vector<float>();
+      for (size_t e = 0; e < got.size(); ++e) {
+        INFO("parameter " << i << " element " << e);
+        REQUIRE(got[e] == Approx(want[i][e]).epsilon(1e-5));
+      }
+    }
+  }
+}

@@ -34,6 +34,23 @@ NonFiniteMark read_nonfinite_flag(const Tensor& flag) {
   return NonFiniteMark{v[0], v[1]};
 }
 
+void raise_if_any_not_finite(const std::vector<Tensor>& xs, Tensor& flag, const std::vector<NonFiniteMark>& marks) {
+  NNLAB_CHECK(xs.size() == marks.size(), "raise_if_any_not_finite: ", xs.size(), " tensors but ", marks.size(),
+              " marks");
+  std::vector<Tensor> checked;
+  std::vector<NonFiniteMark> checked_marks;
+  for (size_t i = 0; i < xs.size(); ++i) {
+    if (!xs[i].defined() || xs[i].numel() == 0) continue;
+    check_nonfinite_flag("raise_if_any_not_finite", flag, xs[i].device(), marks[i]);
+    NNLAB_CHECK(checked.empty() || xs[i].device() == checked[0].device(), "raise_if_any_not_finite: tensors on ",
+                checked.empty() ? "" : checked[0].device().str(), " and ", xs[i].device().str(),
+                "; check each device's tensors in a list of their own");
+    checked.push_back(xs[i]);
+    checked_marks.push_back(marks[i]);
+  }
+  if (!checked.empty()) backend_for(checked[0].device()).check_finite_all(checked, flag, checked_marks);
+}
+
 // Reads the answer back: synchronises with the device (for --check-numerics and tests).
 bool all_finite(const Tensor& x) {
   Tensor flag = make_nonfinite_flag(x.device());

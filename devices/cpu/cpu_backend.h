@@ -48,10 +48,12 @@ class CpuBackend final : public Backend {
                              Tensor& dlogits) override;
   void count_correct(const Tensor& logits, const Tensor& labels, Tensor& correct) override;
   void check_finite(const Tensor& x, Tensor& flag, NonFiniteMark mark) override;
+  void check_finite_all(const std::vector<Tensor>& xs, Tensor& flag, const std::vector<NonFiniteMark>& marks) override;
 
   // optim_cpu.cpp
   void sgd_step(Tensor& param, const Tensor& grad, Tensor& momentum_buf, const SgdParams& hp, bool first_step,
                 const Tensor* skip_flag) override;
+  void sgd_step_all(const std::vector<SgdSlot>& slots, const SgdParams& hp, const Tensor* skip_flag) override;
   void adam_step(Tensor& param, const Tensor& grad, Tensor& exp_avg, Tensor& exp_avg_sq, const AdamParams& hp,
                  int64_t step, const Tensor* skip_flag) override;
 

@@ -1,6 +1,11 @@
 // Fused optimizer steps on the CPU: one pass over each parameter tensor, PyTorch's update
 // rules term for term (torch/optim/sgd.py, adam.py, adamw.py in 1.13).
+#include <omp.h>
+
+#include <algorithm>
 #include <cmath>
+#include <string>
+#include <utility>
 
 #include "devices/cpu/cpu_backend.h"
 #include "devices/cpu/dispatch.h"
@@ -14,44 +19,84 @@ bool skipped(const Tensor* skip_flag) {
 }
 }  // namespace
 
+namespace {
+
+// Elements [begin, end) of one parameter's SGD step, one branch-free loop per case so each
+// vectorises:
 // g = grad + wd·p;  buf = first ? g : m·buf + (1 − dampening)·g;  g = nesterov ? g + m·buf : buf;  p −= lr·g
+template <typename T>
+void sgd_elements(T* p, const T* gr, T* buf, bool first_step, const SgdParams& hp, long begin, long end) {
+  const T lr = static_cast<T>(hp.lr), m = static_cast<T>(hp.momentum), wd = static_cast<T>(hp.weight_decay);
+  const T keep = static_cast<T>(1.0 - hp.dampening);
+  if (!buf) {
+#pragma omp simd
+    for (long i = begin; i < end; ++i) p[i] -= lr * (gr[i] + wd * p[i]);
+  } else if (first_step) {
+#pragma omp simd
+    for (long i = begin; i < end; ++i) {
+      const T g = gr[i] + wd * p[i];
+      buf[i] = g;
+      p[i] -= lr * (hp.nesterov ? g + m * g : g);
+    }
+  } else if (hp.nesterov) {
+#pragma omp simd
+    for (long i = begin; i < end; ++i) {
+      const T g = gr[i] + wd * p[i];
+      buf[i] = m * buf[i] + keep * g;
+      p[i] -= lr * (g + m * buf[i]);
+    }
+  } else {
+#pragma omp simd
+    for (long i = begin; i < end; ++i) {
+      const T g = gr[i] + wd * p[i];
+      buf[i] = m * buf[i] + keep * g;
+      p[i] -= lr * buf[i];
+    }
+  }
+}
+
+// This thread's share [begin, end) of n elements: contiguous, as a static schedule splits them,
+// on 16-element boundaries so no two threads write one cache line.
+std::pair<long, long> share_of(long n, bool in_parallel) {
+  if (!in_parallel) return {0, n};
+  const long threads = omp_get_num_threads(), t = omp_get_thread_num();
+  const auto edge = [&](long i) { return std::min(n, (n * i / threads + 15) / 16 * 16); };
+  return {edge(t), t + 1 == threads ? n : edge(t + 1)};
+}
+
+}  // namespace
+
 void CpuBackend::sgd_step(Tensor& param, const Tensor& grad, Tensor& momentum_buf, const SgdParams& hp,
                           bool first_step, const Tensor* skip_flag) {
-  NNLAB_LOG_KERNEL("sgd_step", param);  // nnlab explain: record the call
+  sgd_step_all({SgdSlot{&param, &grad, &momentum_buf, first_step}}, hp, skip_flag);
+}
+
+// Every parameter in one parallel region: a small model's step has several (the mlp 6, lenet5
+// 10), and a region per tensor cost each one a fork and a join. Each thread takes the same
+// share of every tensor as a static schedule would, so it updates the part of a weight it
+// updated the step before (and that gemm_cpu.cpp's forward product reads on the same thread).
+void CpuBackend::sgd_step_all(const std::vector<SgdSlot>& slots, const SgdParams& hp, const Tensor* skip_flag) {
+  if (slots.empty()) return;
+  KernelTiming timing;  // nnlab explain: one record for the whole list
+  if (kernel_log_enabled())
+    timing.attach(record_kernel("sgd_step", slots.size() == 1 ? tensor_dims(*slots[0].param)
+                                                              : std::to_string(slots.size()) + " tensors"));
   if (skipped(skip_flag)) return;
-  cpu::dispatch_float("sgd_step", param, [&](auto t) {
+  const DType dtype = slots[0].param->dtype();
+  long total = 0;
+  for (const SgdSlot& s : slots) {
+    NNLAB_CHECK(s.param->dtype() == dtype && s.grad->dtype() == dtype, "sgd_step: parameters of one step must share "
+                "a dtype, got ", s.param->describe(), " and ", slots[0].param->describe());
+    total += static_cast<long>(s.param->numel());
+  }
+  cpu::dispatch_float("sgd_step", *slots[0].param, [&](auto t) {
     using T = decltype(t);
-    T* p = static_cast<T*>(param.raw_data());
-    const T* gr = static_cast<const T*>(grad.raw_data());
-    T* buf = momentum_buf.defined() ? static_cast<T*>(momentum_buf.raw_data()) : nullptr;
-    const T lr = static_cast<T>(hp.lr), m = static_cast<T>(hp.momentum), wd = static_cast<T>(hp.weight_decay);
-    const T keep = static_cast<T>(1.0 - hp.dampening);
-    const long n = static_cast<long>(param.numel());
-    // One branch-free loop per case, so each vectorises.
-    if (!buf) {
-#pragma omp parallel for schedule(static) if (n > cpu::kParallelGrain)
-      for (long i = 0; i < n; ++i) p[i] -= lr * (gr[i] + wd * p[i]);
-    } else if (first_step) {
-#pragma omp parallel for schedule(static) if (n > cpu::kParallelGrain)
-      for (long i = 0; i < n; ++i) {
-        const T g = gr[i] + wd * p[i];
-        buf[i] = g;
-        p[i] -= lr * (hp.nesterov ? g + m * g : g);
-      }
-    } else if (hp.nesterov) {
-#pragma omp parallel for schedule(static) if (n > cpu::kParallelGrain)
-      for (long i = 0; i < n; ++i) {
-        const T g = gr[i] + wd * p[i];
-        buf[i] = m * buf[i] + keep * g;
-        p[i] -= lr * (g + m * buf[i]);
-      }
-    } else {
-#pragma omp parallel for schedule(static) if (n > cpu::kParallelGrain)
-      for (long i = 0; i < n; ++i) {
-        const T g = gr[i] + wd * p[i];
-        buf[i] = m * buf[i] + keep * g;
-        p[i] -= lr * buf[i];
-      }
+#pragma omp parallel if (total > cpu::kParallelGrain)
+    for (const SgdSlot& s : slots) {
+      const auto [begin, end] = share_of(static_cast<long>(s.param->numel()), omp_in_parallel());
+      T* buf = s.momentum_buf->defined() ? static_cast<T*>(s.momentum_buf->raw_data()) : nullptr;
+      sgd_elements(static_cast<T*>(s.param->raw_data()), static_cast<const T*>(s.grad->raw_data()), buf,
+                   s.first_step, hp, begin, end);
     }
   });
 }

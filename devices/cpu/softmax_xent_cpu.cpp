@@ -1,6 +1,10 @@
 // Log-softmax and the fused softmax + cross-entropy on the CPU, one row per sample.
 // Numerically stable: every exponent is taken after subtracting the row maximum.
+#include <omp.h>
+
+#include <algorithm>
 #include <cmath>
+#include <string>
 #include <vector>
 
 #include "devices/cpu/cpu_backend.h"
@@ -142,16 +146,49 @@ void CpuBackend::count_correct(const Tensor& logits, const Tensor& labels, Tenso
 }
 
 void CpuBackend::check_finite(const Tensor& x, Tensor& flag, NonFiniteMark mark) {
-  NNLAB_LOG_KERNEL("check_finite", x);  // nnlab explain: record the call
-  cpu::dispatch_float("check_finite", x, [&](auto t) {
-    using T = decltype(t);
-    const T* x_data = static_cast<const T*>(x.raw_data());
-    const long n = static_cast<long>(x.numel());
-    int bad = 0;
-#pragma omp parallel for schedule(static) reduction(| : bad) if (n > cpu::kParallelGrain)
-    for (long i = 0; i < n; ++i) bad |= !std::isfinite(x_data[i]);
-    if (bad) raise_nonfinite_flag(flag, mark);
-  });
+  check_finite_all({x}, flag, {mark});
+}
+
+// All tensors in one parallel region (a step's gradients: one region each had cost a fork and a
+// join apiece). Each thread scans its share of every tensor; the flag takes the mark of the
+// first tensor, in list order, that holds a non-finite value, as checking one after another would.
+void CpuBackend::check_finite_all(const std::vector<Tensor>& xs, Tensor& flag, const std::vector<NonFiniteMark>& marks) {
+  NNLAB_CHECK(xs.size() == marks.size(), "check_finite_all: ", xs.size(), " tensors but ", marks.size(), " marks");
+  if (xs.empty()) return;
+  KernelTiming timing;  // nnlab explain: one record for the whole list
+  if (kernel_log_enabled())
+    timing.attach(record_kernel("check_finite", xs.size() == 1 ? tensor_dims(xs[0]) : std::to_string(xs.size()) + " tensors"));
+  long total = 0;
+  for (const Tensor& x : xs) {
+    NNLAB_CHECK(x.dtype() == DType::Float32 || x.dtype() == DType::Float64,
+                "check_finite: the CPU kernel takes float32 or float64, got ", x.describe());
+    total += static_cast<long>(x.numel());
+  }
+  const long none = static_cast<long>(xs.size());
+  long first_bad = none;
+#pragma omp parallel if (total > cpu::kParallelGrain) reduction(min : first_bad)
+  {
+    long mine = none;  // the first tensor in which this thread's share has a non-finite value
+    for (long i = 0; i < none && mine == none; ++i) {
+      const long n = static_cast<long>(xs[i].numel());
+      long begin = 0, end = n;
+      if (omp_in_parallel()) {  // this thread's contiguous share, as a static schedule
+        const long threads = omp_get_num_threads(), t = omp_get_thread_num();
+        begin = n * t / threads;
+        end = n * (t + 1) / threads;
+      }
+      cpu::dispatch_float("check_finite", xs[i], [&](auto tag) {
+        using T = decltype(tag);
+        const T* data = static_cast<const T*>(xs[i].raw_data());
+        int any = 0;
+#pragma omp simd reduction(| : any)
+        for (long e = begin; e < end; ++e) any |= !std::isfinite(data[e]);
+        if (any) mine = i;
+      });
+    }
+    first_bad = std::min(first_bad, mine);
+  }
+  if (first_bad != none) raise_nonfinite_flag(flag, marks[static_cast<size_t>(first_bad)]);
 }
 
 }  // namespace nnlab
