@@ -168,9 +168,11 @@ TEST_CASE("AVX2 and AVX-512 direct convolutions agree in every direction", "[cpu
 
 TEST_CASE("AVX2 and AVX-512 pooling agree exactly", "[cpu_isa][pool2d]") {
   if (!can_compare()) return;
-  // 2×2 max-pool (the AVX-512 loops) on even and odd planes, wider than one vector; a 3×3
-  // average. Max-pooling selects, so both must agree bit for bit, winners included.
-  for (int64_t hw : {28, 14, 7, 37}) {
+  // 2×2 max-pool (the AVX-512 loops) on even and odd planes, wider than one vector, and even
+  // planes of rows short enough (q ≤ 8) to be pooled several rows to a vector, groups running
+  // into the next plane (14, 10, 4, 2); a 3×3 average. Max-pooling selects, so both must agree
+  // bit for bit, winners included.
+  for (int64_t hw : {28, 14, 7, 37, 10, 4, 2}) {
     INFO("plane " << hw << "×" << hw);
     const int64_t n = 2, c = 3, out = hw / 2;
     const Pool2dGeometry g{n, c, hw, hw, 2, 2, 2, 2, 0, 0, out, out};

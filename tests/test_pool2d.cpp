@@ -136,8 +136,8 @@ TEST_CASE("max_pool2d 2x2 in float32 picks the same winners as float64: ties, Na
   // same cell of every window (the first maximum; a NaN over any number; the last NaN).
   const float inf = std::numeric_limits<float>::infinity(), nan = std::numeric_limits<float>::quiet_NaN();
   const float palette[] = {0.0f, 1.0f, -1.0f, 2.5f, nan, inf, -inf, 1.0f, 0.0f};
-  for (int64_t w : {2, 5, 14, 16, 17, 31, 32, 33, 40}) {
-    const int64_t n = 2, c = 3, h = 9;
+  for (int64_t w : {2, 5, 14, 16, 17, 31, 32, 33, 40, 10, 4}) {
+    const int64_t n = 2, c = 3, h = w == 10 || w == 4 ? 10 : 9;  // 10 × 10, 10 × 4: several rows to a vector
     INFO("w " << w);
     std::vector<float> values(n * c * h * w);
     for (size_t i = 0; i < values.size(); ++i) values[i] = palette[(i * 7 + i / 5) % 9];

@@ -8,14 +8,16 @@
 // counts them as zeros (count_include_pad=True, PyTorch's default).
 //
 // Compiled once per instruction set (cpu_isa.h), into cpu::avx2 and cpu::avx512: the 2×2
-// max-pool has its own AVX-512 loops; CpuBackend's pooling methods pick a set
-// (isa_dispatch.cpp).
+// max-pool has its own AVX-512 loops (pool2d_2x2_avx512.h); CpuBackend's pooling methods pick
+// a set (isa_dispatch.cpp).
 #include <algorithm>
 #include <cmath>
+#include <type_traits>
 
 #include "devices/cpu/dispatch.h"
 #include "devices/cpu/even_odd.h"
 #include "devices/cpu/pool2d.h"
+#include "devices/cpu/pool2d_2x2_avx512.h"
 
 namespace nnlab::cpu::NNLAB_ISA {
 
@@ -144,70 +146,6 @@ void maxpool_2x2_plane_backward(const Pool2dGeometry& g, const T* dyp, const int
   if (g.h % 2) std::fill(dxp + (g.h - 1) * g.w, dxp + g.h * g.w, T(0));  // nor the odd last row
 }
 
-#if defined(__AVX512F__)
-// The same two 2×2 kernels for float32 with 512-bit vectors, chosen over the templates above
-// by overload resolution (an exact non-template match wins). A row of up to 16 outputs is one
-// step: masked loads read exactly the row's 2q inputs and masked stores write exactly its q
-// outputs, so no row needs a scalar tail or spills into its neighbours. The candidates are
-// compared in the same order with the same NaN rule, so results match the loops above bit
-// for bit. Float64 (the gradchecks) keeps the portable loops, which the tests then cover too.
-//
-// A window's left cells are a row's even elements, its right cells the odd ones: even_odd.h's
-// load_even_odd and store_even_odd move 32 cells of a row into and out of those two vectors.
-
-// Candidate v at flat indices at: taken when greater than the best so far, or a NaN.
-inline void challenge(__m512 v, __m512i at, __m512& best, __m512i& best_at) {
-  const __mmask16 take = _mm512_cmp_ps_mask(v, best, _CMP_GT_OQ) | _mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q);
-  best = _mm512_mask_mov_ps(best, take, v);
-  best_at = _mm512_mask_mov_epi32(best_at, take, at);
-}
-
-// One plane: x (h, w) → y, argmax (p, q), 16 outputs of a row at a time.
-void maxpool_2x2_plane(const Pool2dGeometry& g, const float* xp, float* yp, int32_t* ap) {
-  const __m512i twice_lane = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
-  const __m512i one = _mm512_set1_epi32(1), row = _mm512_set1_epi32(static_cast<int32_t>(g.w));
-  for (int64_t i = 0; i < g.p; ++i)
-    for (int64_t j0 = 0; j0 < g.q; j0 += 16) {
-      const int64_t outputs = std::min<int64_t>(16, g.q - j0);
-      const float* top = xp + 2 * i * g.w + 2 * j0;
-      __m512 top_left, top_right, bottom_left, bottom_right;
-      load_even_odd(top, 2 * outputs, top_left, top_right);
-      load_even_odd(top + g.w, 2 * outputs, bottom_left, bottom_right);
-      const __m512i top_at =
-          _mm512_add_epi32(_mm512_set1_epi32(static_cast<int32_t>(2 * i * g.w + 2 * j0)), twice_lane);
-      const __m512i bottom_at = _mm512_add_epi32(top_at, row);
-      __m512 best = top_left;
-      __m512i best_at = top_at;
-      challenge(top_right, _mm512_add_epi32(top_at, one), best, best_at);
-      challenge(bottom_left, bottom_at, best, best_at);
-      challenge(bottom_right, _mm512_add_epi32(bottom_at, one), best, best_at);
-      _mm512_mask_storeu_ps(yp + i * g.q + j0, first_lanes(outputs), best);
-      _mm512_mask_storeu_epi32(ap + i * g.q + j0, first_lanes(outputs), best_at);
-    }
-}
-
-// One plane: dy, argmax (p, q) → dx (h, w), both input rows of 16 windows at a time.
-void maxpool_2x2_plane_backward(const Pool2dGeometry& g, const float* dyp, const int32_t* ap, float* dxp) {
-  const __m512i twice_lane = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
-  const __m512i one = _mm512_set1_epi32(1);
-  for (int64_t i = 0; i < g.p; ++i) {
-    for (int64_t j0 = 0; j0 < g.q; j0 += 16) {
-      const int64_t outputs = std::min<int64_t>(16, g.q - j0);
-      const __m512 dy = _mm512_maskz_loadu_ps(first_lanes(outputs), dyp + i * g.q + j0);
-      const __m512i arg = _mm512_maskz_loadu_epi32(first_lanes(outputs), ap + i * g.q + j0);
-      for (int half = 0; half < 2; ++half) {  // the windows' top, then bottom input row
-        const int64_t row_at = (2 * i + half) * g.w + 2 * j0;
-        const __m512i left_at = _mm512_add_epi32(_mm512_set1_epi32(static_cast<int32_t>(row_at)), twice_lane);
-        const __m512 left = _mm512_maskz_mov_ps(_mm512_cmpeq_epi32_mask(arg, left_at), dy);  // dy where it won
-        const __m512 right = _mm512_maskz_mov_ps(_mm512_cmpeq_epi32_mask(arg, _mm512_add_epi32(left_at, one)), dy);
-        store_even_odd(dxp + row_at, 2 * outputs, left, right);
-      }
-    }
-    if (g.w % 2) dxp[(2 * i) * g.w + g.w - 1] = dxp[(2 * i + 1) * g.w + g.w - 1] = 0.0f;  // in no window
-  }
-  if (g.h % 2) std::fill(dxp + (g.h - 1) * g.w, dxp + g.h * g.w, 0.0f);
-}
-#endif
 
 template <typename T>
 void maxpool_forward_typed(const Pool2dGeometry& g, const Tensor& x, const Tensor& y, const Tensor& a) {
@@ -216,6 +154,10 @@ void maxpool_forward_typed(const Pool2dGeometry& g, const Tensor& x, const Tenso
   int32_t* a_data = static_cast<int32_t*>(a.raw_data());
   const long planes = static_cast<long>(g.n * g.c);
   if (is_2x2(g)) {
+#if defined(__AVX512F__)
+    if constexpr (std::is_same_v<T, float>)
+      if (row_groups_apply(g)) return maxpool_2x2_row_groups(g, x_data, y_data, a_data);
+#endif
 #pragma omp parallel for schedule(static) if (planes * g.h * g.w > kParallelGrain)
     for (long pl = 0; pl < planes; ++pl)
       maxpool_2x2_plane(g, x_data + pl * g.h * g.w, y_data + pl * g.p * g.q, a_data + pl * g.p * g.q);
@@ -256,6 +198,10 @@ void maxpool_backward_typed(const Pool2dGeometry& g, const Tensor& dy, const Ten
   T* dx_data = static_cast<T*>(dx.raw_data());
   const long planes = static_cast<long>(g.n * g.c);
   if (is_2x2(g)) {
+#if defined(__AVX512F__)
+    if constexpr (std::is_same_v<T, float>)
+      if (row_groups_apply(g)) return maxpool_2x2_row_groups_backward(g, dy_data, a_data, dx_data);
+#endif
 #pragma omp parallel for schedule(static) if (planes * g.h * g.w > kParallelGrain)
     for (long pl = 0; pl < planes; ++pl)
       maxpool_2x2_plane_backward(g, dy_data + pl * g.p * g.q, a_data + pl * g.p * g.q, dx_data + pl * g.h * g.w);
