@@ -130,7 +130,8 @@ TEST_CASE("small_gemm_nt writes (or adds) a block of a wider C and leaves the co
 // product with beta 0 and 1, and bit for bit the same on 1 and 2 threads.
 TEST_CASE("the backend's float32 A·Bᵀ matches a float64 product and repeats on 1 and 2 threads", "[gemm]") {
   Backend& cpu_backend = backend_for(Device::cpu());
-  for (const auto& [m, n, k] : {std::array<int64_t, 3>{37, 29, 53}, {64, 256, 784}, {64, 10, 128}, {3, 6, 17}}) {
+  for (const auto& shape : {std::array<int64_t, 3>{37, 29, 53}, {64, 256, 784}, {64, 10, 128}, {3, 6, 17}}) {
+    const int64_t m = shape[0], n = shape[1], k = shape[2];  // named copies: lambdas capture them (C++17)
     const auto a = filled(m * k, 21), b = filled(n * k, 22), c0 = filled(m * n, 23);
     for (double beta : {0.0, 1.0}) {
       INFO("m " << m << " n " << n << " k " << k << " beta " << beta);
