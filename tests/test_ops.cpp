@@ -5,6 +5,7 @@
 #include <cmath>
 
 #include "autograd/ops.h"
+#include "devices/cpu/threads.h"
 #include "devices/registry.h"
 
 using namespace nnlab;
@@ -64,5 +65,35 @@ TEST_CASE("the CPU's full sums write their output in its own dtype", "[ops][redu
     CHECK(s.to_vector<double>()[0] == 1.625);
     cpu.sum_squares(x, s);
     CHECK(s.to_vector<double>()[0] == 6.3125);
+  }
+}
+
+// A convolution's bias gradient sums dy over images and positions per channel: planes with and
+// without a tail past the 32-lane blocks (37 and 100 positions, lenet5's second layer's), over
+// enough values for both threads to take images; against a float64 sum, and the same bits on 1
+// and 2 threads.
+TEST_CASE("the CPU's convolution bias gradient matches a float64 sum on any thread count", "[ops][reduce]") {
+  Backend& cpu = backend_for(Device::cpu());
+  for (int64_t positions : {37, 100, 64}) {
+    const int64_t n = 64, c = 6;
+    INFO(positions << " positions");
+    std::vector<float> values(n * c * positions);
+    for (size_t i = 0; i < values.size(); ++i) values[i] = float((i * 37) % 101) / 50.0f - 1.0f;
+    const Tensor dy = Tensor::from_vector(values, {n, c, positions});
+    std::vector<std::vector<float>> results;
+    for (int threads : {1, 2}) {
+      set_cpu_threads(threads);
+      Tensor db = Tensor::empty({c});
+      cpu.bias_backward(dy, db, positions);
+      results.push_back(db.to_vector<float>());
+    }
+    set_cpu_threads(0);
+    CHECK(results[0] == results[1]);
+    for (int64_t j = 0; j < c; ++j) {
+      double want = 0;
+      for (int64_t o = 0; o < n; ++o)
+        for (int64_t i = 0; i < positions; ++i) want += values[(o * c + j) * positions + i];
+      CHECK(results[0][j] == Approx(want).epsilon(1e-5).margin(1e-3));
+    }
   }
 }
