@@ -40,6 +40,10 @@
 // chosen in conv2d_cpu.cpp.
 #include <type_traits>
 
+#if defined(__AVX512F__)
+#include <immintrin.h>
+#endif
+
 #include "devices/cpu/conv2d_direct_layout.h"
 
 namespace nnlab::cpu::NNLAB_ISA {
