@@ -45,6 +45,10 @@ void Backend::unary_backward(UnaryOp, const Tensor&, const Tensor&, const Tensor
 }
 void Backend::axpby(double, const Tensor&, double, Tensor&) { missing("axpby"); }
 void Backend::bias_forward(Tensor&, const Tensor&, int64_t) { missing("bias_forward"); }
+void Backend::linear_forward(const Tensor& x, const Tensor& w, const Tensor* b, Tensor& y) {
+  gemm(false, true, x.dim(0), w.dim(0), x.dim(1), 1.0, x, w, 0.0, y);
+  if (b && b->defined()) bias_forward(y, *b, 1);
+}
 void Backend::bias_backward(const Tensor&, Tensor&, int64_t) { missing("bias_backward"); }
 void Backend::sum_all(const Tensor&, double, Tensor&) { missing("sum_all"); }
 void Backend::sum_squares(const Tensor&, Tensor&) { missing("sum_squares"); }

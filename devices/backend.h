@@ -96,6 +96,9 @@ class Backend : public DeviceMemory {
   // A is stored m×k (k×m when trans_a), B is stored k×n (n×k when trans_b).
   virtual void gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, double alpha, const Tensor& a,
                     const Tensor& b, double beta, Tensor& c);
+  // A Linear layer's forward: y (n, out) = x (n, in) · wᵀ (w: (out, in)) + b (out, or null).
+  // The default is gemm, then bias_forward; the CPU adds the bias inside its product where it can.
+  virtual void linear_forward(const Tensor& x, const Tensor& w, const Tensor* b, Tensor& y);
 
   // ---- elementwise ---------------------------------------------------------------------
   // Broadcasting by suffix: y has n elements; a and b have n or a divisor of n elements

@@ -214,3 +214,37 @@ TEST_CASE("the backend's float32 Aᵀ·B matches a float64 product and repeats o
     }
   }
 }
+
+// A Linear layer's forward in float32 (Backend::linear_forward): the CPU adds the bias inside its
+// dot-product route, chunk by chunk; with and without a bias, against float64, 1 and 2 threads.
+TEST_CASE("the backend's float32 Linear forward adds its bias inside the product", "[gemm]") {
+  Backend& cpu_backend = backend_for(Device::cpu());
+  for (const auto& shape : {std::array<int64_t, 3>{64, 256, 784}, {5, 3, 17}, {64, 10, 3000}}) {
+    const int64_t n = shape[0], out = shape[1], in = shape[2];
+    const auto x = filled(n * in, 51), w = filled(out * in, 52), bias = filled(out, 53);
+    for (bool with_bias : {true, false}) {
+      INFO("n " << n << " out " << out << " in " << in << " bias " << with_bias);
+      std::vector<double> expected, magnitude;
+      reference_product(
+          n, out, in, [&](int64_t i, int64_t p) { return x[i * in + p]; },
+          [&](int64_t p, int64_t j) { return w[j * in + p]; }, std::vector<float>(n * out, 0.0f), false, expected,
+          magnitude);
+      std::vector<std::vector<float>> results;
+      for (int threads : {1, 2}) {
+        set_cpu_threads(threads);
+        const Tensor tx = Tensor::from_vector(x, {n, in}), tw = Tensor::from_vector(w, {out, in});
+        const Tensor tb = Tensor::from_vector(bias, {out});
+        Tensor ty = Tensor::empty({n, out});
+        cpu_backend.linear_forward(tx, tw, with_bias ? &tb : nullptr, ty);
+        results.push_back(ty.to_vector<float>());
+      }
+      set_cpu_threads(0);
+      CHECK(results[0] == results[1]);
+      for (int64_t e = 0; e < n * out; ++e) {
+        INFO("element " << e);
+        const double want = expected[e] + (with_bias ? bias[e % out] : 0.0);
+        CHECK(std::fabs(results[1][e] - want) <= 1e-6 * (4.0 + magnitude[e] + std::fabs(bias[e % out])));
+      }
+    }
+  }
+}

@@ -83,8 +83,7 @@ Tensor linear(const Tensor& x, const Tensor& w, const Tensor& b) {
               " does not match weight ", w.describe());
   Tensor y = Tensor::empty({x.dim(0), w.dim(0)}, x.dtype(), x.device());
   Backend& be = backend_for(x.device());
-  be.gemm(false, true, x.dim(0), w.dim(0), x.dim(1), 1.0, x, w, 0.0, y);
-  if (b.defined()) be.bias_forward(y, b, 1);
+  be.linear_forward(x, w, b.defined() ? &b : nullptr, y);
   if (needs_graph({&x, &w, &b})) attach(y, std::make_shared<LinearBackward>(x, w, b));
   return y;
 }

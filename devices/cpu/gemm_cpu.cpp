@@ -38,8 +38,10 @@ constexpr int64_t kLargestDepth = 2048;
 constexpr int64_t kChunkBytes = 512 * 1024;
 constexpr double kParallelFlops = 2e6;  // below this a second thread costs more than it saves
 
+// bias (n, or null): added to every row of C as each column chunk is finished, while it is
+// in the cache (a Linear layer's bias: no pass of its own).
 bool dot_product_gemm_nt(int64_t m, int64_t n, int64_t k, const float* a, const float* b, bool accumulate,
-                         float* c) {
+                         float* c, const float* bias = nullptr) {
   if (cpu_isa() != CpuIsa::avx512 || k > kLargestDepth) return false;
   const double flops = 2.0 * double(m) * double(n) * double(k);
   const int64_t threads = flops >= kParallelFlops ? std::min<int64_t>(cpu_threads(), (n + 3) / 4) : 1;
@@ -47,8 +49,14 @@ bool dot_product_gemm_nt(int64_t m, int64_t n, int64_t k, const float* a, const 
   const int64_t chunk = std::max<int64_t>(4, kChunkBytes / (4 * k) / 4 * 4);
   const auto columns_of = [&](int64_t t) {
     const int64_t end = std::min(n, (t + 1) * block);
-    for (int64_t j = t * block; j < end; j += chunk)
-      cpu::small_gemm_nt(m, std::min(chunk, end - j), k, a, b + j * k, c + j, n, accumulate);
+    for (int64_t j = t * block; j < end; j += chunk) {
+      const int64_t columns = std::min(chunk, end - j);
+      cpu::small_gemm_nt(m, columns, k, a, b + j * k, c + j, n, accumulate);
+      if (bias)
+        for (int64_t i = 0; i < m; ++i)
+#pragma omp simd
+          for (int64_t e = j; e < j + columns; ++e) c[i * n + e] += bias[e];
+    }
   };
   // One thread runs the loop itself: a region with num_threads and a false if clause left
   // LLVM's OpenMP runtime on one thread for OpenBLAS (gemm_libxsmm.cpp).
@@ -142,6 +150,22 @@ void CpuBackend::gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t 
   } else {
     fail("gemm: the CPU kernel takes float32 or float64, got ", a.describe());
   }
+}
+
+void CpuBackend::linear_forward(const Tensor& x, const Tensor& w, const Tensor* b, Tensor& y) {
+  const bool with_bias = b && b->defined();
+  const int64_t n = x.dim(0), out = w.dim(0), in = x.dim(1);
+  if (x.dtype() == DType::Float32 && w.dtype() == DType::Float32 && y.dtype() == DType::Float32 &&
+      (!with_bias || b->dtype() == DType::Float32) && n > 0 && out > 0) {
+    KernelTiming timing;  // nnlab explain: the product and its bias as one call
+    if (dot_product_gemm_nt(n, out, in, x.data<float>(), w.data<float>(), false, y.data<float>(),
+                            with_bias ? b->data<float>() : nullptr)) {
+      if (kernel_log_enabled())
+        timing.attach(record_kernel("small_gemm_nt", "NT " + dims_text({n, out, in}) + (with_bias ? " + bias" : "")));
+      return;
+    }
+  }  // (the timing ends here, so the calls below are timed on their own)
+  Backend::linear_forward(x, w, b, y);
 }
 
 }  // namespace nnlab
