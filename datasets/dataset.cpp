@@ -25,8 +25,16 @@ std::string default_data_dir(const std::string& name) {
   return name == "fashion-mnist" ? "/usr/share/datasets/fashion-mnist" : "";
 }
 
+// x / 255 without a divide: q = x·(1/255), then one correction by its residual x − 255·q.
+// For every byte this is the correctly rounded quotient, the division's own result (tested on
+// all 256), where the product alone is off by one ulp for 126 of them; the loop vectorises into
+// three multiply-adds per 8 or 16 bytes, where the divides had made it 4% of an mlp step.
 void bytes_to_unit_float(const uint8_t* bytes, int64_t n, float* dst) {
-  for (int64_t i = 0; i < n; ++i) dst[i] = static_cast<float>(bytes[i]) / 255.0f;
+  constexpr float kInverse = 1.0f / 255.0f;
+  for (int64_t i = 0; i < n; ++i) {
+    const float x = static_cast<float>(bytes[i]), q = x * kInverse;
+    dst[i] = std::fma(std::fma(-q, 255.0f, x), kInverse, q);
+  }
 }
 
 void Dataset::sample_as_float(int64_t index, float* dst) const {

@@ -4,9 +4,11 @@
 #include <algorithm>
 #include <memory>
 #include <set>
+#include <vector>
 
 #include "core/random.h"
 #include "datasets/dataloader.h"
+#include "datasets/dataset.h"
 
 using namespace nnlab;
 
@@ -343,4 +345,17 @@ TEST_CASE("a data set of bytes gives the same batches as its float32 values", "[
   CHECK(train.images.dtype() == DType::UInt8);
   CHECK(val.images.dtype() == DType::UInt8);
   CHECK(train.size() + val.size() == n);
+}
+
+// Bytes become floats in [0, 1] as x / 255 (torchvision's ToTensor), computed without a divide:
+// every one of the 256 values must equal the division's correctly rounded result.
+TEST_CASE("bytes become x / 255 exactly, for every byte", "[dataloader]") {
+  std::vector<uint8_t> bytes(256 + 7);
+  for (size_t i = 0; i < bytes.size(); ++i) bytes[i] = static_cast<uint8_t>(i % 256);
+  std::vector<float> floats(bytes.size(), -1.0f);
+  bytes_to_unit_float(bytes.data(), static_cast<int64_t>(bytes.size()), floats.data());
+  for (size_t i = 0; i < bytes.size(); ++i) {
+    INFO("byte " << int(bytes[i]));
+    CHECK(floats[i] == static_cast<float>(bytes[i]) / 255.0f);
+  }
 }

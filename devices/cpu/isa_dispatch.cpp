@@ -37,9 +37,9 @@ void small_gemm_tn(int64_t m, int64_t n, int64_t k, const float* a, int64_t lda,
 }
 
 void small_gemm_nt(int64_t m, int64_t n, int64_t t, const float* a, const float* b, float* c, int64_t ldc,
-                   bool accumulate) {
-  use_avx512() ? avx512::small_gemm_nt(m, n, t, a, b, c, ldc, accumulate)
-               : avx2::small_gemm_nt(m, n, t, a, b, c, ldc, accumulate);
+                   bool accumulate, const float* column_bias) {
+  use_avx512() ? avx512::small_gemm_nt(m, n, t, a, b, c, ldc, accumulate, column_bias)
+               : avx2::small_gemm_nt(m, n, t, a, b, c, ldc, accumulate, column_bias);
 }
 
 void direct_forward(const Conv2dGeometry& g, const Tensor& x, const Tensor& w, const Tensor* b, Tensor& y) {

@@ -5,8 +5,9 @@
 // dW = dYᵀ · X, each thread a block of dW's rows (gemm_cpu.cpp).
 //
 //   small_gemm_nn(m, n, k, a, b, c, accumulate):  C (m × n) [+]= A (m × k) · B (k × n)
-//   small_gemm_nt(m, n, t, a, b, c, ldc, accumulate):
+//   small_gemm_nt(m, n, t, a, b, c, ldc, accumulate, column_bias):
 //                                                 C (m × n, rows ldc apart) [+]= A (m × t) · B (n × t)ᵀ
+//                                                 (+ column_bias[j] on column j, when given)
 //   small_gemm_tn(m, n, k, a, lda, b, c, accumulate):
 //                                                 C (m × n) [+]= A (k × m, rows lda apart)ᵀ · B (k × n)
 //
@@ -32,7 +33,7 @@ namespace nnlab::cpu {
 // The kernels of the instruction set cpu_isa() chose (isa_dispatch.cpp).
 void small_gemm_nn(int64_t m, int64_t n, int64_t k, const float* a, const float* b, float* c, bool accumulate);
 void small_gemm_nt(int64_t m, int64_t n, int64_t t, const float* a, const float* b, float* c, int64_t ldc,
-                   bool accumulate);
+                   bool accumulate, const float* column_bias = nullptr);
 void small_gemm_tn(int64_t m, int64_t n, int64_t k, const float* a, int64_t lda, const float* b, float* c,
                    bool accumulate);
 
@@ -40,14 +41,14 @@ void small_gemm_tn(int64_t m, int64_t n, int64_t k, const float* a, int64_t lda,
 namespace avx2 {
 void small_gemm_nn(int64_t m, int64_t n, int64_t k, const float* a, const float* b, float* c, bool accumulate);
 void small_gemm_nt(int64_t m, int64_t n, int64_t t, const float* a, const float* b, float* c, int64_t ldc,
-                   bool accumulate);
+                   bool accumulate, const float* column_bias = nullptr);
 void small_gemm_tn(int64_t m, int64_t n, int64_t k, const float* a, int64_t lda, const float* b, float* c,
                    bool accumulate);
 }  // namespace avx2
 namespace avx512 {
 void small_gemm_nn(int64_t m, int64_t n, int64_t k, const float* a, const float* b, float* c, bool accumulate);
 void small_gemm_nt(int64_t m, int64_t n, int64_t t, const float* a, const float* b, float* c, int64_t ldc,
-                   bool accumulate);
+                   bool accumulate, const float* column_bias = nullptr);
 void small_gemm_tn(int64_t m, int64_t n, int64_t k, const float* a, int64_t lda, const float* b, float* c,
                    bool accumulate);
 }  // namespace avx512
