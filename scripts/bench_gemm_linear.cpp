@@ -1,12 +1,9 @@
-// Two products of the Linear layers (batch b, weight W stored out × in) on the machine's
-// threads, each two ways (devices/cpu/gemm_cpu.cpp):
-//   forward  Y = X · Wᵀ        gemm NT (b × out × in)
-//     Backend::gemm's AVX-512 route: small_gemm_nt's blocks of dot products along in, the
-//     threads taking blocks of Y's columns, no copies; against libxsmm's outer-product
-//     kernels after X and Y (or W) are transposed into copies (gemm_libxsmm.cpp)
-//   weight   dW = dYᵀ · X      gemm TN (out × in × b)
-//     Backend::gemm's AVX-512 route: small_gemm_tn's 8 × 32 register blocks, the threads taking
-//     blocks of dW's rows; against libxsmm's kernel for a transposed operand
+// The Linear layers' forward product Y = X · Wᵀ (gemm NT: batch × out × in, W stored out × in)
+// on the machine's threads, two ways (devices/cpu/gemm_cpu.cpp):
+//   nnlab     Backend::gemm's AVX-512 route: small_gemm_nt's blocks of dot products along in,
+//             the threads taking blocks of Y's columns; no copies
+//   libxsmm   libxsmm's outer-product kernels, after X and Y (or W) are transposed into copies
+//             (gemm_libxsmm.cpp)
 // GFLOP/s, best of 5 runs of `reps` calls, and the largest difference between the two results.
 // Shapes: the forward products of mlp, lenet5, cnn and cifar-cnn at batch 64.
 // Build after the library (the command in one line), run on an idle machine:
@@ -64,18 +61,5 @@ int main(int argc, char** argv) {
     std::printf("%-13s forward NT %4ld × %4ld × %4ld   nnlab %6.1f GFLOP/s   libxsmm %6.1f   largest difference %.2g\n",
                 s.name, long(s.m), long(s.n), long(s.k), dots, xsmm,
                 bench::largest_difference(tc.to_vector<float>(), by_libxsmm));
-    // dW (out × in) = dYᵀ · X: dY is b × out (the a above read as b × n), X is b × in.
-    const Product w{s.name, s.n, s.k, s.m};
-    const std::vector<float> dy = random_values(s.m * s.n, 3);
-    const Tensor tdy = Tensor::from_vector(dy, {s.m, s.n});
-    Tensor tdw = Tensor::zeros({s.n, s.k});
-    std::vector<float> dw_libxsmm(s.n * s.k);
-    const double blocks = bench::gflops(w, reps, [&] { cpu.gemm(true, false, w.m, w.n, w.k, 1.0, tdy, ta, 0.0, tdw); });
-    const double xsmm_tn = bench::gflops(w, reps, [&] {
-      cpu::libxsmm_gemm(true, false, w.m, w.n, w.k, 1.0f, dy.data(), a.data(), 0.0f, dw_libxsmm.data());
-    });
-    std::printf("%-13s weight  TN %4ld × %4ld × %4ld   nnlab %6.1f GFLOP/s   libxsmm %6.1f   largest difference %.2g\n",
-                s.name, long(w.m), long(w.n), long(w.k), blocks, xsmm_tn,
-                bench::largest_difference(tdw.to_vector<float>(), dw_libxsmm));
   }
 }

@@ -65,36 +65,6 @@ bool dot_product_gemm_nt(int64_t m, int64_t n, int64_t k, const float* a, const 
   return true;
 }
 
-// C (m × n) [+]= A (k × m)ᵀ · B (k × n), float32: a Linear layer's weight gradient
-// dW = dYᵀ · X (k the batch, n the layer's inputs). small_gemm_tn's 8 × 32 register blocks read
-// A down its columns, a strip of B staying in the L1 cache. On the 2 Zen 5 threads
-// (scripts/bench_gemm_linear.cpp) they beat libxsmm's kernel for a transposed operand only on
-// wide weights: cifar-cnn's f1 (512 × 4096 × 64) 437–438 GFLOP/s against 331–369, cnn's
-// (128 × 3136 × 64) 498 against 475–481; the mlp's first layer tied (498–504 against
-// 492), and narrower ones were libxsmm's (lenet5's f1 443–448 against 498, 10-row ones 157–183
-// against 251–261). Hence kNarrowestWeight inputs or more, and a batch of at most kLargestBatch.
-// Only with AVX-512; threads take blocks of C's rows, i.e. of the weight's output features.
-constexpr int64_t kNarrowestWeight = 2048;
-constexpr int64_t kLargestBatch = 512;
-
-bool register_block_gemm_tn(int64_t m, int64_t n, int64_t k, const float* a, const float* b, bool accumulate,
-                            float* c) {
-  if (cpu_isa() != CpuIsa::avx512 || n < kNarrowestWeight || k > kLargestBatch) return false;
-  const double flops = 2.0 * double(m) * double(n) * double(k);
-  const int64_t threads = flops >= kParallelFlops ? std::min<int64_t>(cpu_threads(), (m + 7) / 8) : 1;
-  if (threads <= 1) {  // the loop itself, as dot_product_gemm_nt
-    cpu::small_gemm_tn(m, n, k, a, m, b, c, accumulate);
-    return true;
-  }
-  const int64_t block = ((m + threads - 1) / threads + 7) / 8 * 8;  // rows per thread, whole 8-blocks
-#pragma omp parallel for num_threads(static_cast<int>(threads)) schedule(static)
-  for (int64_t t = 0; t < threads; ++t) {
-    const int64_t first = t * block, rows = std::min(block, m - first);
-    if (rows > 0) cpu::small_gemm_tn(rows, n, k, a + first, m, b, c + first * n, accumulate);
-  }
-  return true;
-}
-
 }  // namespace
 
 void CpuBackend::gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, double alpha, const Tensor& a,
@@ -120,11 +90,6 @@ void CpuBackend::gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t 
   if (a.dtype() == DType::Float32 && !trans_a && trans_b && alpha == 1.0 && (beta == 0.0 || beta == 1.0) &&
       dot_product_gemm_nt(m, n, k, a.data<float>(), b.data<float>(), beta == 1.0, c.data<float>())) {
     if (kernel_log_enabled()) timing.attach(record_kernel("small_gemm_nt", shape));  // nnlab explain: which call ran
-    return;
-  }
-  if (a.dtype() == DType::Float32 && trans_a && !trans_b && alpha == 1.0 && (beta == 0.0 || beta == 1.0) &&
-      register_block_gemm_tn(m, n, k, a.data<float>(), b.data<float>(), beta == 1.0, c.data<float>())) {
-    if (kernel_log_enabled()) timing.attach(record_kernel("small_gemm_tn", shape));  // nnlab explain: which call ran
     return;
   }
   if (a.dtype() == DType::Float32 &&

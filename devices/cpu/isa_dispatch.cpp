@@ -30,12 +30,6 @@ void small_gemm_nn(int64_t m, int64_t n, int64_t k, const float* a, const float*
   use_avx512() ? avx512::small_gemm_nn(m, n, k, a, b, c, accumulate) : avx2::small_gemm_nn(m, n, k, a, b, c, accumulate);
 }
 
-void small_gemm_tn(int64_t m, int64_t n, int64_t k, const float* a, int64_t lda, const float* b, float* c,
-                   bool accumulate) {
-  use_avx512() ? avx512::small_gemm_tn(m, n, k, a, lda, b, c, accumulate)
-               : avx2::small_gemm_tn(m, n, k, a, lda, b, c, accumulate);
-}
-
 void small_gemm_nt(int64_t m, int64_t n, int64_t t, const float* a, const float* b, float* c, int64_t ldc,
                    bool accumulate, const float* column_bias) {
   use_avx512() ? avx512::small_gemm_nt(m, n, t, a, b, c, ldc, accumulate, column_bias)

@@ -1,15 +1,12 @@
 // Matrix products of the small, cache-resident float32 matrices that Winograd's 16 (or 36)
 // per-position products need: M[ξ] = U[ξ] · V[ξ] (a few dozen rows and columns, a few hundred
 // tiles), all row-major. The nt form also runs the Linear layers' forward pass Y = X · Wᵀ with
-// AVX-512, each thread a block of Y's columns, and the tn form their weight gradient
-// dW = dYᵀ · X, each thread a block of dW's rows (gemm_cpu.cpp).
+// AVX-512, each thread a block of Y's columns (gemm_cpu.cpp).
 //
 //   small_gemm_nn(m, n, k, a, b, c, accumulate):  C (m × n) [+]= A (m × k) · B (k × n)
 //   small_gemm_nt(m, n, t, a, b, c, ldc, accumulate, column_bias):
 //                                                 C (m × n, rows ldc apart) [+]= A (m × t) · B (n × t)ᵀ
 //                                                 (+ column_bias[j] on column j, when given)
-//   small_gemm_tn(m, n, k, a, lda, b, c, accumulate):
-//                                                 C (m × n) [+]= A (k × m, rows lda apart)ᵀ · B (k × n)
 //
 // Why not OpenBLAS: these products are too small for its packing to pay (a 64 × 147 × 32
 // product is 0.6 MFLOP), and the machine's OPENBLAS_CORETYPE may pin it to 256-bit kernels.
@@ -20,7 +17,6 @@
 //
 // nn: an 8 × 32 block of C lives in 16 registers; each step p broadcasts A[i][p] for its 8 rows
 // and multiplies two 16-wide vectors of B's row p. Columns past n are masked, so no tails.
-// tn: the same blocks with A read down its columns: step p broadcasts A[p][i], 8 neighbours.
 // nt: both operands run along t, so a 4 × 4 block of C is 16 vector accumulators of partial
 // dot products over t; at the end one shuffle tree adds all 16 across their lanes at once.
 // Blocks at the right and bottom edges are 4 × 1, 1 × 4 or 1 × 1.
@@ -34,23 +30,17 @@ namespace nnlab::cpu {
 void small_gemm_nn(int64_t m, int64_t n, int64_t k, const float* a, const float* b, float* c, bool accumulate);
 void small_gemm_nt(int64_t m, int64_t n, int64_t t, const float* a, const float* b, float* c, int64_t ldc,
                    bool accumulate, const float* column_bias = nullptr);
-void small_gemm_tn(int64_t m, int64_t n, int64_t k, const float* a, int64_t lda, const float* b, float* c,
-                   bool accumulate);
 
 // Each instruction set's own (small_gemm_cpu.cpp, compiled once per set).
 namespace avx2 {
 void small_gemm_nn(int64_t m, int64_t n, int64_t k, const float* a, const float* b, float* c, bool accumulate);
 void small_gemm_nt(int64_t m, int64_t n, int64_t t, const float* a, const float* b, float* c, int64_t ldc,
                    bool accumulate, const float* column_bias = nullptr);
-void small_gemm_tn(int64_t m, int64_t n, int64_t k, const float* a, int64_t lda, const float* b, float* c,
-                   bool accumulate);
 }  // namespace avx2
 namespace avx512 {
 void small_gemm_nn(int64_t m, int64_t n, int64_t k, const float* a, const float* b, float* c, bool accumulate);
 void small_gemm_nt(int64_t m, int64_t n, int64_t t, const float* a, const float* b, float* c, int64_t ldc,
                    bool accumulate, const float* column_bias = nullptr);
-void small_gemm_tn(int64_t m, int64_t n, int64_t k, const float* a, int64_t lda, const float* b, float* c,
-                   bool accumulate);
 }  // namespace avx512
 
 }  // namespace nnlab::cpu

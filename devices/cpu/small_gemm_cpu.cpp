@@ -16,10 +16,9 @@ namespace nnlab::cpu::NNLAB_ISA {
 #if defined(__AVX512F__)
 namespace {
 
-// C rows [0, MR) × 32 columns (masks m0, m1 for the two 16-wide halves) [+]= op(A) · B.
-// a: MR rows, stride lda (kTransA: k rows of lda, the block's MR columns first); b: k rows,
-// stride ldb; c: stride ldc.
-template <int MR, bool kTransA = false>
+// C rows [0, MR) × 32 columns (masks m0, m1 for the two 16-wide halves) [+]= A · B.
+// a: MR rows, stride lda; b: k rows, stride ldb; c: stride ldc.
+template <int MR>
 inline void gemm_nn_block(int64_t k, const float* a, int64_t lda, const float* b, int64_t ldb, float* c, int64_t ldc,
                           __mmask16 m0, __mmask16 m1, bool accumulate) {
   __m512 left[MR], right[MR];  // C[i][0..15], C[i][16..31]
@@ -32,7 +31,7 @@ inline void gemm_nn_block(int64_t k, const float* a, int64_t lda, const float* b
     const __m512 b0 = _mm512_maskz_loadu_ps(m0, b + p * ldb), b1 = _mm512_maskz_loadu_ps(m1, b + p * ldb + 16);
 #pragma GCC unroll 8
     for (int i = 0; i < MR; ++i) {
-      const __m512 aip = _mm512_set1_ps(kTransA ? a[p * lda + i] : a[i * lda + p]);
+      const __m512 aip = _mm512_set1_ps(a[i * lda + p]);
       left[i] = _mm512_fmadd_ps(aip, b0, left[i]);
       right[i] = _mm512_fmadd_ps(aip, b1, right[i]);
     }
@@ -137,23 +136,6 @@ void small_gemm_nn(int64_t m, int64_t n, int64_t k, const float* a, const float*
   }
 #else
   cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, int(m), int(n), int(k), 1.0f, a, int(k), b, int(n),
-              accumulate ? 1.0f : 0.0f, c, int(n));
-#endif
-}
-
-void small_gemm_tn(int64_t m, int64_t n, int64_t k, const float* a, int64_t lda, const float* b, float* c,
-                   bool accumulate) {
-#if defined(__AVX512F__)
-  // Strips of 32 columns outside, so a strip of B (k × 32) stays in the L1 cache while every
-  // block of rows passes over it.
-  for (int64_t j = 0; j < n; j += 32) {
-    const __mmask16 m0 = first_lanes(n - j), m1 = first_lanes(n - j - 16);
-    int64_t i = 0;
-    for (; i + 8 <= m; i += 8) gemm_nn_block<8, true>(k, a + i, lda, b + j, n, c + i * n + j, n, m0, m1, accumulate);
-    for (; i < m; ++i) gemm_nn_block<1, true>(k, a + i, lda, b + j, n, c + i * n + j, n, m0, m1, accumulate);
-  }
-#else
-  cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, int(m), int(n), int(k), 1.0f, a, int(lda), b, int(n),
               accumulate ? 1.0f : 0.0f, c, int(n));
 #endif
 }
