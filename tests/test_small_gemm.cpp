@@ -158,39 +158,6 @@ TEST_CASE("the backend's float32 A·Bᵀ matches a float64 product and repeats o
   }
 }
 
-// Backend::gemm's C = Aᵀ·B in float32 (a Linear layer's weight gradient, libxsmm's kernel for a
-// transposed operand where nnlab has it) against a float64 product with beta 0 and 1, on 1 and
-// 2 threads (not bit for bit: libxsmm generates the kernel for a thread's half of the rows apart
-// from the whole one's).
-TEST_CASE("the backend's float32 Aᵀ·B matches a float64 product on 1 and 2 threads", "[gemm]") {
-  Backend& cpu_backend = backend_for(Device::cpu());
-  for (const auto& shape : {std::array<int64_t, 3>{37, 29, 53}, {20, 2100, 64}, {256, 784, 64}, {3, 6, 17}}) {
-    const int64_t m = shape[0], n = shape[1], k = shape[2];
-    const auto a = filled(k * m, 41), b = filled(k * n, 42), c0 = filled(m * n, 43);
-    for (double beta : {0.0, 1.0}) {
-      INFO("m " << m << " n " << n << " k " << k << " beta " << beta);
-      std::vector<double> expected, magnitude;
-      reference_product(
-          m, n, k, [&](int64_t i, int64_t p) { return a[p * m + i]; },
-          [&](int64_t p, int64_t j) { return b[p * n + j]; }, c0, beta == 1.0, expected, magnitude);
-      std::vector<std::vector<float>> results;
-      for (int threads : {1, 2}) {
-        set_cpu_threads(threads);
-        const Tensor ta = Tensor::from_vector(a, {k, m}), tb = Tensor::from_vector(b, {k, n});
-        Tensor tc = Tensor::from_vector(c0, {m, n});
-        cpu_backend.gemm(true, false, m, n, k, 1.0, ta, tb, beta, tc);
-        results.push_back(tc.to_vector<float>());
-      }
-      set_cpu_threads(0);
-      for (int threads = 0; threads < 2; ++threads)
-        for (int64_t e = 0; e < m * n; ++e) {
-          INFO("threads " << threads + 1 << " element " << e);
-          CHECK(std::fabs(results[threads][e] - expected[e]) <= 1e-6 * (4.0 + magnitude[e]));
-        }
-    }
-  }
-}
-
 // A Linear layer's forward in float32 (Backend::linear_forward): the CPU adds the bias inside its
 // dot-product route, chunk by chunk; with and without a bias, against float64, 1 and 2 threads.
 TEST_CASE("the backend's float32 Linear forward adds its bias inside the product", "[gemm]") {

@@ -68,7 +68,8 @@ TEST_CASE("gpu: max and average pooling match the CPU exactly", "[gpu][pool2d]")
   const std::vector<Pool2dGeometry> shapes = {
       pool_geometry(2, 3, 8, 8, 2, 2, 2, 2, 0, 0), pool_geometry(2, 2, 7, 9, 3, 3, 2, 2, 1, 1),
       pool_geometry(1, 4, 5, 5, 3, 3, 1, 1, 1, 1), pool_geometry(3, 2, 6, 6, 2, 3, 1, 2, 1, 1),
-      pool_geometry(1, 1, 1, 1, 1, 1, 1, 1, 0, 0), pool_geometry(64, 32, 28, 28, 2, 2, 2, 2, 0, 0)};
+      pool_geometry(1, 1, 1, 1, 1, 1, 1, 1, 0, 0), pool_geometry(64, 32, 28, 28, 2, 2, 2, 2, 0, 0),
+      pool_geometry(4, 16, 10, 10, 2, 2, 2, 2, 0, 0)};  // lenet5's pool2: the CPU's rows-to-a-vector path
   for (const Pool2dGeometry& g : shapes) {
     const Shape xs{g.n, g.c, g.h, g.w}, ys{g.n, g.c, g.p, g.q};
     // Few distinct values, so windows hold ties: both devices must pick the same (first) one.
