@@ -37,7 +37,10 @@ def run(cmd, env=None):
 def nnlab_cmd(a, model, batch, metrics):
     cmd = [a.nnlab, "train", "--model", model, "--batch", str(batch), "--epochs", str(a.epochs),
            "--threads", str(a.threads), "--seed", "0", "--metrics", metrics, "--log-interval", "1000000"]
-    return cmd + (["--data", "synthetic-cifar10"] if model == "cifar-cnn" else [])
+    cmd += ["--device", a.device] if a.device != "cpu" else []
+    if model == "cifar-cnn":
+        return cmd + ["--data", "synthetic-cifar10"]
+    return cmd + (["--data-dir", a.data_dir] if a.data_dir else [])
 
 
 def nnlab_result(metrics, rss):
@@ -47,7 +50,8 @@ def nnlab_result(metrics, rss):
 
 def torch_cmd(a, model, batch):
     return [a.python, a.torch_script, "--model", model, "--batch", str(batch), "--epochs", str(a.epochs),
-            "--threads", str(a.threads)] + (["--flush-denormals"] if a.torch_flush_denormals else [])
+            "--threads", str(a.threads)] + (["--flush-denormals"] if a.torch_flush_denormals else []) + \
+           (["--device", a.device] if a.device != "cpu" else []) + (["--data", a.data_dir] if a.data_dir else [])
 
 
 def torch_result(text, rss):
@@ -130,7 +134,7 @@ OPENBLAS_ENV = ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE", "OPENBLAS_NUM_THREADS")
 
 
 def sgemm_rate(a):
-    text, _ = run([a.nnlab, "sgemm", "--threads", str(a.threads), "--size", "1024"])
+    text, _ = run([a.nnlab, "sgemm", "--threads", str(a.threads), "--size", "1024", "--device", a.device])
     return float(re.search(r"median ([0-9.]+) GFLOP/s", text).group(1))
 
 
@@ -146,6 +150,10 @@ def main():
     ap.add_argument("--torch-script", default=os.path.join(ROOT, "scripts", "torch_reference.py"))
     ap.add_argument("--torch-flush-denormals", action="store_true",
                     help="PyTorch flushes denormals to zero too (nnlab's default; the yardstick keeps them)")
+    ap.add_argument("--device", default="cpu",
+                    help="cpu or cuda: both frameworks train there (on cuda the PyTorch script must take --device, "
+                         "as ../shared/peers/torch_bench.py does; the share column is of the device's sgemm rate)")
+    ap.add_argument("--data-dir", default="", help="Fashion-MNIST folder for both (default: each one's own default)")
     ap.add_argument("--out", default="", help="append the results as JSON lines to this file")
     ap.add_argument("--realtime", action="store_true",
                     help="run both frameworks under SCHED_FIFO (chrt -f 10, needs root) so background load on a "
