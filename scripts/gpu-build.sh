@@ -7,7 +7,7 @@
 #     . build-gpu/env.sh              # then: the library path for build-gpu/nnlab (cuDNN, NCCL, OpenBLAS)
 # Environment: PREFIX (default /tmp/nnlab-prefix), BUILD (default build-gpu), JOBS (16),
 #              ARCH (CMAKE_CUDA_ARCHITECTURES, default 90), SANITIZE=0 to skip the sanitizer,
-#              OUT (if set, logs are written there as well).
+#              OUT (if set, logs are written there as well), TESTS=0 to build only (benchmarks).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 root=$(pwd)
@@ -67,6 +67,17 @@ cmake --build "$build" -j "$jobs" >"$logs/build.log" 2>&1 || { say "build failed
 say "built"
 
 "$build/nnlab" devices >"$logs/devices.txt" 2>&1 || true
+# Tests and training read Fashion-MNIST from Debian's path; the machine is bare and disposable
+# (root, no apt): put the carried copy there.
+default_data=/usr/share/datasets/fashion-mnist
+if [[ ! -d $default_data ]] && ls .deps/fashion-mnist/*-ubyte.gz >/dev/null 2>&1; then
+  mkdir -p "$(dirname $default_data)" && ln -s "$root/.deps/fashion-mnist" "$default_data" &&
+    say "Fashion-MNIST linked at $default_data"
+fi
+if [[ "${TESTS:-1}" == 0 ]]; then
+  say "TESTS=0: built only"
+  exit 0
+fi
 (cd "$build" && ctest --output-on-failure -j 4 >"$logs/ctest.log" 2>&1)
 ctest_rc=$?
 say "ctest exit $ctest_rc: $(grep -E 'tests passed|tests failed' "$logs/ctest.log" | tail -1)"
