@@ -1,0 +1,152 @@
+// Every cuDNN convolution algorithm, not only the one cudnnFind ranks first, against the CPU.
+// nnlab picks the fastest algorithm that cuDNN's timing ranks first (conv2d_cuda.cu), and that
+// ranking moves with the load on the machine: an algorithm that is wrong on some geometry would
+// show only in the runs where it happens to win. So each algorithm cuDNN accepts for a geometry
+// is run here in strict float32 (CUDNN_FMA_MATH), and all of them must agree with the CPU.
+#include <cudnn.h>
+
+#include <cmath>
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "devices/cuda/cuda_backend.h"
+#include "gpu/gpu_support.h"
+
+using namespace nnlab;
+using namespace nnlab::gputest;
+
+namespace {
+
+#define CUDNN_REQUIRE(call) REQUIRE((call) == CUDNN_STATUS_SUCCESS)
+
+Conv2dGeometry geometry(int64_t n, int64_t c, int64_t h, int64_t w, int64_t k, int64_t r, int64_t pad) {
+  return {n, c, h, w, k, r, r, 1, 1, pad, pad, h + 2 * pad - r + 1, w + 2 * pad - r + 1};
+}
+
+// cuDNN's descriptors for one geometry (NCHW float32, cross-correlation, strict FMA math).
+struct Descriptors {
+  cudnnHandle_t handle{};
+  cudnnTensorDescriptor_t x{}, y{};
+  cudnnFilterDescriptor_t w{};
+  cudnnConvolutionDescriptor_t conv{};
+  explicit Descriptors(const Conv2dGeometry& g) {
+    CUDNN_REQUIRE(cudnnCreate(&handle));
+    CUDNN_REQUIRE(cudnnCreateTensorDescriptor(&x));
+    CUDNN_REQUIRE(cudnnCreateTensorDescriptor(&y));
+    CUDNN_REQUIRE(cudnnCreateFilterDescriptor(&w));
+    CUDNN_REQUIRE(cudnnCreateConvolutionDescriptor(&conv));
+    const auto i = [](int64_t v) { return static_cast<int>(v); };
+    CUDNN_REQUIRE(cudnnSetTensor4dDescriptor(x, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, i(g.n), i(g.c), i(g.h), i(g.w)));
+    CUDNN_REQUIRE(cudnnSetTensor4dDescriptor(y, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, i(g.n), i(g.k), i(g.p), i(g.q)));
+    CUDNN_REQUIRE(cudnnSetFilter4dDescriptor(w, CUDNN_DATA_FLOAT, CUDNN_TENSOR_NCHW, i(g.k), i(g.c), i(g.r), i(g.s)));
+    CUDNN_REQUIRE(cudnnSetConvolution2dDescriptor(conv, i(g.pad_h), i(g.pad_w), i(g.stride_h), i(g.stride_w), 1, 1,
+                                                  CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT));
+    CUDNN_REQUIRE(cudnnSetConvolutionMathType(conv, CUDNN_FMA_MATH));
+  }
+  ~Descriptors() {
+    cudnnDestroyConvolutionDescriptor(conv);
+    cudnnDestroyFilterDescriptor(w);
+    cudnnDestroyTensorDescriptor(y);
+    cudnnDestroyTensorDescriptor(x);
+    cudnnDestroy(handle);
+  }
+  Descriptors(const Descriptors&) = delete;
+  Descriptors& operator=(const Descriptors&) = delete;
+};
+
+// Device scratch of at least `bytes` (cuDNN's handle runs on the default stream, so the caller
+// synchronises the device around each call).
+Tensor workspace(size_t bytes) {
+  return Tensor::empty({static_cast<int64_t>(bytes / sizeof(float) + 1)}, DType::Float32, Device::cuda(0));
+}
+
+// The worst |got − want| / (atol + rtol·|want|) over all elements (≤ 1 passes; NaN fails), printed
+// per algorithm so one run shows them all, then checked without stopping the sweep.
+void check_close(const Tensor& got, const Tensor& want, double rtol, double atol, const std::string& what) {
+  const std::vector<double> g = got.to_vector<double>(), w = want.to_vector<double>();
+  double worst = 0.0;
+  for (size_t i = 0; i < g.size(); ++i) {
+    const double excess = std::fabs(g[i] - w[i]) / (atol + rtol * std::fabs(w[i]));
+    if (!(excess <= worst)) worst = std::isnan(excess) ? INFINITY : excess;
+  }
+  std::printf("cuDNN %s: %.3g of the tolerance\n", what.c_str(), worst);
+  INFO(what << ": worst element at " << worst << "× the tolerance rtol " << rtol << " atol " << atol);
+  CHECK(worst <= 1.0);
+}
+
+std::string describe(const Conv2dGeometry& g) {
+  return "x(" + std::to_string(g.n) + "," + std::to_string(g.c) + "," + std::to_string(g.h) + "," +
+         std::to_string(g.w) + ") w(" + std::to_string(g.k) + "," + std::to_string(g.r) + "," + std::to_string(g.s) +
+         ") pad " + std::to_string(g.pad_h);
+}
+
+}  // namespace
+
+TEST_CASE("gpu: every cuDNN convolution algorithm cuDNN accepts agrees with the CPU", "[gpu][conv2d][cudnn]") {
+  // The parity test's shapes (the 5 × 5 one failed there once) and the zoo's convolutions.
+  for (const Conv2dGeometry& g : {geometry(1, 1, 28, 28, 8, 5, 0), geometry(2, 3, 8, 8, 4, 3, 1),
+                                  geometry(16, 1, 28, 28, 32, 3, 1), geometry(16, 32, 14, 14, 64, 3, 1),
+                                  geometry(16, 1, 28, 28, 6, 5, 2), geometry(16, 6, 14, 14, 16, 5, 0)}) {
+    const double atol_data = 1e-6 * static_cast<double>(g.k * g.r * g.s) + 1e-6;
+    const double atol_out = 1e-6 * static_cast<double>(g.c * g.r * g.s) + 1e-6;
+    const double atol_filter = 1e-6 * static_cast<double>(g.n * g.p * g.q) + 1e-6;
+    const Tensor x = fresh_tensor({g.n, g.c, g.h, g.w}), w = fresh_tensor({g.k, g.c, g.r, g.s});
+    const Tensor dy = fresh_tensor({g.n, g.k, g.p, g.q});
+    Tensor y = Tensor::empty({g.n, g.k, g.p, g.q}), dx = Tensor::empty({g.n, g.c, g.h, g.w});
+    Tensor dw = Tensor::empty({g.k, g.c, g.r, g.s});
+    cpu().conv2d_forward(g, x, w, nullptr, y);
+    cpu().conv2d_backward_data(g, dy, w, dx);
+    cpu().conv2d_backward_filter(g, dy, x, dw);
+    const Tensor gx = on_gpu(x), gw = on_gpu(w), gdy = on_gpu(dy);
+    Tensor out = Tensor::empty(y.shape(), DType::Float32, Device::cuda(0));
+    Tensor out_dx = Tensor::empty(dx.shape(), DType::Float32, Device::cuda(0));
+    Tensor out_dw = Tensor::empty(dw.shape(), DType::Float32, Device::cuda(0));
+    Descriptors d(g);
+    REQUIRE(cudaDeviceSynchronize() == cudaSuccess);  // the uploads, on the backend's stream
+    const float one = 1.0f, zero = 0.0f;
+    int tried = 0;
+    for (int a = 0; a < CUDNN_CONVOLUTION_FWD_ALGO_COUNT; ++a) {
+      const auto algo = static_cast<cudnnConvolutionFwdAlgo_t>(a);
+      size_t bytes = 0;
+      if (cudnnGetConvolutionForwardWorkspaceSize(d.handle, d.x, d.w, d.conv, d.y, algo, &bytes) != CUDNN_STATUS_SUCCESS)
+        continue;
+      Tensor ws = workspace(bytes);
+      if (cudnnConvolutionForward(d.handle, &one, d.x, gx.raw_data(), d.w, gw.raw_data(), d.conv, algo, ws.raw_data(),
+                                  bytes, &zero, d.y, out.raw_data()) != CUDNN_STATUS_SUCCESS)
+        continue;
+      REQUIRE(cudaDeviceSynchronize() == cudaSuccess);
+      check_close(out, y, 1e-5, atol_out, describe(g) + " forward algo " + std::to_string(a));
+      ++tried;
+    }
+    for (int a = 0; a < CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT; ++a) {
+      const auto algo = static_cast<cudnnConvolutionBwdDataAlgo_t>(a);
+      size_t bytes = 0;
+      if (cudnnGetConvolutionBackwardDataWorkspaceSize(d.handle, d.w, d.y, d.conv, d.x, algo, &bytes) !=
+          CUDNN_STATUS_SUCCESS)
+        continue;
+      Tensor ws = workspace(bytes);
+      if (cudnnConvolutionBackwardData(d.handle, &one, d.w, gw.raw_data(), d.y, gdy.raw_data(), d.conv, algo,
+                                       ws.raw_data(), bytes, &zero, d.x, out_dx.raw_data()) != CUDNN_STATUS_SUCCESS)
+        continue;
+      REQUIRE(cudaDeviceSynchronize() == cudaSuccess);
+      check_close(out_dx, dx, 1e-5, atol_data, describe(g) + " backward data algo " + std::to_string(a));
+      ++tried;
+    }
+    for (int a = 0; a < CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT; ++a) {
+      const auto algo = static_cast<cudnnConvolutionBwdFilterAlgo_t>(a);
+      size_t bytes = 0;
+      if (cudnnGetConvolutionBackwardFilterWorkspaceSize(d.handle, d.x, d.y, d.conv, d.w, algo, &bytes) !=
+          CUDNN_STATUS_SUCCESS)
+        continue;
+      Tensor ws = workspace(bytes);
+      if (cudnnConvolutionBackwardFilter(d.handle, &one, d.x, gx.raw_data(), d.y, gdy.raw_data(), d.conv, algo,
+                                         ws.raw_data(), bytes, &zero, d.w, out_dw.raw_data()) != CUDNN_STATUS_SUCCESS)
+        continue;
+      REQUIRE(cudaDeviceSynchronize() == cudaSuccess);
+      check_close(out_dw, dw, 1e-5, atol_filter, describe(g) + " backward filter algo " + std::to_string(a));
+      ++tried;
+    }
+    CHECK(tried >= 3);  // at least one algorithm per direction ran
+  }
+}
