@@ -2,7 +2,9 @@
 // nnlab picks the fastest algorithm that cuDNN's timing ranks first (conv2d_cuda.cu), and that
 // ranking moves with the load on the machine: an algorithm that is wrong on some geometry would
 // show only in the runs where it happens to win. So each algorithm cuDNN accepts for a geometry
-// is run here in strict float32 (CUDNN_FMA_MATH), and all of them must agree with the CPU.
+// is run here in strict float32 (CUDNN_FMA_MATH), and all that nnlab may pick must agree with
+// the CPU; those it never picks (cuda::is_inaccurate: the non-fused Winograds, found by this
+// test on an H100) are run and their error printed, unchecked.
 #include <cudnn.h>
 
 #include <cmath>
@@ -10,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "devices/cuda/conv2d_algorithm_pick.h"
 #include "devices/cuda/cuda_backend.h"
 #include "gpu/gpu_support.h"
 
@@ -63,14 +66,16 @@ Tensor workspace(size_t bytes) {
 
 // The worst |got − want| / (atol + rtol·|want|) over all elements (≤ 1 passes; NaN fails), printed
 // per algorithm so one run shows them all, then checked without stopping the sweep.
-void check_close(const Tensor& got, const Tensor& want, double rtol, double atol, const std::string& what) {
+void check_close(const Tensor& got, const Tensor& want, double rtol, double atol, const std::string& what,
+                 bool excluded) {
   const std::vector<double> g = got.to_vector<double>(), w = want.to_vector<double>();
   double worst = 0.0;
   for (size_t i = 0; i < g.size(); ++i) {
     const double excess = std::fabs(g[i] - w[i]) / (atol + rtol * std::fabs(w[i]));
     if (!(excess <= worst)) worst = std::isnan(excess) ? INFINITY : excess;
   }
-  std::printf("cuDNN %s: %.3g of the tolerance\n", what.c_str(), worst);
+  std::printf("cuDNN %s: %.3g of the tolerance%s\n", what.c_str(), worst, excluded ? " (never picked)" : "");
+  if (excluded) return;
   INFO(what << ": worst element at " << worst << "× the tolerance rtol " << rtol << " atol " << atol);
   CHECK(worst <= 1.0);
 }
@@ -116,7 +121,8 @@ TEST_CASE("gpu: every cuDNN convolution algorithm cuDNN accepts agrees with the 
                                   bytes, &zero, d.y, out.raw_data()) != CUDNN_STATUS_SUCCESS)
         continue;
       REQUIRE(cudaDeviceSynchronize() == cudaSuccess);
-      check_close(out, y, 1e-5, atol_out, describe(g) + " forward algo " + std::to_string(a));
+      check_close(out, y, 1e-5, atol_out, describe(g) + " forward algo " + std::to_string(a),
+                  cuda::is_inaccurate(algo));
       ++tried;
     }
     for (int a = 0; a < CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT; ++a) {
@@ -130,7 +136,8 @@ TEST_CASE("gpu: every cuDNN convolution algorithm cuDNN accepts agrees with the 
                                        ws.raw_data(), bytes, &zero, d.x, out_dx.raw_data()) != CUDNN_STATUS_SUCCESS)
         continue;
       REQUIRE(cudaDeviceSynchronize() == cudaSuccess);
-      check_close(out_dx, dx, 1e-5, atol_data, describe(g) + " backward data algo " + std::to_string(a));
+      check_close(out_dx, dx, 1e-5, atol_data, describe(g) + " backward data algo " + std::to_string(a),
+                  cuda::is_inaccurate(algo));
       ++tried;
     }
     for (int a = 0; a < CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT; ++a) {
@@ -144,7 +151,8 @@ TEST_CASE("gpu: every cuDNN convolution algorithm cuDNN accepts agrees with the 
                                          ws.raw_data(), bytes, &zero, d.w, out_dw.raw_data()) != CUDNN_STATUS_SUCCESS)
         continue;
       REQUIRE(cudaDeviceSynchronize() == cudaSuccess);
-      check_close(out_dw, dw, 1e-5, atol_filter, describe(g) + " backward filter algo " + std::to_string(a));
+      check_close(out_dw, dw, 1e-5, atol_filter, describe(g) + " backward filter algo " + std::to_string(a),
+                  cuda::is_inaccurate(algo));
       ++tried;
     }
     CHECK(tried >= 3);  // at least one algorithm per direction ran

@@ -46,6 +46,13 @@ TEST_CASE("gpu: the cuDNN algorithm pick honours status, workspace, math mode an
   // Deterministic: no Winograd, nothing non-deterministic.
   CHECK(cuda::pick_algorithm(results.data(), n, 1 << 20, false, true, "forward", g).algo ==
         CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_GEMM);
+  // The non-fused Winograd is never picked, however fast (it missed float32 parity on an H100).
+  const std::vector<cudnnConvolutionFwdAlgoPerf_t> winograd_first = {
+      perf(CUDNN_CONVOLUTION_FWD_ALGO_WINOGRAD_NONFUSED, CUDNN_STATUS_SUCCESS, 0, CUDNN_DETERMINISTIC, CUDNN_FMA_MATH),
+      perf(CUDNN_CONVOLUTION_FWD_ALGO_GEMM, CUDNN_STATUS_SUCCESS, 0, CUDNN_DETERMINISTIC, CUDNN_FMA_MATH)};
+  for (bool tf32 : {false, true})
+    CHECK(cuda::pick_algorithm(winograd_first.data(), 2, 1 << 20, tf32, false, "forward", g).algo ==
+          CUDNN_CONVOLUTION_FWD_ALGO_GEMM);
   // Nothing qualifies: one message naming the direction and the geometry.
   CHECK_THROWS_WITH(cuda::pick_algorithm(results.data(), 3, 1 << 20, false, true, "forward", g),
                     Catch::Contains("conv2d forward on CUDA") && Catch::Contains("x (2, 3, 8, 8)"));
