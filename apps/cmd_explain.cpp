@@ -325,6 +325,16 @@ void print_totals(const DeviceExplain& d) {
   // the split is not shown.
   if (!d.cpu) return;
   const double outside = d.plain_step_seconds - d.kernel_seconds;
+  // The two medians come from different steps; where the kernels alone took longer than a whole
+  // step (seen on a 16-core VM, OpenBLAS's threads and ours contending), the difference means
+  // nothing, and a negative share would mislead.
+  if (outside < 0) {
+    std::printf("%s: outside the kernels: not measurable here: the kernels took %.3f ms in steps timed one call at "
+                "a time, more than a whole plain step (%.3f ms); the machine's timings vary too much between "
+                "steps (contending threads?); try --threads with fewer threads\n",
+                d.label.c_str(), d.kernel_seconds * 1e3, d.plain_step_seconds * 1e3);
+    return;
+  }
   std::printf("%s: outside the kernels: a step takes %.3f ms, its kernels %.3f ms (medians of 21 steps without "
               "explain's hooks); the other %.3f ms (%.1f%%) are graph building, allocation, dispatch, and the "
               "untimed fills and copies\n",

@@ -50,7 +50,7 @@ locate_library() {  # name header library-stem
   [[ -z "$inc" ]] && { say "$name: $header not found"; return; }
   inc=$(dirname "$inc")
   lib=$(find "$(dirname "$inc")" -name "lib${stem}.so*" 2>/dev/null | sort | head -1)
-  [[ -z "$lib" ]] && { say "$name: $header in $inc but no lib${stem}.so beside it"; return; }
+  [[ -z "$lib" ]] && { say "$name: $header in $inc; the library is left to CMake's own search"; return; }
   say "$name: $inc, $lib"
   extra+=("-D${name}_INCLUDE_DIR=$inc" "-D${name}_LIBRARY=$lib")
   export LD_LIBRARY_PATH="$(dirname "$lib"):$LD_LIBRARY_PATH"

@@ -25,7 +25,7 @@ inline bool is_winograd_or_fft(cudnnConvolutionBwdFilterAlgo_t a) {
 }
 
 // cuDNN's non-fused Winograd algorithms are never picked: on an H100 with cuDNN 9.14 they missed
-// the CPU's float32 result by 10–675× the parity tolerance on 5 × 5 filters, in all three
+// the CPU's float32 result by 8–675× the parity tolerance on 5 × 5 filters, in all three
 // directions (up to 2% of an output), and by 2× on a 3 × 3 forward (the sweep in
 // tests/gpu/test_gpu_cudnn_algorithms.cpp); the fused Winograd and the FFTs stayed within it.
 inline bool is_inaccurate(cudnnConvolutionFwdAlgo_t a) { return a == CUDNN_CONVOLUTION_FWD_ALGO_WINOGRAD_NONFUSED; }
