@@ -116,8 +116,8 @@ fi
 san_rc=0
 if [[ "${SANITIZE:-1}" != 0 ]]; then
   # API errors are not reported: nnlab checks every CUDA return itself, and the run holds
-  # deliberate ones (the allocator's out-of-memory test) and cuBLAS's and cuDNN's own probes
-  # (cudaFuncGetAttributes on kernels without an sm_90 image), which are not faults.
+  # deliberate ones (the allocator's out-of-memory test) and the libraries' own calls of
+  # cudaFuncGetAttributes answered "no kernel image" (nnlab makes none), which are not faults.
   for tool in memcheck racecheck; do
     timeout "${SANITIZER_SECONDS:-150}" compute-sanitizer --tool "$tool" --report-api-errors no --error-exitcode 99 \
       "$build/tests/nnlab_gpu_tests" "~[explain]~[training]" >"$logs/sanitizer-$tool.log" 2>&1
