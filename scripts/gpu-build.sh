@@ -4,7 +4,7 @@
 # beforehand by scripts/gpu-deps.sh; they are unpacked into a private prefix with dpkg -x.
 #
 #     scripts/gpu-build.sh            # build, ctest, compute-sanitizer over the GPU tests
-#     . build-gpu/env.sh              # then: the library path for build-gpu/nnlab (cuDNN, NCCL, OpenBLAS)
+#     . build-gpu/env.sh              # then: the library path for build-gpu/nnlab (OpenBLAS, CUDA)
 # Environment: PREFIX (default /tmp/nnlab-prefix), BUILD (default build-gpu), JOBS (16),
 #              ARCH (CMAKE_CUDA_ARCHITECTURES, default 90), SANITIZE=0 to skip the sanitizer,
 #              OUT (if set, logs are written there as well), TESTS=0 to build only (benchmarks).
@@ -38,27 +38,7 @@ export LD_LIBRARY_PATH="$prefix/usr/lib/x86_64-linux-gnu/openblas-openmp:$prefix
 export PATH="/usr/local/cuda/bin:$PATH"
 say "nvcc: $(nvcc --version 2>/dev/null | tail -1); GPU: $(nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>/dev/null)"
 
-# cuDNN and NCCL: in the CUDA toolkit where it has them, else where a Python wheel put them
-# (nvidia-cudnn-cu13, nvidia-nccl-cu13: <site-packages>/nvidia/{cudnn,nccl}/{include,lib}, whose
-# libraries carry only the versioned name, libcudnn.so.9). Found ones are named to CMake and
-# their folder joins the loader's path.
-extra=()
-locate_library() {  # name header library-stem
-  local name=$1 header=$2 stem=$3 inc lib
-  [[ -f /usr/local/cuda/include/$header ]] && { say "$name: in the CUDA toolkit"; return; }
-  inc=$(find /usr /opt -name "$header" -path '*include*' 2>/dev/null | head -1)
-  [[ -z "$inc" ]] && { say "$name: $header not found"; return; }
-  inc=$(dirname "$inc")
-  lib=$(find "$(dirname "$inc")" -name "lib${stem}.so*" 2>/dev/null | sort | head -1)
-  [[ -z "$lib" ]] && { say "$name: $header in $inc; the library is left to CMake's own search"; return; }
-  say "$name: $inc, $lib"
-  extra+=("-D${name}_INCLUDE_DIR=$inc" "-D${name}_LIBRARY=$lib")
-  export LD_LIBRARY_PATH="$(dirname "$lib"):$LD_LIBRARY_PATH"
-}
-locate_library CUDNN cudnn.h cudnn
-locate_library NCCL nccl.h nccl
-
-cmake -S . -B "$build" -DNNLAB_DEPS_PREFIX="$prefix" -DCMAKE_CUDA_ARCHITECTURES="$arch" "${extra[@]}" \
+cmake -S . -B "$build" -DNNLAB_DEPS_PREFIX="$prefix" -DCMAKE_CUDA_ARCHITECTURES="$arch" \
   -DCMAKE_BUILD_TYPE=Release >"$logs/configure.log" 2>&1 || { say "configure failed, see $logs/configure.log"; tail -30 "$logs/configure.log"; exit 1; }
 say "configured $build (CUDA architectures $arch)"
 # For later commands on the same machine (benchmarks): source $build/env.sh first.

@@ -52,22 +52,34 @@ struct TempDir {
   std::string operator/(const std::string& name) const { return (path / name).string(); }
 };
 
+// The largest |got − want| / (atol + rtol·|want|) of equal-length vectors and where it is
+// (≤ 1 is within the tolerance; NaN on one side only counts as infinite).
+struct Excess {
+  double worst = 0.0;
+  size_t at = 0;
+};
+inline Excess worst_excess(const std::vector<double>& got, const std::vector<double>& want, double rtol, double atol) {
+  Excess e;
+  for (size_t i = 0; i < got.size(); ++i) {
+    if (got[i] == want[i] || (std::isnan(want[i]) && std::isnan(got[i]))) continue;
+    const double excess = std::fabs(got[i] - want[i]) / (atol + rtol * std::fabs(want[i]));
+    if (!(excess <= e.worst)) {  // also catches NaN on one side only
+      e.worst = std::isnan(excess) ? INFINITY : excess;
+      e.at = i;
+    }
+  }
+  return e;
+}
+
 // Every element satisfies |got − want| ≤ atol + rtol·|want|; NaN only where want has NaN.
 // Exact equality always passes, so rtol = atol = 0 asks for identical values.
 inline void require_allclose(const std::vector<double>& got, const std::vector<double>& want, double rtol, double atol,
                              const std::string& what) {
   INFO(what << ": " << got.size() << " elements, expected " << want.size());
   REQUIRE(got.size() == want.size());
-  double worst = 0.0;
-  size_t worst_at = 0;
-  for (size_t i = 0; i < got.size(); ++i) {
-    if (got[i] == want[i] || (std::isnan(want[i]) && std::isnan(got[i]))) continue;
-    const double excess = std::fabs(got[i] - want[i]) / (atol + rtol * std::fabs(want[i]));
-    if (!(excess <= worst)) {  // also catches NaN on one side only
-      worst = std::isnan(excess) ? INFINITY : excess;
-      worst_at = i;
-    }
-  }
+  const Excess excess = worst_excess(got, want, rtol, atol);
+  const double worst = excess.worst;
+  const size_t worst_at = excess.at;
   INFO(what << ": worst element " << worst_at << " of " << got.size() << ": got "
             << (got.empty() ? 0 : got[worst_at]) << ", want " << (want.empty() ? 0 : want[worst_at]) << " ("
             << worst << "× the tolerance rtol " << rtol << " atol " << atol << ")");
