@@ -57,10 +57,15 @@ struct Descriptors {
   Descriptors& operator=(const Descriptors&) = delete;
 };
 
-// Device scratch of at least `bytes` (cuDNN's handle runs on the default stream, so the caller
-// synchronises the device around each call).
+// Device scratch of at least `bytes`, ready for a call on another stream. The backend's
+// caching allocator hands blocks out in its own stream's order (under AddressSanitizer it
+// queues the block's unpoisoning there), while this test's cuDNN handle runs on the default
+// stream: without the synchronisation the call could reach the block first (the simulator's
+// ASan job caught exactly that race). The caller synchronises again after each call.
 Tensor workspace(size_t bytes) {
-  return Tensor::empty({static_cast<int64_t>(bytes / sizeof(float) + 1)}, DType::Float32, Device::cuda(0));
+  Tensor ws = Tensor::empty({static_cast<int64_t>(bytes / sizeof(float) + 1)}, DType::Float32, Device::cuda(0));
+  REQUIRE(cudaDeviceSynchronize() == cudaSuccess);
+  return ws;
 }
 
 std::string describe(const Conv2dGeometry& g) {
