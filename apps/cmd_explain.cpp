@@ -273,13 +273,13 @@ DeviceExplain explain_on(const RunVariant& v, const ModelFile& info, int64_t bat
 }
 
 void print_explain(const std::vector<DeviceExplain>& runs) {
-  std::printf("%-3s %-4s %-9s %-13s %s%9s %9s", "#", "dir", "layer", "op", pad("shapes", 48).c_str(), "MFLOP", "MB");
+  std::printf("%-3s %-4s %-11s %-13s %s%9s %9s", "#", "dir", "layer", "op", pad("shapes", 48).c_str(), "MFLOP", "MB");
   for (const DeviceExplain& d : runs) std::printf(" %14s", (d.label + " ms").c_str());
   std::printf("\n");
   const std::vector<OpRecord>& ref = runs[0].ops;
   for (size_t i = 0; i < ref.size(); ++i) {
     const OpRecord& r = ref[i];
-    std::printf("%-3zu %-4s %-9s %-13s %s%9.2f %9.2f", i + 1, r.phase.c_str(), r.layer.c_str(), r.op.c_str(),
+    std::printf("%-3zu %-4s %-11s %-13s %s%9.2f %9.2f", i + 1, r.phase.c_str(), r.layer.c_str(), r.op.c_str(),
                 pad(r.shapes, 48).c_str(), r.flops / 1e6, r.bytes / 1e6);
     for (const DeviceExplain& d : runs)
       if (i < d.ops.size()) std::printf(" %14.3f", d.ops[i].seconds * 1e3);
@@ -293,7 +293,7 @@ void print_explain(const std::vector<DeviceExplain>& runs) {
 }
 
 void print_totals(const DeviceExplain& d) {
-  std::printf("\n%s: totals per layer\n  %-10s %10s %10s %10s %9s\n", d.label.c_str(), "layer", "MFLOP", "MB", "ms",
+  std::printf("\n%s: totals per layer\n  %-11s %10s %10s %10s %9s\n", d.label.c_str(), "layer", "MFLOP", "MB", "ms",
               "GFLOP/s");
   std::vector<std::string> order;
   std::map<std::string, OpRecord> layers, families;
@@ -309,7 +309,7 @@ void print_totals(const DeviceExplain& d) {
   }
   for (const std::string& name : order) {
     const OpRecord& l = layers[name];
-    std::printf("  %-10s %10.2f %10.2f %10.3f %9.2f\n", name.c_str(), l.flops / 1e6, l.bytes / 1e6, l.seconds * 1e3,
+    std::printf("  %-11s %10.2f %10.2f %10.3f %9.2f\n", name.c_str(), l.flops / 1e6, l.bytes / 1e6, l.seconds * 1e3,
                 l.seconds > 0 ? l.flops / l.seconds / 1e9 : 0.0);
   }
   std::printf("%s: share of time per op family\n", d.label.c_str());

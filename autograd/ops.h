@@ -68,6 +68,11 @@ inline Tensor conv2d(const Tensor& x, const Tensor& w, const Tensor& b, int64_t 
 // PyTorch's semantics: stride 0 means stride = kernel; padding ≤ kernel / 2; padded cells
 // never win a max and count as zeros in an average (count_include_pad=True).
 Tensor max_pool2d(const Tensor& x, int64_t kernel, int64_t stride = 0, int64_t padding = 0);
+// relu(max_pool2d(x)) as one op: one pass over x forward and one over dx backward, where the
+// pair takes two each (Sequential runs every ReLU next to a max-pool this way). The same
+// values and gradients bit for bit: max and relu commute, and the fused kernel records "no
+// winner" for a window the ReLU zeroes (Pool2dGeometry::relu).
+Tensor max_pool2d_relu(const Tensor& x, int64_t kernel, int64_t stride = 0, int64_t padding = 0);
 Tensor avg_pool2d(const Tensor& x, int64_t kernel, int64_t stride = 0, int64_t padding = 0);
 // x: (n, c, h, w) -> (n, c, 1, 1), the mean of each plane (global average pooling).
 Tensor adaptive_avg_pool2d_1x1(const Tensor& x);

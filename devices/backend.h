@@ -38,10 +38,15 @@ struct Conv2dGeometry {
 };
 
 // Pooling window geometry. x: (n, c, h, w)  y: (n, c, p, q)
+// relu (max-pool only): a ReLU after the pool, fused into it: y = max(window) if that is
+// > 0, else 0 (NaN included, as relu), and such a window records argmax −1, no winner, so
+// the backward gives none of its cells a gradient. That is exactly relu(maxpool(x)) and its
+// gradient, in one pass instead of two, forward and backward.
 struct Pool2dGeometry {
   int64_t n, c, h, w;
   int64_t kernel_h, kernel_w, stride_h, stride_w, pad_h, pad_w;
   int64_t p, q;
+  bool relu = false;
 };
 
 struct SgdParams {
@@ -174,6 +179,7 @@ class Backend : public DeviceMemory {
 
   // ---- pooling (pool2d_cpu.cpp / pool2d_cuda.cu) ---------------------------------------
   // x: (n, c, h, w)  y: (n, c, p, q)  argmax: int32 (n, c, p, q), flat index into the h×w plane
+  // (−1: no winner, a window the fused ReLU zeroed, see Pool2dGeometry::relu)
   virtual void maxpool2d_forward(const Pool2dGeometry& g, const Tensor& x, Tensor& y, Tensor& argmax);
   virtual void maxpool2d_backward(const Pool2dGeometry& g, const Tensor& dy, const Tensor& argmax, Tensor& dx);
   // Average over the window including padding (PyTorch's count_include_pad=True).

@@ -20,6 +20,21 @@ class MaxPool2d : public Module {
   Tensor forward(const Tensor& x) override;
   // "MaxPool2d(kernel_size=2, stride=2, padding=0)"
   std::string describe() const override;
+  const Pool2dOptions& options() const { return options_; }
+
+ private:
+  Pool2dOptions options_;
+};
+
+// A MaxPool2d and the ReLU next to it as one op (max_pool2d_relu): what Sequential runs for
+// either order of the pair, since relu(maxpool(x)) = maxpool(relu(x)). Not a layer of the
+// model file: it has no parameters, and the model keeps the two layers it was built from.
+class MaxPool2dReLU : public Module {
+ public:
+  explicit MaxPool2dReLU(const MaxPool2d& pool) : options_(pool.options()) {}
+  Tensor forward(const Tensor& x) override;
+  // "MaxPool2d(kernel_size=2, stride=2, padding=0) + ReLU()"
+  std::string describe() const override;
 
  private:
   Pool2dOptions options_;

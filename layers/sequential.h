@@ -11,15 +11,19 @@ class Sequential : public Module {
 
   Sequential& add(const std::string& name, std::shared_ptr<Module> layer);
   Tensor forward(const Tensor& x) override;
-  // The children in the order forward() runs them: the order added, except that a ReLU
-  // directly followed by a MaxPool2d runs after it. max is monotonic, so
+  // What forward() runs: the children in the order added, except that a MaxPool2d and a ReLU
+  // next to each other (either order) run as one MaxPool2dReLU, named "pool1+relu1" after
+  // both. max is monotonic, so
   //   maxpool(relu(x)) = relu(maxpool(x))
-  // exactly, and the gradients are equal too (the same window winner receives dy, masked
-  // by the same sign test), but the ReLU then reads and writes a quarter of the data, forward
-  // and backward. `explain` and `--check-numerics` walk this order as well.
-  std::vector<Child> run_order() const;
+  // exactly, and the gradients are equal too (the same window winner receives dy, masked by
+  // the same sign test); the fused op makes one pass over the data where the pair made two,
+  // forward and backward. `explain` and `--check-numerics` walk this order as well.
+  const std::vector<Child>& run_order() const { return run_order_; }
   std::string describe() const override;
   size_t size() const { return children().size(); }
+
+ private:
+  std::vector<Child> run_order_;  // rebuilt by add()
 };
 
 }  // namespace nnlab

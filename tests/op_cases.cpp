@@ -33,10 +33,11 @@ std::vector<Tensor> draw_inputs(const OpCase& c, uint64_t seed, DType dtype) {
       for (int64_t k = 0; k < n; ++k) v[k] = static_cast<int32_t>(rs.below(static_cast<uint64_t>(k), in.classes));
       inputs.push_back(Tensor::from_vector(v, in.shape));
     } else if (in.tie_free) {
-      // A shuffled ramp: no two values closer than 0.01, centred on 0.
+      // A shuffled ramp: no two values closer than 0.01, centred on 0 but none nearer to it
+      // than 0.0025 (a ReLU's kink, where a finite difference would straddle it).
       const std::vector<int32_t> perm = nnlab::random_permutation(n, rs);
       std::vector<double> v(static_cast<size_t>(n));
-      for (int64_t k = 0; k < n; ++k) v[k] = 0.01 * perm[k] - 0.005 * static_cast<double>(n);
+      for (int64_t k = 0; k < n; ++k) v[k] = 0.01 * perm[k] - 0.005 * static_cast<double>(n) + 0.0025;
       inputs.push_back(Tensor::from_vector(v, in.shape).to(dtype));
     } else {
       Tensor t = Tensor::empty(in.shape, dtype);

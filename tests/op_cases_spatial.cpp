@@ -123,6 +123,24 @@ void add_pool(std::vector<OpCase>& cases) {
       c.parity = {1e-6, 1e-7};
       cases.push_back(c);
     }
+  // The fused max-pool + ReLU: relu of the same reference (inputs in [−1, 1], so about half the
+  // windows' max is negative and gives no gradient).
+  for (const Pool& pl : pools) {
+    OpCase c;
+    c.name = std::string("max_pool2d_relu ") + pl.name;
+    c.inputs = {{pl.x}};
+    c.inputs[0].tie_free = true;
+    c.run = [pl](const std::vector<Tensor>& t) { return nnlab::max_pool2d_relu(t[0], pl.kernel, pl.stride, pl.padding); };
+    c.reference = [pl](const HostInputs& in) {
+      const int64_t p = (pl.x[2] + 2 * pl.padding - pl.kernel) / pl.stride + 1;
+      const int64_t q = (pl.x[3] + 2 * pl.padding - pl.kernel) / pl.stride + 1;
+      std::vector<double> y = naive_pool2d(in[0], pl.x, pl.kernel, pl.stride, pl.padding, true);
+      for (double& v : y) v = v > 0 ? v : 0.0;
+      return Reference{{pl.x[0], pl.x[1], p, q}, y};
+    };
+    c.parity = {1e-6, 1e-7};
+    cases.push_back(c);
+  }
 
   OpCase gap;
   gap.name = "adaptive_avg_pool2d_1x1";

@@ -173,20 +173,23 @@ TEST_CASE("AVX2 and AVX-512 pooling agree exactly", "[cpu_isa][pool2d]") {
   // into the next plane (14, 10, 4, 2); a 3×3 average. Max-pooling selects, so both must agree
   // bit for bit, winners included.
   for (int64_t hw : {28, 14, 7, 37, 10, 4, 2}) {
-    INFO("plane " << hw << "×" << hw);
-    const int64_t n = 2, c = 3, out = hw / 2;
-    const Pool2dGeometry g{n, c, hw, hw, 2, 2, 2, 2, 0, 0, out, out};
-    const Tensor x = random({n, c, hw, hw}, 10), dy = random({n, c, out, out}, 11);
-    Tensor y2 = Tensor::empty({n, c, out, out}), y512 = Tensor::empty({n, c, out, out});
-    Tensor a2 = Tensor::empty({n, c, out, out}, DType::Int32), a512 = Tensor::empty({n, c, out, out}, DType::Int32);
-    cpu::avx2::maxpool2d_forward(g, x, y2, a2);
-    cpu::avx512::maxpool2d_forward(g, x, y512, a512);
-    CHECK(y2.to_vector<float>() == y512.to_vector<float>());
-    CHECK(a2.to_vector<int32_t>() == a512.to_vector<int32_t>());
-    Tensor dx2 = Tensor::empty({n, c, hw, hw}), dx512 = Tensor::empty({n, c, hw, hw});
-    cpu::avx2::maxpool2d_backward(g, dy, a2, dx2);
-    cpu::avx512::maxpool2d_backward(g, dy, a512, dx512);
-    CHECK(dx2.to_vector<float>() == dx512.to_vector<float>());
+    for (bool relu : {false, true}) {  // with the fused ReLU too (Pool2dGeometry::relu)
+      INFO("plane " << hw << "×" << hw << (relu ? ", fused ReLU" : ""));
+      const int64_t n = 2, c = 3, out = hw / 2;
+      Pool2dGeometry g{n, c, hw, hw, 2, 2, 2, 2, 0, 0, out, out};
+      g.relu = relu;
+      const Tensor x = random({n, c, hw, hw}, 10), dy = random({n, c, out, out}, 11);
+      Tensor y2 = Tensor::empty({n, c, out, out}), y512 = Tensor::empty({n, c, out, out});
+      Tensor a2 = Tensor::empty({n, c, out, out}, DType::Int32), a512 = Tensor::empty({n, c, out, out}, DType::Int32);
+      cpu::avx2::maxpool2d_forward(g, x, y2, a2);
+      cpu::avx512::maxpool2d_forward(g, x, y512, a512);
+      CHECK(y2.to_vector<float>() == y512.to_vector<float>());
+      CHECK(a2.to_vector<int32_t>() == a512.to_vector<int32_t>());
+      Tensor dx2 = Tensor::empty({n, c, hw, hw}), dx512 = Tensor::empty({n, c, hw, hw});
+      cpu::avx2::maxpool2d_backward(g, dy, a2, dx2);
+      cpu::avx512::maxpool2d_backward(g, dy, a512, dx512);
+      CHECK(dx2.to_vector<float>() == dx512.to_vector<float>());
+    }
   }
   const Pool2dGeometry g{2, 3, 9, 9, 3, 3, 2, 2, 1, 1, 5, 5};
   const Tensor x = random({2, 3, 9, 9}, 12);

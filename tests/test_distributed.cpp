@@ -246,7 +246,7 @@ TEST_CASE("distributed: explain under mpirun shows the all-reduce as a node with
   REQUIRE(r.exit_code == 0);
   CHECK(r.output.find("2 ranks on 1 host") != std::string::npos);
   // mlp: 235146 float parameters = 940584 bytes; a ring over 2 ranks sends 2·(2−1)/2 of them.
-  const size_t at = r.output.find("comm allreduce AllReduce     6 tensors, 1 bucket(s), 2 ranks");
+  const size_t at = r.output.find("comm allreduce   AllReduce     6 tensors, 1 bucket(s), 2 ranks");
   REQUIRE(at != std::string::npos);
   CHECK(r.output.substr(at, r.output.find('\n', at) - at).find(" 0.94 ") != std::string::npos);
   CHECK(r.output.find("nnlab explain: mlp") == r.output.rfind("nnlab explain: mlp"));  // rank 0 alone printed

@@ -195,28 +195,53 @@ TEST_CASE("pooling layers wrap the ops", "[pool2d][layers]") {
   CHECK(mp.parameter_count() == 0);
 }
 
-TEST_CASE("Sequential runs ReLU after a following max-pool, with the same outputs and gradients", "[pool2d][layers]") {
-  // relu(maxpool(x)) = maxpool(relu(x)) exactly, and the same window winner gets dy under the
-  // same sign test, so the reordered model must agree with the layers run one by one bit for
-  // bit — on float32 data with many ties (zeros and repeats), where tie rules would show.
-  Sequential model;
-  model.add("relu1", std::make_shared<ReLU>()).add("pool1", std::make_shared<MaxPool2d>(2));
-  model.add("relu2", std::make_shared<ReLU>()).add("pool2", std::make_shared<MaxPool2d>(3, 2, 1));
-  std::vector<std::string> order;
-  for (const auto& [name, layer] : model.run_order()) order.push_back(name);
-  CHECK(order == std::vector<std::string>{"pool1", "relu1", "pool2", "relu2"});
+namespace {
 
-  Tensor x = random_tensor({3, 4, 12, 10}, kSeed, 41, DType::Float32);
-  std::vector<float> values = x.to_vector<float>();
-  for (size_t i = 0; i < values.size(); i += 3) values[i] = i % 2 ? 0.0f : values[i / 2];  // ties
-  Tensor x_fused = Tensor::from_vector(values, x.shape()), x_plain = Tensor::from_vector(values, x.shape());
+// The model run as Sequential runs it (pairs fused) against its layers run one by one, bit
+// for bit, forward and backward, on data with many ties (zeros and repeats) and many
+// windows whose max is not positive, where tie rules and the ReLU's zero would show.
+void check_fused_pairs(Sequential& model, const Shape& shape, DType dtype) {
+  INFO("input " << shape[0] << "×" << shape[1] << "×" << shape[2] << "×" << shape[3] << " "
+                << (dtype == DType::Float32 ? "float32" : "float64"));
+  Tensor x = random_tensor(shape, kSeed, 41, DType::Float64);
+  std::vector<double> values = x.to_vector<double>();
+  for (size_t i = 0; i < values.size(); i += 3) values[i] = i % 2 ? 0.0 : values[i / 2];  // ties
+  Tensor x_fused = Tensor::from_vector(values, shape).to(dtype), x_plain = Tensor::from_vector(values, shape).to(dtype);
   x_fused.set_requires_grad(true), x_plain.set_requires_grad(true);
   Tensor y_fused = model.forward(x_fused);
   Tensor y_plain = x_plain;
   for (const auto& [name, layer] : model.children()) y_plain = layer->forward(y_plain);
-  REQUIRE(y_fused.to_vector<float>() == y_plain.to_vector<float>());
-  Tensor dy = random_tensor(y_fused.shape(), kSeed, 42, DType::Float32);
+  REQUIRE(y_fused.to_vector<double>() == y_plain.to_vector<double>());
+  Tensor dy = random_tensor(y_fused.shape(), kSeed, 42, dtype);
   y_fused.backward(dy);
   y_plain.backward(dy);
-  CHECK(x_fused.grad().to_vector<float>() == x_plain.grad().to_vector<float>());
+  CHECK(x_fused.grad().to_vector<double>() == x_plain.grad().to_vector<double>());
+}
+
+}  // namespace
+
+TEST_CASE("Sequential fuses a max-pool and the ReLU next to it, with the same outputs and gradients",
+          "[pool2d][layers]") {
+  // relu(maxpool(x)) = maxpool(relu(x)) exactly, and the same window winner gets dy under the
+  // same sign test, so the fused op (max_pool2d_relu) must agree with the layers run one by
+  // one, in either order of the pair, on every kernel path: 2×2 over short rows (several rows
+  // to a vector), rows of one vector, rows of two, odd planes, and a general 3×3 window.
+  Sequential model;
+  model.add("relu1", std::make_shared<ReLU>()).add("pool1", std::make_shared<MaxPool2d>(2));
+  model.add("pool2", std::make_shared<MaxPool2d>(3, 2, 1)).add("relu2", std::make_shared<ReLU>());
+  model.add("relu3", std::make_shared<ReLU>());
+  std::vector<std::string> order;
+  for (const auto& [name, layer] : model.run_order()) order.push_back(name);
+  CHECK(order == std::vector<std::string>{"pool1+relu1", "pool2+relu2", "relu3"});
+  CHECK(model.run_order()[0].second->describe() == "MaxPool2d(kernel_size=2, stride=2, padding=0) + ReLU()");
+  for (DType dtype : {DType::Float32, DType::Float64}) {
+    check_fused_pairs(model, {3, 4, 12, 10}, dtype);
+    check_fused_pairs(model, {2, 3, 28, 28}, dtype);
+    check_fused_pairs(model, {2, 2, 40, 34}, dtype);
+    check_fused_pairs(model, {2, 3, 9, 11}, dtype);
+  }
+  Sequential single;  // one pair, the pool first: the 2×2 paths alone
+  single.add("pool", std::make_shared<MaxPool2d>(2)).add("relu", std::make_shared<ReLU>());
+  for (const Shape& shape : {Shape{4, 16, 10, 10}, Shape{2, 5, 28, 28}, Shape{2, 3, 7, 7}, Shape{1, 2, 2, 2}})
+    check_fused_pairs(single, shape, DType::Float32);
 }

@@ -10,11 +10,12 @@ namespace nnlab {
 namespace {
 
 // y[i, j] = x[argmax[i, j]]   ->   dx[argmax[i, j]] += dy[i, j]   (0 elsewhere)
+// With the fused ReLU, y[i, j] = relu(max) and argmax is −1 where that is 0: no cell gets dy.
 class MaxPool2dBackward : public Node {
  public:
   MaxPool2dBackward(const Tensor& x, const Pool2dGeometry& g, const Tensor& argmax)
       : Node({x}), g_(g), argmax_(argmax) {}
-  std::string name() const override { return "MaxPool2dBackward"; }
+  std::string name() const override { return g_.relu ? "MaxPool2dReluBackward" : "MaxPool2dBackward"; }
   std::vector<Tensor> backward(const Tensor& dy) override {
     const Tensor& x = inputs()[0];
     Tensor dx = Tensor::empty(x.shape(), x.dtype(), x.device());
@@ -73,15 +74,24 @@ Tensor avg_pool_with(const Tensor& x, const Pool2dGeometry& g, const char* node_
   return y;
 }
 
-}  // namespace
-
-Tensor max_pool2d(const Tensor& x, int64_t kernel, int64_t stride, int64_t padding) {
-  const Pool2dGeometry g = pool_geometry("max_pool2d", x, kernel, stride, padding);
+Tensor max_pool_with(const Tensor& x, const Pool2dGeometry& g) {
   Tensor y = Tensor::empty({g.n, g.c, g.p, g.q}, x.dtype(), x.device());
   Tensor argmax = Tensor::empty({g.n, g.c, g.p, g.q}, DType::Int32, x.device());
   backend_for(x.device()).maxpool2d_forward(g, x, y, argmax);
   if (needs_graph({&x})) attach(y, std::make_shared<MaxPool2dBackward>(x, g, argmax));
   return y;
+}
+
+}  // namespace
+
+Tensor max_pool2d(const Tensor& x, int64_t kernel, int64_t stride, int64_t padding) {
+  return max_pool_with(x, pool_geometry("max_pool2d", x, kernel, stride, padding));
+}
+
+Tensor max_pool2d_relu(const Tensor& x, int64_t kernel, int64_t stride, int64_t padding) {
+  Pool2dGeometry g = pool_geometry("max_pool2d_relu", x, kernel, stride, padding);
+  g.relu = true;
+  return max_pool_with(x, g);
 }
 
 Tensor avg_pool2d(const Tensor& x, int64_t kernel, int64_t stride, int64_t padding) {

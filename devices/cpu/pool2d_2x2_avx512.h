@@ -33,6 +33,14 @@ inline void challenge(__m512 v, __m512i at, __m512& best, __m512i& best_at) {
   best_at = _mm512_mask_mov_epi32(best_at, take, at);
 }
 
+// The fused ReLU (Pool2dGeometry::relu) after the windows' max, as relu_of_window in
+// pool2d_cpu.cpp: 0 and no winner (−1) where the max is not positive or is a NaN.
+inline void relu_of_windows(__m512& best, __m512i& best_at) {
+  const __mmask16 keep = _mm512_cmp_ps_mask(best, _mm512_setzero_ps(), _CMP_GT_OQ);
+  best = _mm512_maskz_mov_ps(keep, best);
+  best_at = _mm512_mask_mov_epi32(_mm512_set1_epi32(-1), keep, best_at);
+}
+
 // One plane: x (h, w) → y, argmax (p, q), 16 outputs of a row at a time.
 void maxpool_2x2_plane(const Pool2dGeometry& g, const float* xp, float* yp, int32_t* ap) {
   const __m512i twice_lane = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
@@ -52,6 +60,7 @@ void maxpool_2x2_plane(const Pool2dGeometry& g, const float* xp, float* yp, int3
       challenge(top_right, _mm512_add_epi32(top_at, one), best, best_at);
       challenge(bottom_left, bottom_at, best, best_at);
       challenge(bottom_right, _mm512_add_epi32(bottom_at, one), best, best_at);
+      if (g.relu) relu_of_windows(best, best_at);
       _mm512_mask_storeu_ps(yp + i * g.q + j0, first_lanes(outputs), best);
       _mm512_mask_storeu_epi32(ap + i * g.q + j0, first_lanes(outputs), best_at);
     }
@@ -162,6 +171,7 @@ void maxpool_2x2_row_groups(const Pool2dGeometry& g, const float* x, float* y, i
     challenge(top_right, _mm512_add_epi32(top_at, one), best, best_at);
     challenge(bottom_left, bottom_at, best, best_at);
     challenge(bottom_right, _mm512_add_epi32(bottom_at, one), best, best_at);
+    if (g.relu) relu_of_windows(best, best_at);
     _mm512_mask_storeu_ps(y + r0 * g.q, first_lanes(count * g.q), best);
     _mm512_mask_storeu_epi32(arg + r0 * g.q, first_lanes(count * g.q), best_at);
   }

@@ -5,7 +5,9 @@
 //
 // Window of output (i, j): rows i·stride_h − pad_h ... + kernel_h − 1, clipped to [0, h)
 // (columns likewise). Padded cells are never read: they cannot win a max, and an average
-// counts them as zeros (count_include_pad=True, PyTorch's default).
+// counts them as zeros (count_include_pad=True, PyTorch's default). A max-pool with a fused
+// ReLU (Pool2dGeometry::relu) ends each window with relu_of_window: a window whose max is
+// not positive outputs 0 and records argmax −1, which no cell matches in the backward.
 //
 // Compiled once per instruction set (cpu_isa.h), into cpu::avx2 and cpu::avx512: the 2×2
 // max-pool has its own AVX-512 loops (pool2d_2x2_avx512.h); CpuBackend's pooling methods pick
@@ -67,6 +69,15 @@ int64_t rows_with_whole_groups(const Pool2dGeometry& g) {
   return fast;
 }
 
+// The fused ReLU after a window's max: relu(y) = y > 0 ? y : 0 (NaN → 0, as the ReLU op), and
+// no winner (−1) where it gave 0, so the gradient the ReLU would stop never reaches a cell.
+template <typename T>
+inline void relu_of_window(T& y, int32_t& arg) {
+  const bool keep = y > T(0);
+  y = keep ? y : T(0);
+  arg = keep ? arg : -1;
+}
+
 // x: (n, c, h, w)  y: (n, c, p, q)  argmax: int32 (n, c, p, q)
 // y[i, j] = max over the window; argmax = its flat index r·w + s in the plane. The first
 // maximum wins ties; a NaN wins over any number (as in PyTorch), so a NaN input shows in the
@@ -74,8 +85,8 @@ int64_t rows_with_whole_groups(const Pool2dGeometry& g) {
 // (below), written as selects instead of branches: after a ReLU many windows tie at zero,
 // which makes a branch unpredictable; selects cost the same whatever the data.
 template <typename T>
-inline void max_of_window(const T* top, const T* bottom, int32_t top_at, int32_t bottom_at, int32_t j, T& y,
-                          int32_t& arg) {
+inline void max_of_window(const T* top, const T* bottom, int32_t top_at, int32_t bottom_at, int32_t j, bool relu,
+                          T& y, int32_t& arg) {
   T best = top[2 * j];
   int32_t best_at = top_at + 2 * j;
   const T b = top[2 * j + 1], c = bottom[2 * j], d = bottom[2 * j + 1];
@@ -88,6 +99,7 @@ inline void max_of_window(const T* top, const T* bottom, int32_t top_at, int32_t
   const bool take_d = d > best || d != d;
   best = take_d ? d : best;
   best_at = take_d ? bottom_at + 2 * j + 1 : best_at;
+  if (relu) relu_of_window(best, best_at);
   y = best;
   arg = best_at;
 }
@@ -104,10 +116,11 @@ void maxpool_2x2_plane(const Pool2dGeometry& g, const T* xp, T* yp, int32_t* ap)
     if (i < fast) {
       for (int32_t j0 = 0; j0 < q_rounded; j0 += kLanes)
 #pragma omp simd
-        for (int32_t j = j0; j < j0 + kLanes; ++j) max_of_window(top, bottom, top_at, bottom_at, j, y[j], arg[j]);
+        for (int32_t j = j0; j < j0 + kLanes; ++j)
+          max_of_window(top, bottom, top_at, bottom_at, j, g.relu, y[j], arg[j]);
     } else {
       for (int32_t j = 0; j < static_cast<int32_t>(g.q); ++j)
-        max_of_window(top, bottom, top_at, bottom_at, j, y[j], arg[j]);
+        max_of_window(top, bottom, top_at, bottom_at, j, g.relu, y[j], arg[j]);
     }
   }
 }
@@ -172,25 +185,27 @@ void maxpool_forward_typed(const Pool2dGeometry& g, const Tensor& x, const Tenso
       for (int64_t j = 0; j < g.q; ++j) {
         const Window win = window_of(g, i, j);
         T best = -INFINITY;
-        int64_t best_at = win.h0 * g.w + win.w0;
+        int32_t best_at = static_cast<int32_t>(win.h0 * g.w + win.w0);
         for (int64_t r = win.h0; r < win.h1; ++r) {
           for (int64_t s = win.w0; s < win.w1; ++s) {
             const T v = xp[r * g.w + s];
             if (v > best || std::isnan(v)) {
               best = v;
-              best_at = r * g.w + s;
+              best_at = static_cast<int32_t>(r * g.w + s);
             }
           }
         }
+        if (g.relu) relu_of_window(best, best_at);
         yp[i * g.q + j] = best;
-        ap[i * g.q + j] = static_cast<int32_t>(best_at);
+        ap[i * g.q + j] = best_at;
       }
     }
   }
 }
 
 // dy: (n, c, p, q)  argmax: int32 (n, c, p, q)  dx: (n, c, h, w)
-// dx[argmax[i, j]] += dy[i, j]: only the winner of each window receives its gradient.
+// dx[argmax[i, j]] += dy[i, j]: only the winner of each window receives its gradient (none
+// where argmax is −1, a window the fused ReLU zeroed).
 template <typename T>
 void maxpool_backward_typed(const Pool2dGeometry& g, const Tensor& dy, const Tensor& a, const Tensor& dx) {
   const T* dy_data = static_cast<const T*>(dy.raw_data());
@@ -213,7 +228,8 @@ void maxpool_backward_typed(const Pool2dGeometry& g, const Tensor& dy, const Ten
     std::fill(dxp, dxp + g.h * g.w, T(0));
     const T* dyp = dy_data + pl * g.p * g.q;
     const int32_t* ap = a_data + pl * g.p * g.q;
-    for (int64_t o = 0; o < g.p * g.q; ++o) dxp[ap[o]] += dyp[o];
+    for (int64_t o = 0; o < g.p * g.q; ++o)
+      if (ap[o] >= 0) dxp[ap[o]] += dyp[o];
   }
 }
 

@@ -38,7 +38,8 @@ __device__ __forceinline__ void outputs_holding(int64_t r, int64_t stride, int64
 // ---- kernels ----------------------------------------------------------------------------
 
 // x: (n, c, h, w)  y, argmax: (n, c, p, q); one thread per output. First maximum wins ties;
-// a NaN wins over any number (as in PyTorch).
+// a NaN wins over any number (as in PyTorch). With the fused ReLU (g.relu) a window whose max
+// is not positive (or NaN) gives 0 and argmax −1: no cell of it receives a gradient.
 __global__ void maxpool2d_forward_kernel(Pool2dGeometry g, const float* x, float* y, int32_t* argmax, int64_t total) {
   NNLAB_GRID_STRIDE(o, total) {
     const int64_t plane = o / (g.p * g.q), i = (o / g.q) % g.p, j = o % g.q;
@@ -54,6 +55,10 @@ __global__ void maxpool2d_forward_kernel(Pool2dGeometry g, const float* x, float
           best_at = r * g.w + s;
         }
       }
+    }
+    if (g.relu && !(best > 0.0f)) {
+      best = 0.0f;
+      best_at = -1;
     }
     y[o] = best;
     argmax[o] = static_cast<int32_t>(best_at);

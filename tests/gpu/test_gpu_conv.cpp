@@ -72,17 +72,23 @@ TEST_CASE("gpu: max and average pooling match the CPU exactly", "[gpu][pool2d]")
       pool_geometry(4, 16, 10, 10, 2, 2, 2, 2, 0, 0)};  // lenet5's pool2: the CPU's rows-to-a-vector path
   for (const Pool2dGeometry& g : shapes) {
     const Shape xs{g.n, g.c, g.h, g.w}, ys{g.n, g.c, g.p, g.q};
-    // Few distinct values, so windows hold ties: both devices must pick the same (first) one.
-    Tensor x = fresh_tensor(xs, 0, 4).to(DType::Int32).to(DType::Float32), dy = fresh_tensor(ys);
+    // Few distinct values (−2 … 2), so windows hold ties: both devices must pick the same
+    // (first) one; with the fused ReLU, many windows' max is not positive (no winner).
+    Tensor x = fresh_tensor(xs, -2.5, 2.5).to(DType::Int32).to(DType::Float32), dy = fresh_tensor(ys);
     Tensor y = Tensor::empty(ys), arg = Tensor::empty(ys, DType::Int32), dx = Tensor::empty(xs);
     Tensor gy = gpu_empty(ys), garg = gpu_empty(ys, DType::Int32), gdx = gpu_empty(xs);
-    cpu().maxpool2d_forward(g, x, y, arg);
-    gpu().maxpool2d_forward(g, on_gpu(x), gy, garg);
-    require_equal<float>(gy, y, "maxpool forward");
-    require_equal<int32_t>(garg, arg, "maxpool argmax");
-    cpu().maxpool2d_backward(g, dy, arg, dx);
-    gpu().maxpool2d_backward(g, on_gpu(dy), garg, gdx);
-    require_allclose(gdx, dx, 1e-6, 1e-7, "maxpool backward");
+    for (bool relu : {false, true}) {
+      Pool2dGeometry gm = g;
+      gm.relu = relu;
+      INFO("max-pool" << (relu ? " with the fused ReLU" : ""));
+      cpu().maxpool2d_forward(gm, x, y, arg);
+      gpu().maxpool2d_forward(gm, on_gpu(x), gy, garg);
+      require_equal<float>(gy, y, "maxpool forward");
+      require_equal<int32_t>(garg, arg, "maxpool argmax");
+      cpu().maxpool2d_backward(gm, dy, arg, dx);
+      gpu().maxpool2d_backward(gm, on_gpu(dy), garg, gdx);
+      require_allclose(gdx, dx, 1e-6, 1e-7, "maxpool backward");
+    }
     cpu().avgpool2d_forward(g, x, y);
     gpu().avgpool2d_forward(g, on_gpu(x), gy);
     require_allclose(gy, y, 1e-6, 1e-7, "avgpool forward");
