@@ -110,7 +110,7 @@ std::string dims(const Tensor& t) {
 double op_flops(const std::string& op, const std::vector<Tensor>& in, const Tensor& out, int products,
                 bool backward) {
   const double out_n = static_cast<double>(out.numel());
-  if (op == "Linear" || op == "Matmul") {
+  if (op == "Linear" || op == "LinearRelu" || op == "Matmul") {
     const double k = static_cast<double>(in[0].dim(in[0].ndim() - 1));
     return 2.0 * out_n * k * products + out_n;
   }

@@ -31,6 +31,10 @@ Tensor tanh(const Tensor& x);
 Tensor matmul(const Tensor& a, const Tensor& b);
 // x: (n, in)  w: (out, in)  b: (out) or undefined  ->  x · wᵀ + b: (n, out)
 Tensor linear(const Tensor& x, const Tensor& w, const Tensor& b);
+// relu(linear(x, w, b)) as one op: the max taken as the product's results are stored, and
+// backward the ReLU's mask and the bias gradient in one pass; values and gradients equal the
+// two ops' bit for bit on the CPU (Sequential runs a Linear and the ReLU after it this way).
+Tensor linear_relu(const Tensor& x, const Tensor& w, const Tensor& b);
 
 // ---- reduce.cpp -------------------------------------------------------------------------
 Tensor sum(const Tensor& x);   // scalar (shape [])

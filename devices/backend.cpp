@@ -45,11 +45,16 @@ void Backend::unary_backward(UnaryOp, const Tensor&, const Tensor&, const Tensor
 }
 void Backend::axpby(double, const Tensor&, double, Tensor&) { missing("axpby"); }
 void Backend::bias_forward(Tensor&, const Tensor&, int64_t) { missing("bias_forward"); }
-void Backend::linear_forward(const Tensor& x, const Tensor& w, const Tensor* b, Tensor& y) {
+void Backend::linear_forward(const Tensor& x, const Tensor& w, const Tensor* b, Tensor& y, bool relu) {
   gemm(false, true, x.dim(0), w.dim(0), x.dim(1), 1.0, x, w, 0.0, y);
   if (b && b->defined()) bias_forward(y, *b, 1);
+  if (relu) unary_forward(UnaryOp::Relu, y, y);
 }
 void Backend::bias_backward(const Tensor&, Tensor&, int64_t) { missing("bias_backward"); }
+void Backend::relu_bias_backward(const Tensor& y, const Tensor& dy, Tensor& dz, Tensor& db, int64_t inner) {
+  unary_backward(UnaryOp::Relu, y, y, dy, dz);  // the sign test on y: y > 0 ⇔ the input > 0
+  bias_backward(dz, db, inner);
+}
 void Backend::sum_all(const Tensor&, double, Tensor&) { missing("sum_all"); }
 void Backend::sum_squares(const Tensor&, Tensor&) { missing("sum_squares"); }
 void Backend::log_softmax_forward(const Tensor&, Tensor&) { missing("log_softmax_forward"); }

@@ -101,9 +101,11 @@ class Backend : public DeviceMemory {
   // A is stored m×k (k×m when trans_a), B is stored k×n (n×k when trans_b).
   virtual void gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, double alpha, const Tensor& a,
                     const Tensor& b, double beta, Tensor& c);
-  // A Linear layer's forward: y (n, out) = x (n, in) · wᵀ (w: (out, in)) + b (out, or null).
-  // The default is gemm, then bias_forward; the CPU adds the bias inside its product where it can.
-  virtual void linear_forward(const Tensor& x, const Tensor& w, const Tensor* b, Tensor& y);
+  // A Linear layer's forward: y (n, out) = x (n, in) · wᵀ (w: (out, in)) + b (out, or null),
+  // then, when relu, y = max(0, y) (a ReLU after the layer, fused: linear_relu in autograd/ops.h).
+  // The default is gemm, bias_forward and unary_forward in place; the CPU adds the bias and
+  // takes the max inside its product where it can.
+  virtual void linear_forward(const Tensor& x, const Tensor& w, const Tensor* b, Tensor& y, bool relu);
 
   // ---- elementwise ---------------------------------------------------------------------
   // Broadcasting by suffix: y has n elements; a and b have n or a divisor of n elements
@@ -124,6 +126,12 @@ class Backend : public DeviceMemory {
   virtual void bias_forward(Tensor& y, const Tensor& b, int64_t inner);
   // dy: (outer, c, inner)  db: (c)      db[j] = Σ_o Σ_i dy[o, j, i]
   virtual void bias_backward(const Tensor& dy, Tensor& db, int64_t inner);
+  // A ReLU's backward and the bias gradient of the layer under it, y = relu(layer(x) + b):
+  // y, dy, dz: (outer, c, inner)  db: (c)
+  //   dz = dy·[y > 0]   (y > 0 exactly where the ReLU's input was)
+  //   db[j] = Σ_o Σ_i dz[o, j, i], summed as bias_backward sums, so the fused pair gives the
+  //   same bits as the two kernels one after the other (the default, which CUDA runs).
+  virtual void relu_bias_backward(const Tensor& y, const Tensor& dy, Tensor& dz, Tensor& db, int64_t inner);
   // out: scalar   out = Σ x   (scale applied after: out = scale · Σ x)
   virtual void sum_all(const Tensor& x, double scale, Tensor& out);
   // out: scalar float32/64   out = Σ x²   (for gradient-norm clipping)

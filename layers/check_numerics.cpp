@@ -18,7 +18,10 @@ Tensor NumericsCheck::forward(Sequential& model, const Tensor& x) {
   layer_of_.clear();  // last step's nodes are gone; their addresses may be reused
   NNLAB_CHECK(all_finite(x), prefix(), "the input batch holds NaN or infinite values; check the data");
   Tensor h = x;
-  for (const auto& [name, child] : model.run_order()) {
+  // The layers one by one, not Sequential's fused pairs: a ReLU fused into the layer before it
+  // would turn that layer's NaN into 0 before the check could see it, and the fault would be
+  // named at a later layer, or not at all.
+  for (const auto& [name, child] : model.children()) {
     h = child->forward(h);
     NNLAB_CHECK(all_finite(h), prefix(), "the output of layer '", name, "' (", child->describe(),
                 ") holds NaN or infinite values although its input was finite; lower --lr, add "

@@ -20,6 +20,10 @@ std::string Linear::describe() const {
          ")";
 }
 
+Tensor LinearReLU::forward(const Tensor& x) { return linear_relu(x, linear_->weight(), linear_->bias()); }
+
+std::string LinearReLU::describe() const { return linear_->describe() + " + ReLU()"; }
+
 void Linear::reset_parameters(uint64_t seed, uint32_t& next_stream) {
   init_fan_in_uniform(weight_, options_.bias ? &bias_ : nullptr, options_.in_features, seed, next_stream);
 }

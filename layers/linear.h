@@ -24,4 +24,18 @@ class Linear : public Module {
   Tensor weight_, bias_;
 };
 
+// A Linear layer and the ReLU after it as one op (linear_relu): what Sequential runs for the
+// pair. It owns nothing: the parameters stay the Linear's, under the Linear's name, and the
+// model keeps the two layers it was built from.
+class LinearReLU : public Module {
+ public:
+  explicit LinearReLU(std::shared_ptr<Linear> linear) : linear_(std::move(linear)) {}
+  Tensor forward(const Tensor& x) override;
+  // "Linear(in_features=784, out_features=256, bias=true) + ReLU()"
+  std::string describe() const override;
+
+ private:
+  std::shared_ptr<Linear> linear_;
+};
+
 }  // namespace nnlab

@@ -1,6 +1,7 @@
 #include "layers/sequential.h"
 
 #include "layers/activation.h"
+#include "layers/linear.h"
 #include "layers/pool.h"
 
 namespace nnlab {
@@ -14,6 +15,9 @@ const MaxPool2d* pool_of_pair(const Module& a, const Module& b) {
   return nullptr;
 }
 
+bool is_relu(const Module& m) { return dynamic_cast<const ReLU*>(&m) != nullptr; }
+bool is_max_pool(const Module& m) { return dynamic_cast<const MaxPool2d*>(&m) != nullptr; }
+
 }  // namespace
 
 Sequential& Sequential::add(const std::string& name, std::shared_ptr<Module> layer) {
@@ -21,19 +25,25 @@ Sequential& Sequential::add(const std::string& name, std::shared_ptr<Module> lay
     NNLAB_CHECK(existing != name, "Sequential: a layer named '", name, "' already exists");
   register_module(name, std::move(layer));
   // The run order, pairs fused. Built once per add, so a forward pass allocates nothing here.
+  // A ReLU between a Linear and a max-pool goes to the pool: pooled, it is a quarter the size.
   run_order_.clear();
   const std::vector<Child>& all = children();
   for (size_t i = 0; i < all.size(); ++i) {
-    const MaxPool2d* pool = i + 1 < all.size() ? pool_of_pair(*all[i].second, *all[i + 1].second) : nullptr;
-    if (!pool) {
+    const Module* next = i + 1 < all.size() ? all[i + 1].second.get() : nullptr;
+    const MaxPool2d* pool = next ? pool_of_pair(*all[i].second, *next) : nullptr;
+    auto linear = std::dynamic_pointer_cast<Linear>(all[i].second);
+    if (pool) {
+      const bool pool_first = all[i].second.get() == pool;
+      const std::string& pool_name = all[pool_first ? i : i + 1].first;
+      const std::string& relu_name = all[pool_first ? i + 1 : i].first;
+      run_order_.emplace_back(pool_name + "+" + relu_name, std::make_shared<MaxPool2dReLU>(*pool));
+      ++i;
+    } else if (linear && next && is_relu(*next) && !(i + 2 < all.size() && is_max_pool(*all[i + 2].second))) {
+      run_order_.emplace_back(all[i].first + "+" + all[i + 1].first, std::make_shared<LinearReLU>(linear));
+      ++i;
+    } else {
       run_order_.push_back(all[i]);
-      continue;
     }
-    const bool pool_first = all[i].second.get() == pool;
-    const std::string& pool_name = all[pool_first ? i : i + 1].first;
-    const std::string& relu_name = all[pool_first ? i + 1 : i].first;
-    run_order_.emplace_back(pool_name + "+" + relu_name, std::make_shared<MaxPool2dReLU>(*pool));
-    ++i;
   }
   return *this;
 }

@@ -122,6 +122,27 @@ void add_products(std::vector<OpCase>& cases) {
     return Reference{{6, 4}, naive_product(in[0], in[1], 6, 7, 4, true, nullptr)};
   };
   cases.push_back(lin);
+
+  // The Linear layer and its ReLU fused: the same product, floored at 0.
+  const auto relu_of = [](std::vector<double> y) {
+    for (double& v : y) v = v > 0.0 ? v : 0.0;
+    return y;
+  };
+  lin.name = "linear_relu with bias";
+  lin.inputs = {{{6, 7}}, {{4, 7}}, {{4}}};
+  lin.run = [](const std::vector<Tensor>& t) { return nnlab::linear_relu(t[0], t[1], t[2]); };
+  lin.reference = [relu_of](const HostInputs& in) {
+    return Reference{{6, 4}, relu_of(naive_product(in[0], in[1], 6, 7, 4, true, &in[2]))};
+  };
+  cases.push_back(lin);
+
+  lin.name = "linear_relu without bias";
+  lin.inputs.pop_back();
+  lin.run = [](const std::vector<Tensor>& t) { return nnlab::linear_relu(t[0], t[1], Tensor()); };
+  lin.reference = [relu_of](const HostInputs& in) {
+    return Reference{{6, 4}, relu_of(naive_product(in[0], in[1], 6, 7, 4, true, nullptr))};
+  };
+  cases.push_back(lin);
 }
 
 void add_reductions_and_reshapes(std::vector<OpCase>& cases) {

@@ -179,7 +179,7 @@ TEST_CASE("nnlab explain refuses what it cannot run", "[explain]") {
     const CliResult both = run_cli("explain --model mlp --batch 2 --threads 1 --device cpu,cuda");
     CHECK(both.exit_code == 0);
     CHECK(both.output.find("cuda: not usable: ") != std::string::npos);
-    CHECK(both.output.find("bwd  fc1         Linear") != std::string::npos);
+    CHECK(both.output.find("bwd  fc1+relu1   LinearRelu") != std::string::npos);
   }
 }
 

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <array>
 #include <cmath>
+#include <utility>
 #include <vector>
 
 #include "core/tensor.h"
@@ -159,15 +160,16 @@ TEST_CASE("the backend's float32 A·Bᵀ matches a float64 product and repeats o
   }
 }
 
-// A Linear layer's forward in float32 (Backend::linear_forward): the CPU adds the bias inside its
-// dot-product route, chunk by chunk; with and without a bias, against float64, 1 and 2 threads.
-TEST_CASE("the backend's float32 Linear forward adds its bias inside the product", "[gemm]") {
+// A Linear layer's forward in float32 (Backend::linear_forward): the CPU adds the bias, and takes
+// the fused ReLU's max, inside its dot-product route, chunk by chunk; with and without a bias and
+// the ReLU, against float64, 1 and 2 threads.
+TEST_CASE("the backend's float32 Linear forward adds its bias and ReLU inside the product", "[gemm]") {
   Backend& cpu_backend = backend_for(Device::cpu());
   for (const auto& shape : {std::array<int64_t, 3>{64, 256, 784}, {5, 3, 17}, {64, 10, 3000}}) {
     const int64_t n = shape[0], out = shape[1], in = shape[2];
     const auto x = filled(n * in, 51), w = filled(out * in, 52), bias = filled(out, 53);
-    for (bool with_bias : {true, false}) {
-      INFO("n " << n << " out " << out << " in " << in << " bias " << with_bias);
+    for (const auto& [with_bias, relu] : {std::pair{true, false}, {false, false}, {true, true}, {false, true}}) {
+      INFO("n " << n << " out " << out << " in " << in << " bias " << with_bias << " relu " << relu);
       std::vector<double> expected, magnitude;
       reference_product(
           n, out, in, [&](int64_t i, int64_t p) { return x[i * in + p]; },
@@ -181,7 +183,7 @@ TEST_CASE("the backend's float32 Linear forward adds its bias inside the product
         const Tensor tb = Tensor::from_vector(bias, {out});
         Tensor ty = Tensor::empty({n, out});
         KernelLogScope log;  // which route ran
-        cpu_backend.linear_forward(tx, tw, with_bias ? &tb : nullptr, ty);
+        cpu_backend.linear_forward(tx, tw, with_bias ? &tb : nullptr, ty, relu);
         for (const KernelCall& call : take_kernel_calls()) on_openblas |= call.family == "cblas_sgemm";
         results.push_back(ty.to_vector<float>());
       }
@@ -192,7 +194,8 @@ TEST_CASE("the backend's float32 Linear forward adds its bias inside the product
       if (!on_openblas) CHECK(results[0] == results[1]);
       for (int64_t e = 0; e < n * out; ++e) {
         INFO("element " << e);
-        const double want = expected[e] + (with_bias ? bias[e % out] : 0.0);
+        const double sum = expected[e] + (with_bias ? bias[e % out] : 0.0);
+        const double want = relu ? std::max(sum, 0.0) : sum;  // the max moves no value further from its sum's
         for (const auto& result : results)
           CHECK(std::fabs(result[e] - want) <= 1e-6 * (4.0 + magnitude[e] + std::fabs(bias[e % out])));
       }

@@ -1,4 +1,5 @@
-// Matrix products: matmul and the Linear layer's op, both one GEMM per direction.
+// Matrix products: matmul and the Linear layer's op (alone or with the ReLU after it), one GEMM
+// per direction.
 #include "autograd/engine.h"
 #include "autograd/ops.h"
 #include "devices/registry.h"
@@ -36,27 +37,76 @@ class LinearBackward : public Node {
   LinearBackward(const Tensor& x, const Tensor& w, const Tensor& b) : Node({x, w, b}) {}
   std::string name() const override { return "LinearBackward"; }
   std::vector<Tensor> backward(const Tensor& dy) override {
+    Tensor db;
+    if (wants_bias_gradient()) {
+      db = Tensor::empty(inputs()[2].shape(), dy.dtype(), dy.device());
+      backend_for(dy.device()).bias_backward(dy, db, 1);
+    }
+    return {input_gradient(dy), weight_gradient(dy), db};
+  }
+
+ protected:
+  bool wants_bias_gradient() const { return inputs()[2].defined() && needs_grad(2); }
+  // dx = dy · w  (undefined when x needs none)
+  Tensor input_gradient(const Tensor& dy) const {
     const Tensor& x = inputs()[0];
     const Tensor& w = inputs()[1];
-    const Tensor& b = inputs()[2];
-    const int64_t n = x.dim(0), in = x.dim(1), out = w.dim(0);
-    Backend& be = backend_for(dy.device());
-    Tensor dx, dw, db;
-    if (needs_grad(0)) {
-      dx = Tensor::empty(x.shape(), x.dtype(), x.device());
-      be.gemm(false, false, n, in, out, 1.0, dy, w, 0.0, dx);
-    }
-    if (needs_grad(1)) {
-      dw = Tensor::empty(w.shape(), w.dtype(), w.device());
-      be.gemm(true, false, out, in, n, 1.0, dy, x, 0.0, dw);
-    }
-    if (b.defined() && needs_grad(2)) {
-      db = Tensor::empty(b.shape(), b.dtype(), b.device());
-      be.bias_backward(dy, db, 1);
-    }
-    return {dx, dw, db};
+    if (!needs_grad(0)) return Tensor();
+    Tensor dx = Tensor::empty(x.shape(), x.dtype(), x.device());
+    backend_for(dy.device()).gemm(false, false, x.dim(0), x.dim(1), w.dim(0), 1.0, dy, w, 0.0, dx);
+    return dx;
+  }
+  // dw = dyᵀ · x  (undefined when w needs none)
+  Tensor weight_gradient(const Tensor& dy) const {
+    const Tensor& x = inputs()[0];
+    const Tensor& w = inputs()[1];
+    if (!needs_grad(1)) return Tensor();
+    Tensor dw = Tensor::empty(w.shape(), w.dtype(), w.device());
+    backend_for(dy.device()).gemm(true, false, w.dim(0), x.dim(1), x.dim(0), 1.0, dy, x, 0.0, dw);
+    return dw;
   }
 };
+
+// y = relu(z), z = x · wᵀ + b   ->   dz = dy·[y > 0] ;  dx = dz · w ;  dw = dzᵀ · x ;  db = Σ_rows dz
+// The mask and the bias gradient are one pass (Backend::relu_bias_backward); y > 0 exactly
+// where z > 0, so z need not be kept.
+class LinearReluBackward : public LinearBackward {
+ public:
+  LinearReluBackward(const Tensor& x, const Tensor& w, const Tensor& b, const Tensor& y)
+      : LinearBackward(x, w, b), y_(y.detach()) {}
+  std::string name() const override { return "LinearReluBackward"; }
+  std::vector<Tensor> backward(const Tensor& dy) override {
+    Backend& be = backend_for(dy.device());
+    Tensor dz = Tensor::empty(y_.shape(), y_.dtype(), y_.device());
+    Tensor db;
+    if (wants_bias_gradient()) {
+      db = Tensor::empty(inputs()[2].shape(), dy.dtype(), dy.device());
+      be.relu_bias_backward(y_, dy, dz, db, 1);
+    } else {
+      be.unary_backward(UnaryOp::Relu, y_, y_, dy, dz);
+    }
+    return {input_gradient(dz), weight_gradient(dz), db};
+  }
+
+ protected:
+  void release_saved() override { y_ = Tensor(); }
+
+ private:
+  Tensor y_;  // detached: saving y itself would make y → node → y a reference cycle
+};
+
+// The checks both Linear ops make; the output, allocated.
+Tensor linear_output(const char* op, const Tensor& x, const Tensor& w, const Tensor& b) {
+  if (b.defined()) check_same_device(op, {&x, &w, &b});
+  else check_same_device(op, {&x, &w});
+  check_float(op, x);
+  NNLAB_CHECK(x.ndim() == 2 && w.ndim() == 2 && x.dim(1) == w.dim(1) && x.dtype() == w.dtype(), op, ": input ",
+              x.describe(), " does not fit weight ", w.describe(),
+              " (need input (n, in) and weight (out, in); flatten images first)");
+  NNLAB_CHECK(!b.defined() || (b.ndim() == 1 && b.dim(0) == w.dim(0)), op, ": bias ", b.describe(),
+              " does not match weight ", w.describe());
+  return Tensor::empty({x.dim(0), w.dim(0)}, x.dtype(), x.device());
+}
 
 }  // namespace
 
@@ -73,18 +123,16 @@ Tensor matmul(const Tensor& a, const Tensor& b) {
 }
 
 Tensor linear(const Tensor& x, const Tensor& w, const Tensor& b) {
-  if (b.defined()) check_same_device("linear", {&x, &w, &b});
-  else check_same_device("linear", {&x, &w});
-  check_float("linear", x);
-  NNLAB_CHECK(x.ndim() == 2 && w.ndim() == 2 && x.dim(1) == w.dim(1) && x.dtype() == w.dtype(),
-              "linear: input ", x.describe(), " does not fit weight ", w.describe(),
-              " (need input (n, in) and weight (out, in); flatten images first)");
-  NNLAB_CHECK(!b.defined() || (b.ndim() == 1 && b.dim(0) == w.dim(0)), "linear: bias ", b.describe(),
-              " does not match weight ", w.describe());
-  Tensor y = Tensor::empty({x.dim(0), w.dim(0)}, x.dtype(), x.device());
-  Backend& be = backend_for(x.device());
-  be.linear_forward(x, w, b.defined() ? &b : nullptr, y);
+  Tensor y = linear_output("linear", x, w, b);
+  backend_for(x.device()).linear_forward(x, w, b.defined() ? &b : nullptr, y, false);
   if (needs_graph({&x, &w, &b})) attach(y, std::make_shared<LinearBackward>(x, w, b));
+  return y;
+}
+
+Tensor linear_relu(const Tensor& x, const Tensor& w, const Tensor& b) {
+  Tensor y = linear_output("linear_relu", x, w, b);
+  backend_for(x.device()).linear_forward(x, w, b.defined() ? &b : nullptr, y, true);
+  if (needs_graph({&x, &w, &b})) attach(y, std::make_shared<LinearReluBackward>(x, w, b, y));
   return y;
 }
 

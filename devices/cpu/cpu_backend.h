@@ -24,7 +24,7 @@ class CpuBackend final : public Backend {
   // gemm_cpu.cpp
   void gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, double alpha, const Tensor& a,
             const Tensor& b, double beta, Tensor& c) override;
-  void linear_forward(const Tensor& x, const Tensor& w, const Tensor* b, Tensor& y) override;
+  void linear_forward(const Tensor& x, const Tensor& w, const Tensor* b, Tensor& y, bool relu) override;
 
   // elementwise_cpu.cpp
   void binary_forward(BinaryOp op, const Tensor& a, const Tensor& b, Tensor& y) override;
@@ -37,6 +37,7 @@ class CpuBackend final : public Backend {
   // reduce_cpu.cpp
   void bias_forward(Tensor& y, const Tensor& b, int64_t inner) override;
   void bias_backward(const Tensor& dy, Tensor& db, int64_t inner) override;
+  void relu_bias_backward(const Tensor& y, const Tensor& dy, Tensor& dz, Tensor& db, int64_t inner) override;
   void sum_all(const Tensor& x, double scale, Tensor& out) override;
   void sum_squares(const Tensor& x, Tensor& out) override;
 

@@ -40,9 +40,10 @@ constexpr double kParallelFlops = 2e6;  // below this a second thread costs more
 
 // bias (n, or null): added to every row of C by the blocks' own stores (a Linear layer's bias:
 // no pass of its own; a pass after the blocks had read back their scalar stores as vectors,
-// which stalls store forwarding: 2% of an mlp step).
+// which stalls store forwarding: 2% of an mlp step). relu: the stores write max(0, ·), the
+// ReLU after the layer (accumulate false only).
 bool dot_product_gemm_nt(int64_t m, int64_t n, int64_t k, const float* a, const float* b, bool accumulate,
-                         float* c, const float* bias = nullptr) {
+                         float* c, const float* bias = nullptr, bool relu = false) {
   if (cpu_isa() != CpuIsa::avx512 || k > kLargestDepth) return false;
   const double flops = 2.0 * double(m) * double(n) * double(k);
   const int64_t threads = flops >= kParallelFlops ? std::min<int64_t>(cpu_threads(), (n + 3) / 4) : 1;
@@ -52,7 +53,7 @@ bool dot_product_gemm_nt(int64_t m, int64_t n, int64_t k, const float* a, const 
     const int64_t end = std::min(n, (t + 1) * block);
     for (int64_t j = t * block; j < end; j += chunk)
       cpu::small_gemm_nt(m, std::min(chunk, end - j), k, a, b + j * k, c + j, n, accumulate,
-                         bias ? bias + j : nullptr);
+                         bias ? bias + j : nullptr, relu);
   };
   // One thread runs the loop itself: a region with num_threads and a false if clause left
   // LLVM's OpenMP runtime on one thread for OpenBLAS (gemm_libxsmm.cpp).
@@ -113,20 +114,21 @@ void CpuBackend::gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t 
   }
 }
 
-void CpuBackend::linear_forward(const Tensor& x, const Tensor& w, const Tensor* b, Tensor& y) {
+void CpuBackend::linear_forward(const Tensor& x, const Tensor& w, const Tensor* b, Tensor& y, bool relu) {
   const bool with_bias = b && b->defined();
   const int64_t n = x.dim(0), out = w.dim(0), in = x.dim(1);
   if (x.dtype() == DType::Float32 && w.dtype() == DType::Float32 && y.dtype() == DType::Float32 &&
       (!with_bias || b->dtype() == DType::Float32) && n > 0 && out > 0) {
-    KernelTiming timing;  // nnlab explain: the product and its bias as one call
+    KernelTiming timing;  // nnlab explain: the product, its bias and ReLU as one call
     if (dot_product_gemm_nt(n, out, in, x.data<float>(), w.data<float>(), false, y.data<float>(),
-                            with_bias ? b->data<float>() : nullptr)) {
+                            with_bias ? b->data<float>() : nullptr, relu)) {
       if (kernel_log_enabled())
-        timing.attach(record_kernel("small_gemm_nt", "NT " + dims_text({n, out, in}) + (with_bias ? " + bias" : "")));
+        timing.attach(record_kernel("small_gemm_nt", "NT " + dims_text({n, out, in}) + (with_bias ? " + bias" : "") +
+                                                         (relu ? " + relu" : "")));
       return;
     }
   }  // (the timing ends here, so the calls below are timed on their own)
-  Backend::linear_forward(x, w, b, y);
+  Backend::linear_forward(x, w, b, y, relu);
 }
 
 }  // namespace nnlab

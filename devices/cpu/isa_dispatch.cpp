@@ -31,9 +31,9 @@ void small_gemm_nn(int64_t m, int64_t n, int64_t k, const float* a, const float*
 }
 
 void small_gemm_nt(int64_t m, int64_t n, int64_t t, const float* a, const float* b, float* c, int64_t ldc,
-                   bool accumulate, const float* column_bias) {
-  use_avx512() ? avx512::small_gemm_nt(m, n, t, a, b, c, ldc, accumulate, column_bias)
-               : avx2::small_gemm_nt(m, n, t, a, b, c, ldc, accumulate, column_bias);
+                   bool accumulate, const float* column_bias, bool relu) {
+  use_avx512() ? avx512::small_gemm_nt(m, n, t, a, b, c, ldc, accumulate, column_bias, relu)
+               : avx2::small_gemm_nt(m, n, t, a, b, c, ldc, accumulate, column_bias, relu);
 }
 
 void direct_forward(const Conv2dGeometry& g, const Tensor& x, const Tensor& w, const Tensor* b, Tensor& y) {

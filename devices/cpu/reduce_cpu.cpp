@@ -58,49 +58,82 @@ void CpuBackend::bias_forward(Tensor& y, const Tensor& b, int64_t inner) {
   });
 }
 
+namespace {
+
+// dy: (outer, c, inner)  db: (c)   db[j] = Σ_o Σ_i dz[o, j, i]
+// where dz = dy (Masked false: a bias gradient alone), or dz = dy·[y > 0], written out as well
+// (Masked true: a ReLU's backward fused with the bias gradient of the layer under it). One
+// loop nest for both, so the fused pair sums in exactly the order bias_backward does.
+template <typename T, bool Masked>
+void bias_gradient(const T* dy, const T* y, T* dz, T* db, long c, long in, long outer) {
+  const auto take = [&](long index) {
+    if constexpr (Masked) {
+      const T v = y[index] > T(0) ? dy[index] : T(0);
+      dz[index] = v;
+      return v;
+    } else {
+      return dy[index];
+    }
+  };
+  if (in == 1) {
+    // Linear: sum the rows of dz (outer × c) into db, row by row so the inner loop runs
+    // along contiguous memory; each db[j] still adds its terms in row order. (simd: the
+    // compiler cannot see that dz and db do not overlap, and left the masked loop scalar.)
+    for (long j = 0; j < c; ++j) db[j] = 0;
+    for (long o = 0; o < outer; ++o)
+#pragma omp simd
+      for (long j = 0; j < c; ++j) db[j] += take(o * c + j);
+    return;
+  }
+  // Conv2d: each channel's plane is summed in 32 interleaved lanes (element i goes to lane
+  // i % 32): four independent vector sums, where 8 lanes had been one chain of dependent adds;
+  // the tail of each plane goes to a scalar sum of its own, kept per image. The lanes, the
+  // tails and the images are then added in a fixed order, so the result does not depend on
+  // the thread count.
+  constexpr long kLanes = 32;
+#pragma omp parallel for schedule(static) if (outer * c * in > cpu::kParallelGrain)
+  for (long j = 0; j < c; ++j) {
+    T lane[kLanes] = {};
+    T tails = 0;
+    const long body = in / kLanes * kLanes;
+    for (long o = 0; o < outer; ++o) {
+      const long row = (o * c + j) * in;
+      for (long i = 0; i < body; i += kLanes)
+#pragma omp simd
+        for (long l = 0; l < kLanes; ++l) lane[l] += take(row + i + l);
+      T tail = 0;
+      for (long i = body; i < in; ++i) tail += take(row + i);
+      tails += tail;
+    }
+    T s = 0;
+    for (long l = 0; l < kLanes; ++l) s += lane[l];
+    db[j] = s + tails;
+  }
+}
+
+}  // namespace
+
 // dy: (outer, c, inner)  db: (c)   db[j] = Σ_o Σ_i dy[o, j, i]
 void CpuBackend::bias_backward(const Tensor& dy, Tensor& db, int64_t inner) {
   NNLAB_LOG_KERNEL("bias_backward", dy);  // nnlab explain: record the call
   cpu::dispatch_float("bias_backward", dy, [&](auto t) {
     using T = decltype(t);
-    const T* dy_data = static_cast<const T*>(dy.raw_data());
-    T* db_data = static_cast<T*>(db.raw_data());
     const long c = static_cast<long>(db.numel()), in = static_cast<long>(inner);
-    const long outer = static_cast<long>(dy.numel()) / (c * in);
-    if (in == 1) {
-      // Linear: sum the rows of dy (outer × c) into db, row by row so the inner loop runs
-      // along contiguous memory; each db[j] still adds its terms in row order.
-      for (long j = 0; j < c; ++j) db_data[j] = 0;
-      for (long o = 0; o < outer; ++o) {
-        const T* row = dy_data + o * c;
-        for (long j = 0; j < c; ++j) db_data[j] += row[j];
-      }
-      return;
-    }
-    // Conv2d: each channel's plane is summed in 32 interleaved lanes (element i goes to lane
-    // i % 32): four independent vector sums, where 8 lanes had been one chain of dependent adds;
-    // the tail of each plane goes to a scalar sum of its own, kept per image. The lanes, the
-    // tails and the images are then added in a fixed order, so the result does not depend on
-    // the thread count.
-    constexpr long kLanes = 32;
-#pragma omp parallel for schedule(static) if (dy.numel() > cpu::kParallelGrain)
-    for (long j = 0; j < c; ++j) {
-      T lane[kLanes] = {};
-      T tails = 0;
-      const long body = in / kLanes * kLanes;
-      for (long o = 0; o < outer; ++o) {
-        const T* row = dy_data + (o * c + j) * in;
-        for (long i = 0; i < body; i += kLanes)
-#pragma omp simd
-          for (long l = 0; l < kLanes; ++l) lane[l] += row[i + l];
-        T tail = 0;
-        for (long i = body; i < in; ++i) tail += row[i];
-        tails += tail;
-      }
-      T s = 0;
-      for (long l = 0; l < kLanes; ++l) s += lane[l];
-      db_data[j] = s + tails;
-    }
+    bias_gradient<T, false>(static_cast<const T*>(dy.raw_data()), nullptr, nullptr, static_cast<T*>(db.raw_data()),
+                            c, in, static_cast<long>(dy.numel()) / (c * in));
+  });
+}
+
+// y, dy, dz: (outer, c, inner)  db: (c)   dz = dy·[y > 0];  db[j] = Σ_o Σ_i dz[o, j, i]
+// One pass where ReLU's backward and bias_backward made two (the second read dz back).
+void CpuBackend::relu_bias_backward(const Tensor& y, const Tensor& dy, Tensor& dz, Tensor& db, int64_t inner) {
+  NNLAB_LOG_KERNEL("relu_bias_backward", dy);  // nnlab explain: record the call
+  cpu::dispatch_float("relu_bias_backward", dy, [&](auto t) {
+    using T = decltype(t);
+    const long c = static_cast<long>(db.numel()), in = static_cast<long>(inner);
+    bias_gradient<T, true>(static_cast<const T*>(dy.raw_data()), static_cast<const T*>(y.raw_data()),
+                           static_cast<T*>(dz.raw_data()), static_cast<T*>(db.raw_data()), c, in,
+                           static_cast<long>(dy.numel()) / (c * in));
   });
 }
 

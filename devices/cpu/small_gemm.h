@@ -4,9 +4,10 @@
 // AVX-512, each thread a block of Y's columns (gemm_cpu.cpp).
 //
 //   small_gemm_nn(m, n, k, a, b, c, accumulate):  C (m × n) [+]= A (m × k) · B (k × n)
-//   small_gemm_nt(m, n, t, a, b, c, ldc, accumulate, column_bias):
+//   small_gemm_nt(m, n, t, a, b, c, ldc, accumulate, column_bias, relu):
 //                                                 C (m × n, rows ldc apart) [+]= A (m × t) · B (n × t)ᵀ
-//                                                 (+ column_bias[j] on column j, when given)
+//                                                 (+ column_bias[j] on column j, when given;
+//                                                 then max(0, ·) when relu, which needs accumulate false)
 //
 // Why not OpenBLAS: these products are too small for its packing to pay (a 64 × 147 × 32
 // product is 0.6 MFLOP), and the machine's OPENBLAS_CORETYPE may pin it to 256-bit kernels.
@@ -29,18 +30,18 @@ namespace nnlab::cpu {
 // The kernels of the instruction set cpu_isa() chose (isa_dispatch.cpp).
 void small_gemm_nn(int64_t m, int64_t n, int64_t k, const float* a, const float* b, float* c, bool accumulate);
 void small_gemm_nt(int64_t m, int64_t n, int64_t t, const float* a, const float* b, float* c, int64_t ldc,
-                   bool accumulate, const float* column_bias = nullptr);
+                   bool accumulate, const float* column_bias = nullptr, bool relu = false);
 
 // Each instruction set's own (small_gemm_cpu.cpp, compiled once per set).
 namespace avx2 {
 void small_gemm_nn(int64_t m, int64_t n, int64_t k, const float* a, const float* b, float* c, bool accumulate);
 void small_gemm_nt(int64_t m, int64_t n, int64_t t, const float* a, const float* b, float* c, int64_t ldc,
-                   bool accumulate, const float* column_bias = nullptr);
+                   bool accumulate, const float* column_bias = nullptr, bool relu = false);
 }  // namespace avx2
 namespace avx512 {
 void small_gemm_nn(int64_t m, int64_t n, int64_t k, const float* a, const float* b, float* c, bool accumulate);
 void small_gemm_nt(int64_t m, int64_t n, int64_t t, const float* a, const float* b, float* c, int64_t ldc,
-                   bool accumulate, const float* column_bias = nullptr);
+                   bool accumulate, const float* column_bias = nullptr, bool relu = false);
 }  // namespace avx512
 
 }  // namespace nnlab::cpu

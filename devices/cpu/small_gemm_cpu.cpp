@@ -80,7 +80,7 @@ inline __m512 sum_lanes_of_16(const __m512 s[16]) {
 // C rows [0, MR) × columns [0, NR) [+]= A · Bᵀ over t. a: MR rows, b: NR rows, both stride ld*.
 template <int MR, int NR>
 inline void gemm_nt_block(int64_t t, const float* a, int64_t lda, const float* b, int64_t ldb, float* c, int64_t ldc,
-                          bool accumulate, const float* bias) {
+                          bool accumulate, const float* bias, bool relu) {
   __m512 dot[MR * NR];
 #pragma GCC unroll 16
   for (int e = 0; e < MR * NR; ++e) dot[e] = _mm512_setzero_ps();
@@ -103,7 +103,8 @@ inline void gemm_nt_block(int64_t t, const float* a, int64_t lda, const float* b
   _mm512_store_ps(sums, sum_lanes_of_16(all));
   for (int i = 0; i < MR; ++i)
     for (int j = 0; j < NR; ++j) {
-      const float sum = bias ? sums[i * NR + j] + bias[j] : sums[i * NR + j];
+      float sum = bias ? sums[i * NR + j] + bias[j] : sums[i * NR + j];
+      if (relu) sum = sum > 0.0f ? sum : 0.0f;  // as the ReLU kernel: NaN gives 0
       c[i * ldc + j] = accumulate ? c[i * ldc + j] + sum : sum;
     }
 }
@@ -111,11 +112,12 @@ inline void gemm_nt_block(int64_t t, const float* a, int64_t lda, const float* b
 // Rows [0, MR) of C, every column: 4-column blocks, then single columns.
 template <int MR>
 inline void gemm_nt_rows(int64_t n, int64_t t, const float* a, const float* b, float* c, int64_t ldc, bool accumulate,
-                         const float* bias) {
+                         const float* bias, bool relu) {
   int64_t j = 0;
   for (; j + 4 <= n; j += 4)
-    gemm_nt_block<MR, 4>(t, a, t, b + j * t, t, c + j, ldc, accumulate, bias ? bias + j : nullptr);
-  for (; j < n; ++j) gemm_nt_block<MR, 1>(t, a, t, b + j * t, t, c + j, ldc, accumulate, bias ? bias + j : nullptr);
+    gemm_nt_block<MR, 4>(t, a, t, b + j * t, t, c + j, ldc, accumulate, bias ? bias + j : nullptr, relu);
+  for (; j < n; ++j)
+    gemm_nt_block<MR, 1>(t, a, t, b + j * t, t, c + j, ldc, accumulate, bias ? bias + j : nullptr, relu);
 }
 
 }  // namespace
@@ -141,17 +143,20 @@ void small_gemm_nn(int64_t m, int64_t n, int64_t k, const float* a, const float*
 }
 
 void small_gemm_nt(int64_t m, int64_t n, int64_t t, const float* a, const float* b, float* c, int64_t ldc,
-                   bool accumulate, const float* column_bias) {
+                   bool accumulate, const float* column_bias, bool relu) {
 #if defined(__AVX512F__)
   int64_t i = 0;
-  for (; i + 4 <= m; i += 4) gemm_nt_rows<4>(n, t, a + i * t, b, c + i * ldc, ldc, accumulate, column_bias);
-  for (; i < m; ++i) gemm_nt_rows<1>(n, t, a + i * t, b, c + i * ldc, ldc, accumulate, column_bias);
+  for (; i + 4 <= m; i += 4) gemm_nt_rows<4>(n, t, a + i * t, b, c + i * ldc, ldc, accumulate, column_bias, relu);
+  for (; i < m; ++i) gemm_nt_rows<1>(n, t, a + i * t, b, c + i * ldc, ldc, accumulate, column_bias, relu);
 #else
   cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, int(m), int(n), int(t), 1.0f, a, int(t), b, int(t),
               accumulate ? 1.0f : 0.0f, c, int(ldc));
-  if (column_bias)
+  if (column_bias || relu)
     for (int64_t i = 0; i < m; ++i)
-      for (int64_t j = 0; j < n; ++j) c[i * ldc + j] += column_bias[j];
+      for (int64_t j = 0; j < n; ++j) {
+        float v = column_bias ? c[i * ldc + j] + column_bias[j] : c[i * ldc + j];
+        c[i * ldc + j] = relu && !(v > 0.0f) ? 0.0f : v;
+      }
 #endif
 }
 
