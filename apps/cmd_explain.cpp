@@ -114,7 +114,7 @@ double op_flops(const std::string& op, const std::vector<Tensor>& in, const Tens
     const double k = static_cast<double>(in[0].dim(in[0].ndim() - 1));
     return 2.0 * out_n * k * products + out_n;
   }
-  if (op == "Conv2d") {
+  if (op == "Conv2d" || op == "Conv2dRelu") {
     const double crs = static_cast<double>(in[1].dim(1) * in[1].dim(2) * in[1].dim(3));
     return 2.0 * out_n * crs * products + out_n;
   }

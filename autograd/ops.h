@@ -66,6 +66,11 @@ Tensor conv2d(const Tensor& x, const Tensor& w, const Tensor& b, int64_t stride_
 inline Tensor conv2d(const Tensor& x, const Tensor& w, const Tensor& b, int64_t stride = 1, int64_t padding = 0) {
   return conv2d(x, w, b, stride, stride, padding, padding);
 }
+// relu(conv2d(...)) as one op: the CPU floors each plane or image as its kernel writes it,
+// and backward the ReLU's mask and the bias gradient are one pass; values and gradients equal
+// the two ops' bit for bit on the CPU (Sequential runs a Conv2d and the ReLU after it this way).
+Tensor conv2d_relu(const Tensor& x, const Tensor& w, const Tensor& b, int64_t stride_h, int64_t stride_w,
+                   int64_t pad_h, int64_t pad_w);
 
 // ---- pool2d.cpp -------------------------------------------------------------------------
 // x: (n, c, h, w) -> (n, c, p, q), p = (h + 2·padding − kernel) / stride + 1 (floor), q alike.

@@ -83,6 +83,11 @@ void Backend::adam_step(Tensor&, const Tensor&, Tensor&, Tensor&, const AdamPara
 void Backend::conv2d_forward(const Conv2dGeometry&, const Tensor&, const Tensor&, const Tensor*, Tensor&) {
   missing("conv2d_forward");
 }
+void Backend::conv2d_relu_forward(const Conv2dGeometry& g, const Tensor& x, const Tensor& w, const Tensor* b,
+                                  Tensor& y) {
+  conv2d_forward(g, x, w, b, y);
+  unary_forward(UnaryOp::Relu, y, y);
+}
 void Backend::conv2d_backward_data(const Conv2dGeometry&, const Tensor&, const Tensor&, Tensor&) {
   missing("conv2d_backward_data");
 }

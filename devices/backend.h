@@ -180,6 +180,11 @@ class Backend : public DeviceMemory {
   // x: (n, c, h, w)  w: (k, c, r, s)  b: (k) or undefined  y: (n, k, p, q)
   virtual void conv2d_forward(const Conv2dGeometry& g, const Tensor& x, const Tensor& w, const Tensor* b,
                               Tensor& y);
+  // The same, then y = max(0, y): a ReLU after the convolution, fused (conv2d_relu in
+  // autograd/ops.h). The default is conv2d_forward, then unary_forward in place; the CPU floors
+  // each plane or image as its kernel writes it, still in the cache.
+  virtual void conv2d_relu_forward(const Conv2dGeometry& g, const Tensor& x, const Tensor& w, const Tensor* b,
+                                   Tensor& y);
   // dy: (n, k, p, q)  w: (k, c, r, s)  dx: (n, c, h, w)      dx = col2im(Wᵀ · dy)
   virtual void conv2d_backward_data(const Conv2dGeometry& g, const Tensor& dy, const Tensor& w, Tensor& dx);
   // dy: (n, k, p, q)  x: (n, c, h, w)  dw: (k, c, r, s)      dw = Σ_n dy · im2col(x)ᵀ

@@ -18,6 +18,13 @@ Conv2d::Conv2d(Conv2dOptions o) : options_(o) {
 
 Tensor Conv2d::forward(const Tensor& x) { return conv2d(x, weight_, bias_, options_.stride, options_.padding); }
 
+Tensor Conv2dReLU::forward(const Tensor& x) {
+  const Conv2dOptions& o = conv_->options();
+  return conv2d_relu(x, conv_->weight(), conv_->bias(), o.stride, o.stride, o.padding, o.padding);
+}
+
+std::string Conv2dReLU::describe() const { return conv_->describe() + " + ReLU()"; }
+
 std::string Conv2d::describe() const {
   auto pair = [](int64_t a, int64_t b) { return "(" + std::to_string(a) + ", " + std::to_string(b) + ")"; };
   const Conv2dOptions& o = options_;

@@ -30,4 +30,17 @@ class Conv2d : public Module {
   Tensor weight_, bias_;
 };
 
+// A Conv2d and the ReLU after it as one op (conv2d_relu): what Sequential runs for the pair.
+// It owns nothing: the parameters stay the Conv2d's, under its name.
+class Conv2dReLU : public Module {
+ public:
+  explicit Conv2dReLU(std::shared_ptr<Conv2d> conv) : conv_(std::move(conv)) {}
+  Tensor forward(const Tensor& x) override;
+  // "Conv2d(3, 32, kernel_size=(3, 3), stride=(1, 1), padding=(1, 1)) + ReLU()"
+  std::string describe() const override;
+
+ private:
+  std::shared_ptr<Conv2d> conv_;
+};
+
 }  // namespace nnlab

@@ -1,6 +1,7 @@
 #include "layers/sequential.h"
 
 #include "layers/activation.h"
+#include "layers/conv2d.h"
 #include "layers/linear.h"
 #include "layers/pool.h"
 
@@ -18,6 +19,13 @@ const MaxPool2d* pool_of_pair(const Module& a, const Module& b) {
 bool is_relu(const Module& m) { return dynamic_cast<const ReLU*>(&m) != nullptr; }
 bool is_max_pool(const Module& m) { return dynamic_cast<const MaxPool2d*>(&m) != nullptr; }
 
+// The fused module of a Linear or Conv2d and the ReLU after it, else null.
+std::shared_ptr<Module> with_relu(const std::shared_ptr<Module>& layer) {
+  if (auto linear = std::dynamic_pointer_cast<Linear>(layer)) return std::make_shared<LinearReLU>(linear);
+  if (auto conv = std::dynamic_pointer_cast<Conv2d>(layer)) return std::make_shared<Conv2dReLU>(conv);
+  return nullptr;
+}
+
 }  // namespace
 
 Sequential& Sequential::add(const std::string& name, std::shared_ptr<Module> layer) {
@@ -25,21 +33,22 @@ Sequential& Sequential::add(const std::string& name, std::shared_ptr<Module> lay
     NNLAB_CHECK(existing != name, "Sequential: a layer named '", name, "' already exists");
   register_module(name, std::move(layer));
   // The run order, pairs fused. Built once per add, so a forward pass allocates nothing here.
-  // A ReLU between a Linear and a max-pool goes to the pool: pooled, it is a quarter the size.
+  // A ReLU between a layer and a max-pool goes to the pool: pooled, it is a quarter the size.
   run_order_.clear();
   const std::vector<Child>& all = children();
   for (size_t i = 0; i < all.size(); ++i) {
     const Module* next = i + 1 < all.size() ? all[i + 1].second.get() : nullptr;
     const MaxPool2d* pool = next ? pool_of_pair(*all[i].second, *next) : nullptr;
-    auto linear = std::dynamic_pointer_cast<Linear>(all[i].second);
+    const bool relu_next = next && is_relu(*next) && !(i + 2 < all.size() && is_max_pool(*all[i + 2].second));
+    std::shared_ptr<Module> fused = relu_next ? with_relu(all[i].second) : nullptr;
     if (pool) {
       const bool pool_first = all[i].second.get() == pool;
       const std::string& pool_name = all[pool_first ? i : i + 1].first;
       const std::string& relu_name = all[pool_first ? i + 1 : i].first;
       run_order_.emplace_back(pool_name + "+" + relu_name, std::make_shared<MaxPool2dReLU>(*pool));
       ++i;
-    } else if (linear && next && is_relu(*next) && !(i + 2 < all.size() && is_max_pool(*all[i + 2].second))) {
-      run_order_.emplace_back(all[i].first + "+" + all[i + 1].first, std::make_shared<LinearReLU>(linear));
+    } else if (fused) {
+      run_order_.emplace_back(all[i].first + "+" + all[i + 1].first, std::move(fused));
       ++i;
     } else {
       run_order_.push_back(all[i]);

@@ -17,9 +17,9 @@ class Sequential : public Module {
   //   maxpool(relu(x)) = relu(maxpool(x))
   // exactly, and the gradients are equal too (the same window winner receives dy, masked by
   // the same sign test); the fused op makes one pass over the data where the pair made two,
-  // forward and backward. Likewise a Linear and the ReLU after it run as one LinearReLU
-  // ("fc1+relu1"): the max taken as the product is stored, and backward the ReLU's mask and
-  // the bias gradient in one pass (a ReLU with a max-pool after it goes to the pool). `explain`
+  // forward and backward. Likewise a Linear or Conv2d and the ReLU after it run as one
+  // LinearReLU or Conv2dReLU ("fc1+relu1"): the max taken as the output is written, and
+  // backward the ReLU's mask and the bias gradient in one pass (a ReLU with a max-pool after it goes to the pool). `explain`
   // walks this order as well; `--check-numerics` runs the children one by one, so that a fault
   // is named at its own layer.
   const std::vector<Child>& run_order() const { return run_order_; }

@@ -71,7 +71,7 @@ void bench_layer(const char* name, Conv2dGeometry g, int reps) {
   if (cpu::winograd_applies(g))  // both Winograd algorithms, whichever the backend chose
     for (const cpu::WinogradTile tile : {cpu::WinogradTile::F2x2, cpu::WinogradTile::F4x4}) {
       const std::string name = cpu::winograd_tile_name(tile);
-      report((name + " forward").c_str(), flops, time_it(reps, [&] { cpu::winograd_forward(g, tile, x, w, &b, y); }));
+      report((name + " forward").c_str(), flops, time_it(reps, [&] { cpu::winograd_forward(g, tile, x, w, &b, y, false); }));
       report((name + " bwd data").c_str(), flops,
              time_it(reps, [&] { cpu::winograd_backward_data(g, tile, dy, w, dx); }));
       report((name + " bwd filter").c_str(), flops,

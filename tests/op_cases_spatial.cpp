@@ -3,6 +3,7 @@
 // pooling, global average pooling, batch normalisation in training and evaluation, dropout.
 // Each reference is the op's definition written as plain loops in double.
 #include <cmath>
+#include <iterator>
 #include <limits>
 
 #include "autograd/ops.h"
@@ -75,15 +76,27 @@ void add_conv(std::vector<OpCase>& cases) {
       {"1x1 kernel", 2, 4, 3, 3, 5, 1, 1, 1, 1, 0, 0, true},
       {"kernel as large as the padded image", 2, 2, 3, 3, 3, 5, 5, 1, 1, 1, 1, true},
   };
-  for (const Conv& k : convs) {
+  // Every geometry as conv2d; the first four also with the ReLU fused (conv2d_relu): im2col,
+  // the no-bias path, Winograd and the direct loops.
+  for (size_t i = 0; i < 2 * std::size(convs); ++i) {
+    const Conv& k = convs[i % std::size(convs)];
+    const bool relu = i >= std::size(convs);
+    if (relu && i % std::size(convs) >= 4) continue;
     OpCase c;
-    c.name = std::string("conv2d ") + k.name;
+    c.name = std::string(relu ? "conv2d_relu " : "conv2d ") + k.name;
     c.inputs = {{{k.n, k.c, k.h, k.w}}, {{k.k, k.c, k.r, k.s}}};
     if (k.bias) c.inputs.push_back({{k.k}});
-    c.run = [k](const std::vector<Tensor>& t) {
-      return nnlab::conv2d(t[0], t[1], k.bias ? t[2] : Tensor(), k.stride_h, k.stride_w, k.pad_h, k.pad_w);
+    c.run = [k, relu](const std::vector<Tensor>& t) {
+      const Tensor b = k.bias ? t[2] : Tensor();
+      return relu ? nnlab::conv2d_relu(t[0], t[1], b, k.stride_h, k.stride_w, k.pad_h, k.pad_w)
+                  : nnlab::conv2d(t[0], t[1], b, k.stride_h, k.stride_w, k.pad_h, k.pad_w);
     };
-    c.reference = [k](const HostInputs& in) { return naive_conv2d(k, in); };
+    c.reference = [k, relu](const HostInputs& in) {
+      Reference ref = naive_conv2d(k, in);
+      if (relu)
+        for (double& v : ref.values) v = v > 0.0 ? v : 0.0;
+      return ref;
+    };
     // Each output (and weight gradient) sums many products of values in [−1, 1): scale the
     // absolute tolerances with the number of terms.
     const double terms = static_cast<double>(std::max(k.c * k.r * k.s, k.n * k.p() * k.q()));

@@ -82,9 +82,9 @@ void compare_conv(const Conv2dGeometry& g, Forward2 fwd2, Forward512 fwd512, Dat
   auto dx = [&] { return Tensor::empty({g.n, g.c, g.h, g.w}); };
   auto dw = [&] { return Tensor::empty({g.k, g.c, g.r, g.s}); };
   Tensor y2 = y(), y512 = y(), ym = y(), dx2 = dx(), dx512 = dx(), dxm = dx(), dw2 = dw(), dw512 = dw(), dwm = dw();
-  fwd2(g, x, w, &b, y2);
-  fwd512(g, x, w, &b, y512);
-  fwd2(g, ax, aw, &ab, ym);
+  fwd2(g, x, w, &b, y2, false);
+  fwd512(g, x, w, &b, y512, false);
+  fwd2(g, ax, aw, &ab, ym, false);
   {
     INFO("forward");
     check_close(y2, y512, ym, eps);
@@ -212,7 +212,7 @@ TEST_CASE("the backend runs the kernels of the chosen instruction set", "[cpu_is
     CHECK(cpu_isa_report() == std::string(cpu_isa_name(isa)) + " (set by the program)");
     Tensor through_table = Tensor::empty({g.n, g.k, g.p, g.q}), own = Tensor::empty({g.n, g.k, g.p, g.q});
     cpu_backend.conv2d_forward(g, x, w, &b, through_table);
-    (isa == CpuIsa::avx512 ? cpu::avx512::direct_forward : cpu::avx2::direct_forward)(g, x, w, &b, own);
+    (isa == CpuIsa::avx512 ? cpu::avx512::direct_forward : cpu::avx2::direct_forward)(g, x, w, &b, own, false);
     CHECK(through_table.to_vector<float>() == own.to_vector<float>());
   }
   if (!cpu_supports(CpuIsa::avx512)) CHECK_THROWS_WITH(set_cpu_isa(CpuIsa::avx512), Catch::Contains("avx512"));

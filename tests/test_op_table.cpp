@@ -18,7 +18,7 @@ constexpr uint64_t kSeed = 2024;
 TEST_CASE("op table: every op family of autograd/ops.h has an entry", "[ops][op_table]") {
   const char* ops[] = {"add",        "sub",          "mul",        "div",        "relu",          "sigmoid",
                        "tanh",       "matmul",       "linear",     "linear_relu",     "sum",        "mean",          "reshape",
-                       "flatten",    "log_softmax",  "cross_entropy", "conv2d",  "max_pool2d",    "max_pool2d_relu", "avg_pool2d",
+                       "flatten",    "log_softmax",  "cross_entropy", "conv2d",  "conv2d_relu", "max_pool2d",    "max_pool2d_relu", "avg_pool2d",
                        "adaptive_avg_pool2d_1x1", "batch_norm2d training", "batch_norm2d evaluation", "dropout"};
   for (const char* op : ops) {
     INFO(op);

@@ -17,27 +17,62 @@ class Conv2dBackward : public Node {
   Conv2dBackward(const Conv2dGeometry& g, std::vector<Tensor> inputs) : Node(std::move(inputs)), g_(g) {}
   std::string name() const override { return "Conv2dBackward"; }
   std::vector<Tensor> backward(const Tensor& dy) override {
-    const Tensor& x = inputs()[0];
-    const Tensor& w = inputs()[1];
-    Backend& be = backend_for(dy.device());
-    std::vector<Tensor> grads(inputs().size());
-    if (needs_grad(0)) {
-      grads[0] = Tensor::empty(x.shape(), x.dtype(), x.device());
-      be.conv2d_backward_data(g_, dy, w, grads[0]);
-    }
-    if (needs_grad(1)) {
-      grads[1] = Tensor::empty(w.shape(), w.dtype(), w.device());
-      be.conv2d_backward_filter(g_, dy, x, grads[1]);
-    }
+    Tensor db;
     if (needs_grad(2)) {
-      grads[2] = Tensor::empty({g_.k}, dy.dtype(), dy.device());
-      be.bias_backward(dy, grads[2], g_.p * g_.q);  // dy as (n, k, p·q)
+      db = Tensor::empty({g_.k}, dy.dtype(), dy.device());
+      backend_for(dy.device()).bias_backward(dy, db, g_.p * g_.q);  // dy as (n, k, p·q)
     }
-    return grads;
+    return {input_gradient(dy), filter_gradient(dy), db};
   }
 
- private:
+ protected:
+  // dx = col2im(Wᵀ · dy)  (undefined when x needs none)
+  Tensor input_gradient(const Tensor& dy) const {
+    if (!needs_grad(0)) return Tensor();
+    const Tensor& x = inputs()[0];
+    Tensor dx = Tensor::empty(x.shape(), x.dtype(), x.device());
+    backend_for(dy.device()).conv2d_backward_data(g_, dy, inputs()[1], dx);
+    return dx;
+  }
+  // dW = dy · im2col(x)ᵀ  (undefined when W needs none)
+  Tensor filter_gradient(const Tensor& dy) const {
+    if (!needs_grad(1)) return Tensor();
+    const Tensor& w = inputs()[1];
+    Tensor dw = Tensor::empty(w.shape(), w.dtype(), w.device());
+    backend_for(dy.device()).conv2d_backward_filter(g_, dy, inputs()[0], dw);
+    return dw;
+  }
+
   Conv2dGeometry g_;
+};
+
+// y = relu(z), z = W ⋆ x + b   ->   dz = dy·[y > 0] ;  dx = col2im(Wᵀ · dz) ;  dW = dz · im2col(x)ᵀ ;
+//                                   db = Σ_{n,p,q} dz
+// The mask and the bias gradient are one pass (Backend::relu_bias_backward); y > 0 exactly
+// where z > 0, so z need not be kept.
+class Conv2dReluBackward : public Conv2dBackward {
+ public:
+  Conv2dReluBackward(const Conv2dGeometry& g, std::vector<Tensor> inputs, const Tensor& y)
+      : Conv2dBackward(g, std::move(inputs)), y_(y.detach()) {}
+  std::string name() const override { return "Conv2dReluBackward"; }
+  std::vector<Tensor> backward(const Tensor& dy) override {
+    Backend& be = backend_for(dy.device());
+    Tensor dz = Tensor::empty(y_.shape(), y_.dtype(), y_.device());
+    Tensor db;
+    if (needs_grad(2)) {
+      db = Tensor::empty({g_.k}, dy.dtype(), dy.device());
+      be.relu_bias_backward(y_, dy, dz, db, g_.p * g_.q);
+    } else {
+      be.unary_backward(UnaryOp::Relu, y_, y_, dy, dz);
+    }
+    return {input_gradient(dz), filter_gradient(dz), db};
+  }
+
+ protected:
+  void release_saved() override { y_ = Tensor(); }
+
+ private:
+  Tensor y_;  // detached: saving y itself would make y → node → y a reference cycle
 };
 
 // Checks the inputs the way a user would want to hear about them, and works out p and q.
@@ -68,20 +103,34 @@ Conv2dGeometry conv2d_geometry(const Tensor& x, const Tensor& w, const Tensor& b
   return g;
 }
 
+// The convolution, with the ReLU after it fused when relu; both ops are this.
+Tensor convolve(const char* op, const Tensor& x, const Tensor& w, const Tensor& b, int64_t stride_h,
+                int64_t stride_w, int64_t pad_h, int64_t pad_w, bool relu) {
+  if (b.defined()) check_same_device(op, {&x, &w, &b});
+  else check_same_device(op, {&x, &w});
+  check_float(op, x);
+  const Conv2dGeometry g = conv2d_geometry(x, w, b, stride_h, stride_w, pad_h, pad_w);
+  Tensor y = Tensor::empty({g.n, g.k, g.p, g.q}, x.dtype(), x.device());
+  Backend& be = backend_for(x.device());
+  const Tensor* bias = b.defined() ? &b : nullptr;
+  if (y.numel() > 0) relu ? be.conv2d_relu_forward(g, x, w, bias, y) : be.conv2d_forward(g, x, w, bias, y);
+  if (needs_graph({&x, &w, &b})) {
+    if (relu) attach(y, std::make_shared<Conv2dReluBackward>(g, std::vector<Tensor>{x, w, b}, y));
+    else attach(y, std::make_shared<Conv2dBackward>(g, std::vector<Tensor>{x, w, b}));
+  }
+  return y;
+}
+
 }  // namespace
 
 Tensor conv2d(const Tensor& x, const Tensor& w, const Tensor& b, int64_t stride_h, int64_t stride_w, int64_t pad_h,
               int64_t pad_w) {
-  if (b.defined()) check_same_device("conv2d", {&x, &w, &b});
-  else check_same_device("conv2d", {&x, &w});
-  check_float("conv2d", x);
-  const Conv2dGeometry g = conv2d_geometry(x, w, b, stride_h, stride_w, pad_h, pad_w);
-  Tensor y = Tensor::empty({g.n, g.k, g.p, g.q}, x.dtype(), x.device());
-  if (y.numel() > 0) backend_for(x.device()).conv2d_forward(g, x, w, b.defined() ? &b : nullptr, y);
-  if (needs_graph({&x, &w, &b})) {
-    attach(y, std::make_shared<Conv2dBackward>(g, std::vector<Tensor>{x, w, b}));
-  }
-  return y;
+  return convolve("conv2d", x, w, b, stride_h, stride_w, pad_h, pad_w, false);
+}
+
+Tensor conv2d_relu(const Tensor& x, const Tensor& w, const Tensor& b, int64_t stride_h, int64_t stride_w,
+                   int64_t pad_h, int64_t pad_w) {
+  return convolve("conv2d_relu", x, w, b, stride_h, stride_w, pad_h, pad_w, true);
 }
 
 }  // namespace nnlab

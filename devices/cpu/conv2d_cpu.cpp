@@ -71,6 +71,7 @@
 #include "devices/cpu/conv2d_im2col.h"
 #include "devices/cpu/conv2d_winograd.h"
 #include "devices/cpu/cpu_backend.h"
+#include "devices/cpu/dispatch.h"
 #include "devices/kernel_log.h"
 
 namespace nnlab {
@@ -208,22 +209,38 @@ void check_conv_dtypes(const char* kernel, const Tensor& a, const Tensor& b, con
               b.describe(), ", ", c.describe());
 }
 
-}  // namespace
-
-// x: (n, c, h, w)  w: (k, c, r, s)  b: (k) or null  y: (n, k, p, q)
-void CpuBackend::conv2d_forward(const Conv2dGeometry& g, const Tensor& x, const Tensor& w, const Tensor* b,
-                                Tensor& y) {
+// x: (n, c, h, w)  w: (k, c, r, s)  b: (k) or null  y: (n, k, p, q), then max(0, y) when relu:
+// the direct and Winograd kernels floor each image or plane as they write it; the others, whose
+// time the ReLU hardly changes, get a pass of its own.
+void forward(const Conv2dGeometry& g, const Tensor& x, const Tensor& w, const Tensor* b, Tensor& y, bool relu) {
   check_conv_dtypes("conv2d_forward", x, w, y);
   KernelTiming timing;  // for nnlab explain
   const ConvAlgorithm algorithm = choose_and_log(g, ConvDirection::Forward, x.dtype(), timing);
   switch (algorithm) {
-    case ConvAlgorithm::Reference: return cpu::conv2d_reference_forward(g, x, w, b, y);
-    case ConvAlgorithm::Direct: return cpu::direct_forward(g, x, w, b, y);
+    case ConvAlgorithm::Direct: return cpu::direct_forward(g, x, w, b, y, relu);
     case ConvAlgorithm::Winograd:
-      return cpu::winograd_forward(g, cpu::winograd_tile(g, ConvDirection::Forward), x, w, b, y);
+      return cpu::winograd_forward(g, cpu::winograd_tile(g, ConvDirection::Forward), x, w, b, y, relu);
+    case ConvAlgorithm::Reference: cpu::conv2d_reference_forward(g, x, w, b, y); break;
     case ConvAlgorithm::Im2colSmallGemm:
-    case ConvAlgorithm::Im2colBlas: return cpu::im2col_forward(g, x, w, b, y, algorithm);
+    case ConvAlgorithm::Im2colBlas: cpu::im2col_forward(g, x, w, b, y, algorithm); break;
   }
+  if (relu)
+    cpu::dispatch_float("conv2d_relu_forward", y, [&](auto t) {
+      using T = decltype(t);
+      cpu::relu_in_place(y.data<T>(), static_cast<long>(y.numel()));
+    });
+}
+
+}  // namespace
+
+void CpuBackend::conv2d_forward(const Conv2dGeometry& g, const Tensor& x, const Tensor& w, const Tensor* b,
+                                Tensor& y) {
+  forward(g, x, w, b, y, false);
+}
+
+void CpuBackend::conv2d_relu_forward(const Conv2dGeometry& g, const Tensor& x, const Tensor& w, const Tensor* b,
+                                     Tensor& y) {
+  forward(g, x, w, b, y, true);
 }
 
 // dy: (n, k, p, q)  w: (k, c, r, s)  dx: (n, c, h, w)

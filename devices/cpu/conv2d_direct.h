@@ -37,18 +37,21 @@ bool channel_forward_pays(const Conv2dGeometry& g);
 bool images_layout_pays(const Conv2dGeometry& g);
 
 // The kernels of the instruction set cpu_isa() chose (isa_dispatch.cpp).
-void direct_forward(const Conv2dGeometry& g, const Tensor& x, const Tensor& w, const Tensor* b, Tensor& y);
+void direct_forward(const Conv2dGeometry& g, const Tensor& x, const Tensor& w, const Tensor* b, Tensor& y,
+                    bool relu);
 void direct_backward_data(const Conv2dGeometry& g, const Tensor& dy, const Tensor& w, Tensor& dx);
 void direct_backward_filter(const Conv2dGeometry& g, const Tensor& dy, const Tensor& x, Tensor& dw);
 
 // Each instruction set's own (conv2d_direct_cpu.cpp, compiled once per set).
 namespace avx2 {
-void direct_forward(const Conv2dGeometry& g, const Tensor& x, const Tensor& w, const Tensor* b, Tensor& y);
+void direct_forward(const Conv2dGeometry& g, const Tensor& x, const Tensor& w, const Tensor* b, Tensor& y,
+                    bool relu);
 void direct_backward_data(const Conv2dGeometry& g, const Tensor& dy, const Tensor& w, Tensor& dx);
 void direct_backward_filter(const Conv2dGeometry& g, const Tensor& dy, const Tensor& x, Tensor& dw);
 }  // namespace avx2
 namespace avx512 {
-void direct_forward(const Conv2dGeometry& g, const Tensor& x, const Tensor& w, const Tensor* b, Tensor& y);
+void direct_forward(const Conv2dGeometry& g, const Tensor& x, const Tensor& w, const Tensor* b, Tensor& y,
+                    bool relu);
 void direct_backward_data(const Conv2dGeometry& g, const Tensor& dy, const Tensor& w, Tensor& dx);
 void direct_backward_filter(const Conv2dGeometry& g, const Tensor& dy, const Tensor& x, Tensor& dw);
 }  // namespace avx512

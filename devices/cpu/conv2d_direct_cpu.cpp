@@ -168,11 +168,17 @@ void filter_sum(const T* in, const Bordered& b, const T* dy, long kblocks, long 
 }  // namespace
 
 // x: (n, c, h, w)  w: (k, c, r, s)  b: (k) or null  y: (n, k, p, q)
-void direct_forward(const Conv2dGeometry& g, const Tensor& x, const Tensor& w, const Tensor* b, Tensor& y) {
+// relu: y = max(0, y), each image's output as soon as it is written, still in the cache.
+void direct_forward(const Conv2dGeometry& g, const Tensor& x, const Tensor& w, const Tensor* b, Tensor& y,
+                    bool relu) {
   dispatch_float("conv2d_forward", x, [&](auto tag) {
     using T = decltype(tag);
     const Bordered border = bordered(g.c, g.p, g.q, g.r, g.s, g.pad_h, g.h);
-    if (channel_forward_pays(g)) return channel_forward(g, border, x, w, b, y);
+    if (channel_forward_pays(g)) {
+      channel_forward(g, border, x, w, b, y);
+      if (relu) relu_in_place(y.data<T>(), static_cast<long>(y.numel()));
+      return;
+    }
     Tensor work = Tensor::empty({omp_get_max_threads() * border.size()}, x.dtype(), x.device());
     const T *x_data = x.data<T>(), *bias = b && b->defined() ? b->data<T>() : nullptr;
     T *y_data = y.data<T>(), *ws = work.data<T>();
@@ -182,7 +188,9 @@ void direct_forward(const Conv2dGeometry& g, const Tensor& x, const Tensor& w, c
       for_each_image(g.n, g.k * g.p * g.q * g.c * g.r * g.s, [&](long i, int slot) {
         T* in = ws + slot * border.size();
         copy_bordered(x_data + i * g.c * g.h * g.w, g.w, g.pad_w, border, in);
-        correlate<T, kB>(in, border, packed.data<T>(), g.k, g.r, g.s, bias, y_data + i * g.k * g.p * g.q, g.p, g.q);
+        T* image = y_data + i * g.k * g.p * g.q;
+        correlate<T, kB>(in, border, packed.data<T>(), g.k, g.r, g.s, bias, image, g.p, g.q);
+        if (relu) relu_in_place(image, g.k * g.p * g.q);
       });
     });
   });

@@ -21,7 +21,7 @@ const char* winograd_tile_name(WinogradTile tile);
 
 // The kernels of the instruction set cpu_isa() chose (isa_dispatch.cpp).
 void winograd_forward(const Conv2dGeometry& g, WinogradTile tile, const Tensor& x, const Tensor& w, const Tensor* b,
-                      Tensor& y);
+                      Tensor& y, bool relu);
 void winograd_backward_data(const Conv2dGeometry& g, WinogradTile tile, const Tensor& dy, const Tensor& w, Tensor& dx);
 void winograd_backward_filter(const Conv2dGeometry& g, WinogradTile tile, const Tensor& dy, const Tensor& x,
                               Tensor& dw);
@@ -29,14 +29,14 @@ void winograd_backward_filter(const Conv2dGeometry& g, WinogradTile tile, const 
 // Each instruction set's own (conv2d_winograd_cpu.cpp, compiled once per set).
 namespace avx2 {
 void winograd_forward(const Conv2dGeometry& g, WinogradTile tile, const Tensor& x, const Tensor& w, const Tensor* b,
-                      Tensor& y);
+                      Tensor& y, bool relu);
 void winograd_backward_data(const Conv2dGeometry& g, WinogradTile tile, const Tensor& dy, const Tensor& w, Tensor& dx);
 void winograd_backward_filter(const Conv2dGeometry& g, WinogradTile tile, const Tensor& dy, const Tensor& x,
                               Tensor& dw);
 }  // namespace avx2
 namespace avx512 {
 void winograd_forward(const Conv2dGeometry& g, WinogradTile tile, const Tensor& x, const Tensor& w, const Tensor* b,
-                      Tensor& y);
+                      Tensor& y, bool relu);
 void winograd_backward_data(const Conv2dGeometry& g, WinogradTile tile, const Tensor& dy, const Tensor& w, Tensor& dx);
 void winograd_backward_filter(const Conv2dGeometry& g, WinogradTile tile, const Tensor& dy, const Tensor& x,
                               Tensor& dw);

@@ -97,10 +97,11 @@ void transform_inputs(const T* x, long channels, const Tiling& t, long first, lo
 }
 
 // The forward convolution of x (n, cin, h, w) to y (n, cout, p, q) with transformed
-// filters u (n² × cout × cin) and an optional bias — shared by forward and backward data.
+// filters u (n² × cout × cin) and an optional bias — shared by forward and backward data;
+// relu (forward only): each plane floored at 0 as soon as it is written.
 template <typename Tile, typename T>
 void winograd_convolve(DType dtype, const T* x, long n, long cin, const Tiling& t, const T* u, long cout, const T* bias,
-                       T* y) {
+                       T* y, bool relu) {
   constexpr int positions = Tile::n * Tile::n;
   const long chunk = chunk_images(n, positions, cin + cout, t.per_plane(), sizeof(T));
   const long chunks = (n + chunk - 1) / chunk, threads = omp_get_max_threads();
@@ -126,6 +127,7 @@ void winograd_convolve(DType dtype, const T* x, long n, long cin, const Tiling& 
         T* plane = y + ((first + i) * cout + co) * t.p * t.q;
         const T b = bias ? bias[co] : T(0);
         transform_output_plane<Tile>(m + co * tiles + i * t.per_plane(), m_stride, t, b, plane);
+        if (relu) relu_in_place(plane, t.p * t.q);
       }
   }
 }
@@ -141,9 +143,9 @@ void with_tile(WinogradTile tile, Body body) {
 
 }  // namespace
 
-// x: (n, c, h, w)  w: (k, c, 3, 3)  b: (k) or null  y: (n, k, p, q)
+// x: (n, c, h, w)  w: (k, c, 3, 3)  b: (k) or null  y: (n, k, p, q)   (relu: y = max(0, y))
 void winograd_forward(const Conv2dGeometry& g, WinogradTile tile, const Tensor& x, const Tensor& w, const Tensor* b,
-                      Tensor& y) {
+                      Tensor& y, bool relu) {
   dispatch_float("conv2d_forward (winograd)", x, [&](auto tag) {
     using T = decltype(tag);
     with_tile(tile, [&](auto tile_tag) {
@@ -155,7 +157,7 @@ void winograd_forward(const Conv2dGeometry& g, WinogradTile tile, const Tensor& 
           g.k * g.c, [w_data](long j, int i) { return w_data[j * 9 + i]; }, u, g.k * g.c);
       const T* b_data = b && b->defined() ? b->data<T>() : nullptr;
       winograd_convolve<Tile>(x.dtype(), x.data<T>(), g.n, g.c, tiling(Tile::m, g.h, g.w, g.pad_h, g.pad_w), u, g.k,
-                              b_data, y.data<T>());
+                              b_data, y.data<T>(), relu);
     });
   });
 }
@@ -176,7 +178,7 @@ void winograd_backward_data(const Conv2dGeometry& g, WinogradTile tile, const Te
       transform_filters<Tile>(  // U[ξ][ci][co] of the rotated filters: j = ci · k + co, tap i ← 8 − i
           k * c, [w_data, k, c](long j, int i) { return w_data[((j % k) * c + j / k) * 9 + 8 - i]; }, u, c * k);
       winograd_convolve<Tile>(dy.dtype(), dy.data<T>(), g.n, g.k, tiling(Tile::m, g.p, g.q, 2 - g.pad_h, 2 - g.pad_w),
-                              u, g.c, (const T*)nullptr, dx.data<T>());
+                              u, g.c, (const T*)nullptr, dx.data<T>(), false);
     });
   });
 }

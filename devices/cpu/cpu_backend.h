@@ -62,6 +62,8 @@ class CpuBackend final : public Backend {
   // conv2d_cpu.cpp: the router (choose_conv_algorithm, conv2d_algorithm.h)
   void conv2d_forward(const Conv2dGeometry& g, const Tensor& x, const Tensor& w, const Tensor* b,
                       Tensor& y) override;
+  void conv2d_relu_forward(const Conv2dGeometry& g, const Tensor& x, const Tensor& w, const Tensor* b,
+                           Tensor& y) override;
   void conv2d_backward_data(const Conv2dGeometry& g, const Tensor& dy, const Tensor& w, Tensor& dx) override;
   void conv2d_backward_filter(const Conv2dGeometry& g, const Tensor& dy, const Tensor& x, Tensor& dw) override;
 

@@ -36,8 +36,9 @@ void small_gemm_nt(int64_t m, int64_t n, int64_t t, const float* a, const float*
                : avx2::small_gemm_nt(m, n, t, a, b, c, ldc, accumulate, column_bias, relu);
 }
 
-void direct_forward(const Conv2dGeometry& g, const Tensor& x, const Tensor& w, const Tensor* b, Tensor& y) {
-  use_avx512() ? avx512::direct_forward(g, x, w, b, y) : avx2::direct_forward(g, x, w, b, y);
+void direct_forward(const Conv2dGeometry& g, const Tensor& x, const Tensor& w, const Tensor* b, Tensor& y,
+                    bool relu) {
+  use_avx512() ? avx512::direct_forward(g, x, w, b, y, relu) : avx2::direct_forward(g, x, w, b, y, relu);
 }
 
 void direct_backward_data(const Conv2dGeometry& g, const Tensor& dy, const Tensor& w, Tensor& dx) {
@@ -49,8 +50,9 @@ void direct_backward_filter(const Conv2dGeometry& g, const Tensor& dy, const Ten
 }
 
 void winograd_forward(const Conv2dGeometry& g, WinogradTile tile, const Tensor& x, const Tensor& w, const Tensor* b,
-                      Tensor& y) {
-  use_avx512() ? avx512::winograd_forward(g, tile, x, w, b, y) : avx2::winograd_forward(g, tile, x, w, b, y);
+                      Tensor& y, bool relu) {
+  use_avx512() ? avx512::winograd_forward(g, tile, x, w, b, y, relu)
+               : avx2::winograd_forward(g, tile, x, w, b, y, relu);
 }
 
 void winograd_backward_data(const Conv2dGeometry& g, WinogradTile tile, const Tensor& dy, const Tensor& w,

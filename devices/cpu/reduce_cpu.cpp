@@ -60,29 +60,37 @@ void CpuBackend::bias_forward(Tensor& y, const Tensor& b, int64_t inner) {
 
 namespace {
 
+// dz[i] = dy[i]·[y[i] > 0] over n elements, accumulated into sum[0..n): Masked, a ReLU's
+// backward fused with a bias gradient; unmasked (y and dz null), the bias gradient alone.
+// Plain loops over local pointers: behind a lambda GCC reloaded every pointer per element and
+// left the loop scalar (2.9 ms for cifar-cnn's first layer, against 0.5 for the two kernels).
+template <typename T, bool Masked>
+inline void accumulate_row(const T* __restrict dy, const T* __restrict y, T* __restrict dz, T* __restrict sum,
+                           long n) {
+#pragma omp simd
+  for (long i = 0; i < n; ++i) {
+    if constexpr (Masked) {
+      const T v = y[i] > T(0) ? dy[i] : T(0);
+      dz[i] = v;
+      sum[i] += v;
+    } else {
+      sum[i] += dy[i];
+    }
+  }
+}
+
 // dy: (outer, c, inner)  db: (c)   db[j] = Σ_o Σ_i dz[o, j, i]
 // where dz = dy (Masked false: a bias gradient alone), or dz = dy·[y > 0], written out as well
 // (Masked true: a ReLU's backward fused with the bias gradient of the layer under it). One
 // loop nest for both, so the fused pair sums in exactly the order bias_backward does.
 template <typename T, bool Masked>
 void bias_gradient(const T* dy, const T* y, T* dz, T* db, long c, long in, long outer) {
-  const auto take = [&](long index) {
-    if constexpr (Masked) {
-      const T v = y[index] > T(0) ? dy[index] : T(0);
-      dz[index] = v;
-      return v;
-    } else {
-      return dy[index];
-    }
-  };
+  const auto at = [](auto* base, long offset) { return base ? base + offset : base; };
   if (in == 1) {
     // Linear: sum the rows of dz (outer × c) into db, row by row so the inner loop runs
-    // along contiguous memory; each db[j] still adds its terms in row order. (simd: the
-    // compiler cannot see that dz and db do not overlap, and left the masked loop scalar.)
+    // along contiguous memory; each db[j] still adds its terms in row order.
     for (long j = 0; j < c; ++j) db[j] = 0;
-    for (long o = 0; o < outer; ++o)
-#pragma omp simd
-      for (long j = 0; j < c; ++j) db[j] += take(o * c + j);
+    for (long o = 0; o < outer; ++o) accumulate_row<T, Masked>(dy + o * c, at(y, o * c), at(dz, o * c), db, c);
     return;
   }
   // Conv2d: each channel's plane is summed in 32 interleaved lanes (element i goes to lane
@@ -99,11 +107,10 @@ void bias_gradient(const T* dy, const T* y, T* dz, T* db, long c, long in, long 
     for (long o = 0; o < outer; ++o) {
       const long row = (o * c + j) * in;
       for (long i = 0; i < body; i += kLanes)
-#pragma omp simd
-        for (long l = 0; l < kLanes; ++l) lane[l] += take(row + i + l);
-      T tail = 0;
-      for (long i = body; i < in; ++i) tail += take(row + i);
-      tails += tail;
+        accumulate_row<T, Masked>(dy + row + i, at(y, row + i), at(dz, row + i), lane, kLanes);
+      T tail[1] = {0};
+      for (long i = body; i < in; ++i) accumulate_row<T, Masked>(dy + row + i, at(y, row + i), at(dz, row + i), tail, 1);
+      tails += tail[0];
     }
     T s = 0;
     for (long l = 0; l < kLanes; ++l) s += lane[l];

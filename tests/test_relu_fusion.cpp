@@ -1,16 +1,22 @@
-// A Linear layer and the ReLU after it, fused (linear_relu, LinearReLU): Sequential's pairing,
-// and the fused op against the two ops one by one, bit for bit, forward and backward; the
-// fused ReLU-and-bias gradient kernel against its two kernels on convolution planes.
+// A Linear or Conv2d layer and the ReLU after it, fused (linear_relu and conv2d_relu,
+// LinearReLU and Conv2dReLU): Sequential's pairing, and the fused ops against the two ops one by
+// one, bit for bit, forward and backward, on every CPU kernel path and both instruction sets;
+// the fused ReLU-and-bias gradient kernel against its two kernels.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <limits>
+#include <set>
 #include <string>
 #include <vector>
 
 #include "autograd/ops.h"
+#include "devices/cpu/cpu_isa.h"
 #include "devices/cpu/threads.h"
+#include "devices/kernel_log.h"
 #include "devices/registry.h"
 #include "layers/activation.h"
+#include "layers/conv2d.h"
 #include "layers/linear.h"
 #include "layers/pool.h"
 #include "layers/sequential.h"
@@ -57,6 +63,15 @@ TEST_CASE("Sequential runs a Linear and the ReLU after it as one LinearReLU", "[
   mixed.add("fc", std::make_shared<Linear>(4, 4)).add("relu1", std::make_shared<ReLU>());
   mixed.add("pool", std::make_shared<MaxPool2d>(2)).add("relu2", std::make_shared<ReLU>());
   CHECK(run_order_names(mixed) == std::vector<std::string>{"fc", "pool+relu1", "relu2"});
+
+  // cifar-cnn's pattern: conv, ReLU, conv, ReLU, pool.
+  Sequential cnn;
+  cnn.add("c1", std::make_shared<Conv2d>(3, 8, 3, 1, 1)).add("relu1", std::make_shared<ReLU>());
+  cnn.add("c2", std::make_shared<Conv2d>(8, 8, 3, 1, 1)).add("relu2", std::make_shared<ReLU>());
+  cnn.add("pool1", std::make_shared<MaxPool2d>(2));
+  CHECK(run_order_names(cnn) == std::vector<std::string>{"c1+relu1", "c2", "pool1+relu2"});
+  CHECK(cnn.run_order()[0].second->describe() ==
+        "Conv2d(3, 8, kernel_size=(3, 3), stride=(1, 1), padding=(1, 1)) + ReLU()");
 }
 
 TEST_CASE("linear_relu equals linear then relu bit for bit, forward and backward", "[linear][ops]") {
@@ -114,6 +129,58 @@ TEST_CASE("linear_relu gives a NaN sum 0, as relu does, and no gradient through 
   CHECK(y.to_vector<float>() == std::vector<float>{0, 0, 3, 1});
   y.backward(Tensor::full({2, 2}, 1.0));
   CHECK(x.grad().to_vector<float>() == std::vector<float>{0, 0, 2, 0});
+}
+
+TEST_CASE("conv2d_relu equals conv2d then relu bit for bit on every CPU kernel path", "[conv2d][ops]") {
+  struct Case {
+    int64_t n, c, hw, k, kernel, stride, pad;
+  };
+  // cifar-cnn's c1 (direct), c2 (Winograd F(4×4)) and c3 (F(2×2)) on fewer images; lenet5's c1
+  // (5 × 5); a stride of 2 (im2col + GEMM).
+  const std::vector<Case> cases = {{4, 3, 32, 32, 3, 1, 1}, {2, 32, 32, 32, 3, 1, 1}, {4, 32, 16, 64, 3, 1, 1},
+                                   {4, 1, 28, 6, 5, 1, 2},  {3, 4, 11, 5, 3, 2, 1}};
+  std::set<std::string> kernels;
+  set_cpu_threads(2);
+  for (CpuIsa isa : {CpuIsa::avx2, CpuIsa::avx512}) {
+    if (!cpu_supports(isa)) continue;
+    const CpuIsa saved = cpu_isa();
+    set_cpu_isa(isa);
+    for (const Case& c : cases)
+      for (DType dtype : {DType::Float32, DType::Float64}) {
+        INFO(cpu_isa_name(isa) << ": " << c.n << "×" << c.c << "×" << c.hw << "² → " << c.k << ", " << c.kernel
+                               << "×" << c.kernel << " stride " << c.stride << " pad " << c.pad << ", "
+                               << (dtype == DType::Float32 ? "float32" : "float64"));
+        Tensor x = random_tensor({c.n, c.c, c.hw, c.hw}, kSeed, 5, dtype);
+        Tensor w = random_tensor({c.k, c.c, c.kernel, c.kernel}, kSeed, 6, dtype);
+        Tensor b = random_tensor({c.k}, kSeed, 7, dtype);
+        for (Tensor* t : {&x, &w, &b}) t->set_requires_grad(true);
+        Tensor y_fused;
+        {
+          KernelLogScope log;  // which kernels ran
+          y_fused = conv2d_relu(x, w, b, c.stride, c.stride, c.pad, c.pad);
+          for (const KernelCall& call : take_kernel_calls()) kernels.insert(call.family);
+        }
+        const Tensor dy = random_tensor(y_fused.shape(), kSeed, 8, dtype);
+        y_fused.backward(dy);
+        std::vector<std::vector<double>> fused_grads, plain_grads;
+        for (Tensor* t : {&x, &w, &b}) {
+          fused_grads.push_back(t->grad().to_vector<double>());
+          t->set_grad(Tensor());
+        }
+        Tensor y_plain = relu(conv2d(x, w, b, c.stride, c.stride, c.pad, c.pad));
+        y_plain.backward(dy);
+        for (Tensor* t : {&x, &w, &b}) plain_grads.push_back(t->grad().to_vector<double>());
+        CHECK(y_fused.to_vector<double>() == y_plain.to_vector<double>());
+        CHECK(fused_grads == plain_grads);
+      }
+    set_cpu_isa(saved);
+  }
+  set_cpu_threads(0);
+  std::string seen;
+  for (const std::string& k : kernels) seen += k + "; ";
+  INFO("kernels seen: " << seen);
+  for (const char* path : {"direct", "winograd", "im2col"})
+    CHECK(std::any_of(kernels.begin(), kernels.end(), [&](const std::string& k) { return k.find(path) != std::string::npos; }));
 }
 
 TEST_CASE("the CPU's fused ReLU and bias gradient equals its two kernels on any thread count", "[linear][reduce]") {
