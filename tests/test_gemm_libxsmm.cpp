@@ -89,3 +89,30 @@ TEST_CASE("libxsmm gemm: the same bits with 1 and 2 threads, and refusals of wha
   CHECK(cpu::libxsmm_gemm(false, false, 64, 3136, 128, 1.0f, f1_a.data(), f1_b.data(), 0.0f, f1_c.data()));
   set_cpu_threads(0);
 }
+
+TEST_CASE("libxsmm gemm: a large B split by columns gives the reference and one thread's bits",
+          "[gemm][libxsmm]") {
+  // B over 1 MB and C four times wider than tall: the threads take chunks of C's columns
+  // (cifar-cnn's f1 input gradient, 64 × 4096 × 512; a width that leaves partial chunks).
+  for (const auto& [m, n, k] : {std::tuple<int64_t, int64_t, int64_t>{64, 4096, 512}, {16, 4000, 80}})
+    for (bool ta : {false, true})
+      for (float beta : {0.0f, 1.0f}) {
+        INFO(m << "×" << n << "×" << k << " trans_a " << ta << " beta " << beta);
+        Operands one = random_operands(m, n, k, 11), two = one;
+        const std::vector<double> want = reference(ta, false, m, n, k, one, beta);
+        set_cpu_threads(1);
+        if (!cpu::libxsmm_gemm(ta, false, m, n, k, 1.0f, one.a.data(), one.b.data(), beta, one.c.data())) {
+          WARN("nnlab was built without libxsmm: nothing to test");
+          set_cpu_threads(0);
+          return;
+        }
+        set_cpu_threads(2);
+        REQUIRE(cpu::libxsmm_gemm(ta, false, m, n, k, 1.0f, two.a.data(), two.b.data(), beta, two.c.data()));
+        CHECK(one.c == two.c);
+        int64_t bad = 0;
+        for (int64_t i = 0; i < m * n; ++i)
+          bad += std::fabs(two.c[i] - want[i]) > 1e-5 * (1 + std::fabs(want[i])) * std::sqrt(double(k));
+        CHECK(bad == 0);
+      }
+  set_cpu_threads(0);
+}

@@ -79,44 +79,51 @@ TEST_CASE("linear_relu equals linear then relu bit for bit, forward and backward
     int64_t n, in, out;
     bool bias;
   };
-  // The mlp's first layer (AVX-512's dot-product route), an odd small one, one without a bias.
+  // The mlp's first layer (AVX-512's dot-product route; with AVX2 libxsmm's product, then the
+  // bias and the ReLU as passes), an odd small one, one without a bias.
   const std::vector<Case> cases = {{64, 784, 256, true}, {5, 7, 9, true}, {6, 33, 17, false}};
-  for (const Case& c : cases)
-    for (DType dtype : {DType::Float32, DType::Float64})
-      for (int threads : {1, 2}) {
-        INFO(c.n << "×" << c.in << " → " << c.out << (c.bias ? " bias " : " no bias ")
-                 << (dtype == DType::Float32 ? "float32" : "float64") << ", " << threads << " threads");
-        set_cpu_threads(threads);
-        Linear layer(LinearOptions{c.in, c.out, c.bias});
-        layer.initialize(kSeed);
-        layer.to(dtype);
-        Sequential fused;
-        fused.add("fc", std::shared_ptr<Linear>(&layer, [](Linear*) {})).add("relu", std::make_shared<ReLU>());
-        REQUIRE(run_order_names(fused) == std::vector<std::string>{"fc+relu"});
+  const CpuIsa saved_isa = cpu_isa();
+  for (CpuIsa isa : {CpuIsa::avx2, CpuIsa::avx512}) {
+    if (!cpu_supports(isa)) continue;
+    for (const Case& c : cases)
+      for (DType dtype : {DType::Float32, DType::Float64})
+        for (int threads : {1, 2}) {
+          INFO(cpu_isa_name(isa) << ": " << c.n << "×" << c.in << " → " << c.out << (c.bias ? " bias " : " no bias ")
+                                 << (dtype == DType::Float32 ? "float32" : "float64") << ", " << threads << " threads");
+          set_cpu_isa(isa);
+          set_cpu_threads(threads);
+          Linear layer(LinearOptions{c.in, c.out, c.bias});
+          layer.initialize(kSeed);
+          layer.to(dtype);
+          Sequential fused;
+          fused.add("fc", std::shared_ptr<Linear>(&layer, [](Linear*) {})).add("relu", std::make_shared<ReLU>());
+          REQUIRE(run_order_names(fused) == std::vector<std::string>{"fc+relu"});
 
-        Tensor x = random_tensor({c.n, c.in}, kSeed, 1, dtype);
-        x.set_requires_grad(true);
-        const Tensor dy = random_tensor({c.n, c.out}, kSeed, 2, dtype);
+          Tensor x = random_tensor({c.n, c.in}, kSeed, 1, dtype);
+          x.set_requires_grad(true);
+          const Tensor dy = random_tensor({c.n, c.out}, kSeed, 2, dtype);
 
-        Tensor y_fused = fused.forward(x);
-        y_fused.backward(dy);
-        const std::vector<double> dx_fused = x.grad().to_vector<double>();
-        const auto param_grads_fused = gradients_of(layer);
+          Tensor y_fused = fused.forward(x);
+          y_fused.backward(dy);
+          const std::vector<double> dx_fused = x.grad().to_vector<double>();
+          const auto param_grads_fused = gradients_of(layer);
 
-        x.set_grad(Tensor());
-        drop_gradients(layer);
-        Tensor y_plain = relu(layer.forward(x));
-        y_plain.backward(dy);
+          x.set_grad(Tensor());
+          drop_gradients(layer);
+          Tensor y_plain = relu(layer.forward(x));
+          y_plain.backward(dy);
 
-        const std::vector<double> y_values = y_fused.to_vector<double>();
-        CHECK(y_values == y_plain.to_vector<double>());
-        CHECK(dx_fused == x.grad().to_vector<double>());
-        CHECK(param_grads_fused == gradients_of(layer));
-        size_t zeros = 0;  // the ReLU did cut: some outputs are 0, some not
-        for (double v : y_values) zeros += v == 0.0;
-        CHECK(zeros > 0);
-        CHECK(zeros < y_values.size());
-      }
+          const std::vector<double> y_values = y_fused.to_vector<double>();
+          CHECK(y_values == y_plain.to_vector<double>());
+          CHECK(dx_fused == x.grad().to_vector<double>());
+          CHECK(param_grads_fused == gradients_of(layer));
+          size_t zeros = 0;  // the ReLU did cut: some outputs are 0, some not
+          for (double v : y_values) zeros += v == 0.0;
+          CHECK(zeros > 0);
+          CHECK(zeros < y_values.size());
+        }
+  }
+  set_cpu_isa(saved_isa);
   set_cpu_threads(0);
 }
 
@@ -180,7 +187,8 @@ TEST_CASE("conv2d_relu equals conv2d then relu bit for bit on every CPU kernel p
   for (const std::string& k : kernels) seen += k + "; ";
   INFO("kernels seen: " << seen);
   for (const char* path : {"direct", "winograd", "im2col"})
-    CHECK(std::any_of(kernels.begin(), kernels.end(), [&](const std::string& k) { return k.find(path) != std::string::npos; }));
+    CHECK(std::any_of(kernels.begin(), kernels.end(),
+                      [&](const std::string& k) { return k.find(path) != std::string::npos; }));
 }
 
 TEST_CASE("the CPU's fused ReLU and bias gradient equals its two kernels on any thread count", "[linear][reduce]") {
