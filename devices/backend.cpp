@@ -51,9 +51,9 @@ void Backend::linear_forward(const Tensor& x, const Tensor& w, const Tensor* b, 
   if (relu) unary_forward(UnaryOp::Relu, y, y);
 }
 void Backend::bias_backward(const Tensor&, Tensor&, int64_t) { missing("bias_backward"); }
-void Backend::relu_bias_backward(const Tensor& y, const Tensor& dy, Tensor& dz, Tensor& db, int64_t inner) {
+void Backend::relu_bias_backward(const Tensor& y, const Tensor& dy, Tensor& dz, Tensor* db, int64_t inner) {
   unary_backward(UnaryOp::Relu, y, y, dy, dz);  // the sign test on y: y > 0 ⇔ the input > 0
-  bias_backward(dz, db, inner);
+  if (db) bias_backward(dz, *db, inner);
 }
 void Backend::sum_all(const Tensor&, double, Tensor&) { missing("sum_all"); }
 void Backend::sum_squares(const Tensor&, Tensor&) { missing("sum_squares"); }

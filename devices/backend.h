@@ -127,11 +127,11 @@ class Backend : public DeviceMemory {
   // dy: (outer, c, inner)  db: (c)      db[j] = Σ_o Σ_i dy[o, j, i]
   virtual void bias_backward(const Tensor& dy, Tensor& db, int64_t inner);
   // A ReLU's backward and the bias gradient of the layer under it, y = relu(layer(x) + b):
-  // y, dy, dz: (outer, c, inner)  db: (c)
+  // y, dy, dz: (outer, c, inner)  db: (c), or null for a layer without a bias
   //   dz = dy·[y > 0]   (y > 0 exactly where the ReLU's input was)
   //   db[j] = Σ_o Σ_i dz[o, j, i], summed as bias_backward sums, so the fused pair gives the
-  //   same bits as the two kernels one after the other (the default, which CUDA runs).
-  virtual void relu_bias_backward(const Tensor& y, const Tensor& dy, Tensor& dz, Tensor& db, int64_t inner);
+  //   same bits as the two kernels one after the other (the default).
+  virtual void relu_bias_backward(const Tensor& y, const Tensor& dy, Tensor& dz, Tensor* db, int64_t inner);
   // out: scalar   out = Σ x   (scale applied after: out = scale · Σ x)
   virtual void sum_all(const Tensor& x, double scale, Tensor& out);
   // out: scalar float32/64   out = Σ x²   (for gradient-norm clipping)

@@ -204,7 +204,7 @@ TEST_CASE("the CPU's fused ReLU and bias gradient equals its two kernels on any 
         const Tensor y = relu(random_tensor(shape, kSeed, 3, dtype));
         const Tensor dy = random_tensor(shape, kSeed, 4, dtype);
         Tensor dz = Tensor::empty(shape, dtype), db = Tensor::empty({c}, dtype);
-        cpu.relu_bias_backward(y, dy, dz, db, inner);
+        cpu.relu_bias_backward(y, dy, dz, &db, inner);
         Tensor dz_plain = Tensor::empty(shape, dtype), db_plain = Tensor::empty({c}, dtype);
         cpu.unary_backward(UnaryOp::Relu, y, y, dy, dz_plain);
         cpu.bias_backward(dz_plain, db_plain, inner);

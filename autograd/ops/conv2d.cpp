@@ -56,15 +56,9 @@ class Conv2dReluBackward : public Conv2dBackward {
       : Conv2dBackward(g, std::move(inputs)), y_(y.detach()) {}
   std::string name() const override { return "Conv2dReluBackward"; }
   std::vector<Tensor> backward(const Tensor& dy) override {
-    Backend& be = backend_for(dy.device());
     Tensor dz = Tensor::empty(y_.shape(), y_.dtype(), y_.device());
-    Tensor db;
-    if (needs_grad(2)) {
-      db = Tensor::empty({g_.k}, dy.dtype(), dy.device());
-      be.relu_bias_backward(y_, dy, dz, db, g_.p * g_.q);
-    } else {
-      be.unary_backward(UnaryOp::Relu, y_, y_, dy, dz);
-    }
+    Tensor db = needs_grad(2) ? Tensor::empty({g_.k}, dy.dtype(), dy.device()) : Tensor();
+    backend_for(dy.device()).relu_bias_backward(y_, dy, dz, db.defined() ? &db : nullptr, g_.p * g_.q);
     return {input_gradient(dz), filter_gradient(dz), db};
   }
 

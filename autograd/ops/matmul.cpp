@@ -76,15 +76,9 @@ class LinearReluBackward : public LinearBackward {
       : LinearBackward(x, w, b), y_(y.detach()) {}
   std::string name() const override { return "LinearReluBackward"; }
   std::vector<Tensor> backward(const Tensor& dy) override {
-    Backend& be = backend_for(dy.device());
     Tensor dz = Tensor::empty(y_.shape(), y_.dtype(), y_.device());
-    Tensor db;
-    if (wants_bias_gradient()) {
-      db = Tensor::empty(inputs()[2].shape(), dy.dtype(), dy.device());
-      be.relu_bias_backward(y_, dy, dz, db, 1);
-    } else {
-      be.unary_backward(UnaryOp::Relu, y_, y_, dy, dz);
-    }
+    Tensor db = wants_bias_gradient() ? Tensor::empty(inputs()[2].shape(), dy.dtype(), dy.device()) : Tensor();
+    backend_for(dy.device()).relu_bias_backward(y_, dy, dz, db.defined() ? &db : nullptr, 1);
     return {input_gradient(dz), weight_gradient(dz), db};
   }
 

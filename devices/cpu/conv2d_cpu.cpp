@@ -71,7 +71,6 @@
 #include "devices/cpu/conv2d_im2col.h"
 #include "devices/cpu/conv2d_winograd.h"
 #include "devices/cpu/cpu_backend.h"
-#include "devices/cpu/dispatch.h"
 #include "devices/kernel_log.h"
 
 namespace nnlab {
@@ -209,26 +208,23 @@ void check_conv_dtypes(const char* kernel, const Tensor& a, const Tensor& b, con
               b.describe(), ", ", c.describe());
 }
 
-// x: (n, c, h, w)  w: (k, c, r, s)  b: (k) or null  y: (n, k, p, q), then max(0, y) when relu:
-// the direct and Winograd kernels floor each image or plane as they write it; the others, whose
-// time the ReLU hardly changes, get a pass of its own.
-void forward(const Conv2dGeometry& g, const Tensor& x, const Tensor& w, const Tensor* b, Tensor& y, bool relu) {
+// x: (n, c, h, w)  w: (k, c, r, s)  b: (k) or null  y: (n, k, p, q), then max(0, y) when relu
+// and the algorithm takes it (the direct and Winograd kernels floor each image or plane as they
+// write it, still in the cache). Returns whether y is floored.
+bool forward(const Conv2dGeometry& g, const Tensor& x, const Tensor& w, const Tensor* b, Tensor& y, bool relu) {
   check_conv_dtypes("conv2d_forward", x, w, y);
   KernelTiming timing;  // for nnlab explain
   const ConvAlgorithm algorithm = choose_and_log(g, ConvDirection::Forward, x.dtype(), timing);
   switch (algorithm) {
-    case ConvAlgorithm::Direct: return cpu::direct_forward(g, x, w, b, y, relu);
+    case ConvAlgorithm::Direct: cpu::direct_forward(g, x, w, b, y, relu); return relu;
     case ConvAlgorithm::Winograd:
-      return cpu::winograd_forward(g, cpu::winograd_tile(g, ConvDirection::Forward), x, w, b, y, relu);
-    case ConvAlgorithm::Reference: cpu::conv2d_reference_forward(g, x, w, b, y); break;
+      cpu::winograd_forward(g, cpu::winograd_tile(g, ConvDirection::Forward), x, w, b, y, relu);
+      return relu;
+    case ConvAlgorithm::Reference: cpu::conv2d_reference_forward(g, x, w, b, y); return false;
     case ConvAlgorithm::Im2colSmallGemm:
-    case ConvAlgorithm::Im2colBlas: cpu::im2col_forward(g, x, w, b, y, algorithm); break;
+    case ConvAlgorithm::Im2colBlas: cpu::im2col_forward(g, x, w, b, y, algorithm); return false;
   }
-  if (relu)
-    cpu::dispatch_float("conv2d_relu_forward", y, [&](auto t) {
-      using T = decltype(t);
-      cpu::relu_in_place(y.data<T>(), static_cast<long>(y.numel()));
-    });
+  return false;
 }
 
 }  // namespace
@@ -238,9 +234,11 @@ void CpuBackend::conv2d_forward(const Conv2dGeometry& g, const Tensor& x, const 
   forward(g, x, w, b, y, false);
 }
 
+// The algorithms that do not floor their output (the reference loops, im2col), whose time the
+// ReLU hardly changes, get the ReLU's own kernel in place.
 void CpuBackend::conv2d_relu_forward(const Conv2dGeometry& g, const Tensor& x, const Tensor& w, const Tensor* b,
                                      Tensor& y) {
-  forward(g, x, w, b, y, true);
+  if (!forward(g, x, w, b, y, true)) unary_forward(UnaryOp::Relu, y, y);
 }
 
 // dy: (n, k, p, q)  w: (k, c, r, s)  dx: (n, c, h, w)

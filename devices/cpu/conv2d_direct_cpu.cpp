@@ -168,7 +168,8 @@ void filter_sum(const T* in, const Bordered& b, const T* dy, long kblocks, long 
 }  // namespace
 
 // x: (n, c, h, w)  w: (k, c, r, s)  b: (k) or null  y: (n, k, p, q)
-// relu: y = max(0, y), each image's output as soon as it is written, still in the cache.
+// relu: y = max(0, y), each image's output as soon as it is written, still in the cache (in the
+// channel layout, each image after the whole batch is written).
 void direct_forward(const Conv2dGeometry& g, const Tensor& x, const Tensor& w, const Tensor* b, Tensor& y,
                     bool relu) {
   dispatch_float("conv2d_forward", x, [&](auto tag) {
@@ -176,7 +177,8 @@ void direct_forward(const Conv2dGeometry& g, const Tensor& x, const Tensor& w, c
     const Bordered border = bordered(g.c, g.p, g.q, g.r, g.s, g.pad_h, g.h);
     if (channel_forward_pays(g)) {
       channel_forward(g, border, x, w, b, y);
-      if (relu) relu_in_place(y.data<T>(), static_cast<long>(y.numel()));
+      const long image = g.k * g.p * g.q;
+      if (relu) for_each_image(g.n, image, [&](long i, int) { relu_in_place(y.data<T>() + i * image, image); });
       return;
     }
     Tensor work = Tensor::empty({omp_get_max_threads() * border.size()}, x.dtype(), x.device());

@@ -37,7 +37,7 @@ class CpuBackend final : public Backend {
   // reduce_cpu.cpp
   void bias_forward(Tensor& y, const Tensor& b, int64_t inner) override;
   void bias_backward(const Tensor& dy, Tensor& db, int64_t inner) override;
-  void relu_bias_backward(const Tensor& y, const Tensor& dy, Tensor& dz, Tensor& db, int64_t inner) override;
+  void relu_bias_backward(const Tensor& y, const Tensor& dy, Tensor& dz, Tensor* db, int64_t inner) override;
   void sum_all(const Tensor& x, double scale, Tensor& out) override;
   void sum_squares(const Tensor& x, Tensor& out) override;
 

@@ -133,13 +133,14 @@ void CpuBackend::bias_backward(const Tensor& dy, Tensor& db, int64_t inner) {
 
 // y, dy, dz: (outer, c, inner)  db: (c)   dz = dy·[y > 0];  db[j] = Σ_o Σ_i dz[o, j, i]
 // One pass where ReLU's backward and bias_backward made two (the second read dz back).
-void CpuBackend::relu_bias_backward(const Tensor& y, const Tensor& dy, Tensor& dz, Tensor& db, int64_t inner) {
+void CpuBackend::relu_bias_backward(const Tensor& y, const Tensor& dy, Tensor& dz, Tensor* db, int64_t inner) {
+  if (!db) return unary_backward(UnaryOp::Relu, y, y, dy, dz);  // no bias: the ReLU's kernel alone
   NNLAB_LOG_KERNEL("relu_bias_backward", dy);  // nnlab explain: record the call
   cpu::dispatch_float("relu_bias_backward", dy, [&](auto t) {
     using T = decltype(t);
-    const long c = static_cast<long>(db.numel()), in = static_cast<long>(inner);
+    const long c = static_cast<long>(db->numel()), in = static_cast<long>(inner);
     bias_gradient<T, true>(static_cast<const T*>(dy.raw_data()), static_cast<const T*>(y.raw_data()),
-                           static_cast<T*>(dz.raw_data()), static_cast<T*>(db.raw_data()), c, in,
+                           static_cast<T*>(dz.raw_data()), static_cast<T*>(db->raw_data()), c, in,
                            static_cast<long>(dy.numel()) / (c * in));
   });
 }

@@ -20,14 +20,24 @@ __global__ void bias_forward_kernel(float* y, const float* b, int64_t c, int64_t
   NNLAB_GRID_STRIDE(idx, n) y[idx] += b[(idx / inner) % c];
 }
 
-// dy: (outer, c, inner)  db: (c)   db[j] = Σ_o Σ_i dy[o, j, i]; one block per channel j.
-__global__ void bias_backward_kernel(const float* dy, float* db, int64_t c, int64_t inner, int64_t outer) {
+// dy: (outer, c, inner)  db: (c)   db[j] = Σ_o Σ_i dz[o, j, i]; one block per channel j.
+// dz = dy (Masked false: the bias gradient alone), or dz = dy·[y > 0], written out as well
+// (Masked true: a ReLU's backward fused with the bias gradient, relu_bias_backward); both sum in
+// the same order, so the fused kernel gives the two kernels' bits.
+template <bool Masked>
+__global__ void bias_backward_kernel(const float* dy, const float* y, float* dz, float* db, int64_t c, int64_t inner,
+                                     int64_t outer) {
   const int64_t j = blockIdx.x;
   const int64_t count = outer * inner;
   double s = 0.0;
   for (int64_t e = threadIdx.x; e < count; e += blockDim.x) {
-    const int64_t o = e / inner, i = e % inner;
-    s += dy[(o * c + j) * inner + i];
+    const int64_t o = e / inner, i = e % inner, at = (o * c + j) * inner + i;
+    float v = dy[at];
+    if (Masked) {
+      v = y[at] > 0.0f ? v : 0.0f;
+      dz[at] = v;
+    }
+    s += v;
   }
   s = cuda::block_sum(s);
   if (threadIdx.x == 0) db[j] = static_cast<float>(s);
@@ -91,8 +101,24 @@ void CudaBackend::bias_backward(const Tensor& dy, Tensor& db, int64_t inner) {
   const int64_t c = db.numel();
   NNLAB_CHECK(c > 0 && inner > 0 && dy.numel() % (c * inner) == 0, "bias_backward: ", dy.describe(),
               " is not (outer, ", c, ", ", inner, ")");
-  cuda::launch("bias_backward_kernel", bias_backward_kernel, static_cast<unsigned>(c), cuda::kThreads, ctx_->stream,
-               cuda::ptr<float>(dy), cuda::ptr<float>(db), c, inner, dy.numel() / (c * inner));
+  cuda::launch("bias_backward_kernel", bias_backward_kernel<false>, static_cast<unsigned>(c), cuda::kThreads,
+               ctx_->stream, cuda::ptr<float>(dy), static_cast<const float*>(nullptr), static_cast<float*>(nullptr),
+               cuda::ptr<float>(db), c, inner, dy.numel() / (c * inner));
+}
+
+// y, dy, dz: (outer, c, inner)  db: (c) or null   dz = dy·[y > 0];  db[j] = Σ_o Σ_i dz[o, j, i]
+void CudaBackend::relu_bias_backward(const Tensor& y, const Tensor& dy, Tensor& dz, Tensor* db, int64_t inner) {
+  if (!db) return unary_backward(UnaryOp::Relu, y, y, dy, dz);  // no bias: the ReLU's kernel alone
+  NNLAB_LOG_KERNEL("relu_bias_backward", dy);  // nnlab explain: record the call
+  cuda::require_f32("relu_bias_backward", dy);
+  const int64_t c = db->numel();
+  NNLAB_CHECK(c > 0 && inner > 0 && dy.numel() % (c * inner) == 0 && y.numel() == dy.numel() &&
+                  dz.numel() == dy.numel(),
+              "relu_bias_backward: ", dy.describe(), " is not (outer, ", c, ", ", inner, ") or does not match ",
+              y.describe());
+  cuda::launch("relu_bias_backward_kernel", bias_backward_kernel<true>, static_cast<unsigned>(c), cuda::kThreads,
+               ctx_->stream, cuda::ptr<float>(dy), cuda::ptr<float>(y), cuda::ptr<float>(dz), cuda::ptr<float>(*db), c,
+               inner, dy.numel() / (c * inner));
 }
 
 void CudaBackend::sum_all(const Tensor& x, double scale, Tensor& out) {
