@@ -33,12 +33,15 @@ void NonFiniteGuard::check_gradients(const std::vector<Tensor>& params, int64_t 
   NNLAB_CHECK(params.size() == parameter_names_.size(), "check_gradients: ", params.size(), " parameters, but ",
               parameter_names_.size(), " names");
   std::vector<Tensor> gradients;
+  for (const Tensor& p : params) gradients.push_back(p.grad());
+  raise_if_any_not_finite(gradients, flag_, gradient_marks(step));
+}
+
+std::vector<NonFiniteMark> NonFiniteGuard::gradient_marks(int64_t step) const {
   std::vector<NonFiniteMark> marks;
-  for (size_t i = 0; i < params.size(); ++i) {
-    gradients.push_back(params[i].grad());
+  for (size_t i = 0; i < parameter_names_.size(); ++i)
     marks.push_back(NonFiniteMark{static_cast<int32_t>(step), static_cast<int32_t>(i + 1)});
-  }
-  raise_if_any_not_finite(gradients, flag_, marks);
+  return marks;
 }
 
 std::string NonFiniteGuard::describe_step(int64_t step) const {

@@ -25,6 +25,9 @@ class NonFiniteGuard {
   // Raises the flag, marked with `step` and the parameter, when a gradient holds a NaN or ±inf
   // (one device pass per parameter, no read-back). params: the optimizer's, in its order.
   void check_gradients(const std::vector<Tensor>& params, int64_t step);
+  // The marks check_gradients stores, one per parameter: for an optimizer that checks the
+  // gradients itself as it steps (Optimizer::step_checked).
+  std::vector<NonFiniteMark> gradient_marks(int64_t step) const;
   // Reads the flag back (synchronises). "" while it is not raised; otherwise what went bad and
   // where: "the loss became NaN or infinite at step 7 (epoch 1, step 7 of 16)".
   std::string fault() const;

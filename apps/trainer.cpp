@@ -275,17 +275,21 @@ Tensor Trainer::train_step(const Batch& batch, PhaseSeconds& phases) {
     loss = Tensor::full({}, parallel_->reducer().global_loss(), DType::Float32, device_);
   }
   // Before the optimizer (and clipping, which leaves non-finite gradients as they are): a bad
-  // gradient raises the flag, so the step below and every later one is skipped.
-  guard_->check_gradients(optimizer_->params(), this_step);
-  if (numerics_) stop_if_faulty("; no update was applied.");  // it synchronises anyway
+  // gradient raises the flag, so the step below and every later one is skipped. Without
+  // clipping, the optimizer checks the gradients itself as it steps (step_checked: SGD on the
+  // CPU reads each gradient once for both, in one parallel region).
+  const bool check_apart = config_.clip_grad_norm > 0;
+  if (check_apart) guard_->check_gradients(optimizer_->params(), this_step);
   phases.backward += seconds_since(t) - reduce_seconds;
   phases.allreduce += reduce_seconds;
 
   t = Clock::now();
   if (config_.clip_grad_norm > 0) clip_grad_norm(optimizer_->params(), config_.clip_grad_norm);
   schedule_->apply(*optimizer_, global_step_);
-  optimizer_->step();
+  if (check_apart) optimizer_->step();
+  else optimizer_->step_checked(guard_->gradient_marks(this_step));
   phases.optimizer += seconds_since(t);
+  if (numerics_) stop_if_faulty("; no update was applied.");  // it synchronises anyway
   return loss;
 }
 

@@ -1,5 +1,7 @@
 #include "datasets/dataloader.h"
 
+#include <omp.h>
+
 #include <cstring>
 #include <exception>
 #include <numeric>
@@ -154,7 +156,9 @@ Batch DataLoader::make_batch(int64_t step, bool on_threads) const {
   // The samples lie at random places in a data set larger than the caches (47 MB for
   // Fashion-MNIST): asking for all of their cache lines first lets the loads below wait on
   // memory once, not once per sample; the copy had spent most of its time waiting.
-  for (int64_t i = 0; i < b; ++i) data_.prefetch_sample(order_[static_cast<size_t>(first + i)]);
+  const auto prefetch = [&](int64_t from, int64_t to) {
+    for (int64_t i = from; i < to; ++i) data_.prefetch_sample(order_[static_cast<size_t>(i)]);
+  };
   const auto copy = [&](int64_t i) {
     const int32_t src = order_[static_cast<size_t>(first + i)];
     copy_sample(first + i, src, x + i * c * plane);
@@ -164,18 +168,31 @@ Batch DataLoader::make_batch(int64_t step, bool on_threads) const {
   // error may not leave a parallel region (the program would end without a word): the first
   // is kept and rethrown after it.
   if (on_threads) {
+    // Each thread copies a contiguous share of the batch, then asks for the cache lines of the
+    // same share of the next batch: a training step runs long enough (0.2 ms for the mlp) for
+    // them to arrive, so the next copy finds its samples in the cache instead of waiting on
+    // memory (the copy had been 5% of an mlp step).
+    const int64_t next_start = std::min(data_.size(), start + options_.batch_size);
+    const int64_t next_whole = std::min(data_.size(), next_start + options_.batch_size) - next_start;
+    const int64_t next_first = next_start + next_whole * options_.part / options_.parts;
+    const int64_t next_b = next_start + next_whole * (options_.part + 1) / options_.parts - next_first;
     std::exception_ptr error;
-#pragma omp parallel for schedule(static)
-    for (int64_t i = 0; i < b; ++i) {
+#pragma omp parallel
+    {
+      const int64_t threads = omp_get_num_threads(), t = omp_get_thread_num();
+      const int64_t lo = b * t / threads, hi = b * (t + 1) / threads;
+      prefetch(first + lo, first + hi);  // cached already, but for an epoch's first batch
       try {
-        copy(i);
+        for (int64_t i = lo; i < hi; ++i) copy(i);
       } catch (...) {
 #pragma omp critical(nnlab_batch_error)
         if (!error) error = std::current_exception();
       }
+      prefetch(next_first + next_b * t / threads, next_first + next_b * (t + 1) / threads);
     }
     if (error) std::rethrow_exception(error);
   } else {
+    prefetch(first, first + b);
     for (int64_t i = 0; i < b; ++i) copy(i);
   }
   const Normalization& nz = options_.normalize;

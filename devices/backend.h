@@ -60,6 +60,8 @@ struct SgdSlot {
   const Tensor* grad;
   Tensor* momentum_buf;  // undefined without momentum
   bool first_step;       // the buffer's first step: buf = g
+  bool check_grad = false;   // check grad for a NaN or ±inf before any update (sgd_step_all)
+  NonFiniteMark grad_mark{};  // what the skip flag then records for this gradient
 };
 
 struct AdamParams {
@@ -168,9 +170,12 @@ class Backend : public DeviceMemory {
   //                 g = nesterov ? g + m·buf : buf;  p −= lr·g
   virtual void sgd_step(Tensor& param, const Tensor& grad, Tensor& momentum_buf, const SgdParams& hp,
                         bool first_step, const Tensor* skip_flag);
-  // sgd_step on every parameter of a step. The default steps one after another; the CPU runs
-  // all in one parallel region.
-  virtual void sgd_step_all(const std::vector<SgdSlot>& slots, const SgdParams& hp, const Tensor* skip_flag);
+  // sgd_step on every parameter of a step. Slots with check_grad have their gradient checked
+  // first, as check_finite_all would: the first of them (in list order) holding a NaN or ±inf
+  // raises skip_flag with its grad_mark, and then no parameter is updated. The default checks,
+  // then steps one parameter after another; the CPU does all in one parallel region, each
+  // thread updating the share of a gradient it has just checked, still in its cache.
+  virtual void sgd_step_all(const std::vector<SgdSlot>& slots, const SgdParams& hp, Tensor* skip_flag);
   // PyTorch's Adam/AdamW at step t (1-based):  m = β1·m + (1−β1)·g;  v = β2·v + (1−β2)·g²;
   //   p −= lr/(1−β1ᵗ) · m / (√v/√(1−β2ᵗ) + eps)
   virtual void adam_step(Tensor& param, const Tensor& grad, Tensor& exp_avg, Tensor& exp_avg_sq,

@@ -1,5 +1,7 @@
 #include "optim/optimizer.h"
 
+#include "autograd/ops.h"
+
 namespace nnlab {
 
 Optimizer::Optimizer(std::vector<Tensor> params) : params_(std::move(params)) {
@@ -10,6 +12,16 @@ Optimizer::Optimizer(std::vector<Tensor> params) : params_(std::move(params)) {
 
 void Optimizer::zero_grad() {
   for (Tensor& p : params_) p.set_grad(Tensor());
+}
+
+void Optimizer::step_checked(const std::vector<NonFiniteMark>& marks) {
+  NNLAB_CHECK(marks.size() == params_.size(), "step_checked: ", marks.size(), " marks for ", params_.size(),
+              " parameters");
+  NNLAB_CHECK(skip_flag_.defined(), "step_checked: set a skip flag first (set_skip_flag)");
+  std::vector<Tensor> grads;
+  for (const Tensor& p : params_) grads.push_back(p.grad());
+  raise_if_any_not_finite(grads, skip_flag_, marks);
+  step();
 }
 
 Tensor Optimizer::restored_state(const std::string& key, const Tensor& value, size_t& index,

@@ -6,6 +6,7 @@
 #include <utility>
 #include <vector>
 
+#include "core/nonfinite.h"
 #include "core/tensor.h"
 
 namespace nnlab {
@@ -15,6 +16,11 @@ class Optimizer {
   explicit Optimizer(std::vector<Tensor> params);
   virtual ~Optimizer() = default;
   virtual void step() = 0;
+  // step(), with every gradient first checked for a NaN or ±inf (the skip flag must be set):
+  // the first, in params() order, that holds one raises the flag with its mark (marks: one per
+  // parameter), and no parameter is updated. The default checks, then steps; SGD checks inside
+  // its fused step (Backend::sgd_step_all), so each gradient is read once.
+  virtual void step_checked(const std::vector<NonFiniteMark>& marks);
   virtual std::string describe() const = 0;
   // Drops the gradients (PyTorch's zero_grad(set_to_none=True)): parameters that get no
   // gradient in the next backward are not updated.
@@ -64,6 +70,7 @@ class SGD : public Optimizer {
  public:
   SGD(std::vector<Tensor> params, SgdOptions options);
   void step() override;
+  void step_checked(const std::vector<NonFiniteMark>& marks) override;
   std::string describe() const override;
   double momentum() const override { return options_.momentum; }
   void set_momentum(double m) override { options_.momentum = m; }
@@ -71,6 +78,8 @@ class SGD : public Optimizer {
   void load_state(const std::vector<std::pair<std::string, Tensor>>& state) override;
 
  private:
+  void step_all(const std::vector<NonFiniteMark>* marks);  // marks: check the gradients first
+
   SgdOptions options_;
   std::vector<Tensor> momentum_buffers_;  // created at a parameter's first step
 };

@@ -15,7 +15,20 @@ SGD::SGD(std::vector<Tensor> params, SgdOptions options) : Optimizer(std::move(p
   momentum_buffers_.resize(params_.size());
 }
 
-void SGD::step() {
+void SGD::step() { step_all(nullptr); }
+
+void SGD::step_checked(const std::vector<NonFiniteMark>& marks) {
+  NNLAB_CHECK(marks.size() == params_.size(), "step_checked: ", marks.size(), " marks for ", params_.size(),
+              " parameters");
+  NNLAB_CHECK(skip_flag_.defined(), "step_checked: set a skip flag first (set_skip_flag)");
+  // Parameters on several devices are stepped device by device: all gradients must be checked
+  // before the first device's update, so that case takes the separate check.
+  for (const Tensor& p : params_)
+    if (p.device() != params_[0].device()) return Optimizer::step_checked(marks);
+  step_all(&marks);
+}
+
+void SGD::step_all(const std::vector<NonFiniteMark>* marks) {
   const SgdParams hp{lr_, options_.momentum, options_.dampening, options_.weight_decay, options_.nesterov};
   // One call per device for all its parameters (in one pass where the device can).
   std::vector<Tensor> grads(params_.size());
@@ -31,7 +44,7 @@ void SGD::step() {
       backend_for(slots[0].param->device()).sgd_step_all(slots, hp, &skip_flag_);
       slots.clear();
     }
-    slots.push_back(SgdSlot{&p, &grads[i], &buf, first});
+    slots.push_back(SgdSlot{&p, &grads[i], &buf, first, marks != nullptr, marks ? (*marks)[i] : NonFiniteMark{}});
   }
   if (!slots.empty()) backend_for(slots[0].param->device()).sgd_step_all(slots, hp, &skip_flag_);
   ++steps_;

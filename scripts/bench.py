@@ -5,7 +5,8 @@ For every model and batch size: R rounds; in each round both frameworks train E 
 (the first is warm-up, the rest are timed) one after the other, the order alternating
 between rounds (with --interleave: both at once, taking turns epoch by epoch); the figure of a round is the ratio of the two medians (nnlab / PyTorch), and
 a target holds only when it holds in every round. Also reported: images/s, achieved GFLOP/s
-(training FLOP per image × images / s), its share of the measured sgemm rate, peak RSS.
+(training FLOP per image × images / s), its share of the sgemm rate measured just before and
+just after that round (their mean), peak RSS.
 
   /usr/bin/python3 scripts/bench.py --models mlp,cnn --batches 64 --rounds 3 --threads 2
 """
@@ -184,7 +185,13 @@ def main():
             ratios = []
             for r in range(a.rounds):
                 order = ["nnlab", "torch"] if r % 2 == 0 else ["torch", "nnlab"]
+                # The share is of the sgemm rate measured next to the round (the mean of one run just
+                # before and one just after it): this host's speed drifts by up to ±20% over minutes,
+                # and a rate taken once at the start would move every later share with the drift.
+                rate_next = sgemm_rate(a)
                 res = (run_round_interleaved if a.interleave else run_round)(a, model, batch, order)
+                rate_after = sgemm_rate(a)
+                rate = (rate_next + rate_after) / 2
                 ns, ts = statistics.median(res["nnlab"][0]), statistics.median(res["torch"][0])
                 ratios.append(ns / ts)
                 n_img = TRAIN_IMAGES.get(model, 60000)
@@ -193,13 +200,14 @@ def main():
                        "model": model, "batch": batch, "round": r + 1, "order": order,
                        "nnlab_epochs": res["nnlab"][0], "torch_epochs": res["torch"][0], "nnlab_median": ns,
                        "torch_median": ts, "ratio": ns / ts, "nnlab_images_per_s": n_img / ns,
-                       "gflops": gflops, "sgemm_gflops": rate_before, "nnlab_rss_mib": res["nnlab"][1],
+                       "gflops": gflops, "sgemm_gflops": rate, "sgemm_gflops_around": [rate_next, rate_after],
+                       "nnlab_rss_mib": res["nnlab"][1],
                        "torch_rss_mib": res["torch"][1], "nnlab_acc": res["nnlab"][2], "torch_acc": res["torch"][2],
                        "python": platform.python_version(), "realtime": a.realtime,
                        "interleave": a.interleave,
                        "openblas_env": {k: os.environ[k] for k in OPENBLAS_ENV if k in os.environ}}
                 print(f"| {model} | {batch} | {r + 1} | {ns:.2f} | {ts:.2f} | {ns / ts:.2f} | {n_img / ns:.0f} | "
-                      f"{gflops:.1f} | {100 * gflops / rate_before:.0f}% | {res['nnlab'][1]:.0f} | "
+                      f"{gflops:.1f} | {100 * gflops / rate:.0f}% of {rate:.0f} | {res['nnlab'][1]:.0f} | "
                       f"{res['torch'][1]:.0f} |", flush=True)
                 if a.out:
                     with open(a.out, "a") as f:

@@ -4,6 +4,8 @@
 // not finite.
 #include <catch2/catch.hpp>
 #include <cmath>
+#include <cstdint>
+#include <cstring>
 #include <limits>
 #include <memory>
 
@@ -58,6 +60,43 @@ TEST_CASE("finiteness checks raise the flag for NaN and ±inf only, and keep the
   CHECK_THROWS_WITH(raise_if_not_finite(batch(1), flag, {0, 0}), Catch::Contains("step >= 1"));
 }
 
+// The CPU tests the exponent bits (cpu::any_not_finite): every finite extreme passes, every
+// NaN (quiet, signalling, negative, any payload) and both infinities do not, in both dtypes,
+// wherever they sit in a vector's lanes or its scalar tail.
+template <typename T, typename Bits>
+void check_bit_patterns() {
+  const T finite[] = {T(0), -T(0), std::numeric_limits<T>::max(), std::numeric_limits<T>::lowest(),
+                      std::numeric_limits<T>::min(), std::numeric_limits<T>::denorm_min(),
+                      -std::numeric_limits<T>::denorm_min()};
+  const Bits exponent = sizeof(T) == 4 ? Bits(0x7f800000u) : Bits(0x7ff0000000000000ull);
+  const Bits sign = Bits(1) << (8 * sizeof(T) - 1);
+  const Bits bad_bits[] = {exponent, exponent | sign, exponent | 1, exponent | (exponent >> 1),
+                           exponent | sign | 12345, Bits(~Bits(0))};
+  const DType dtype = sizeof(T) == 4 ? DType::Float32 : DType::Float64;
+  for (const int64_t n : {int64_t(1), int64_t(37), int64_t(70001)}) {
+    Tensor x = Tensor::zeros({n}, dtype);
+    for (int64_t i = 0; i < n; ++i) x.data<T>()[i] = finite[i % 7];
+    CHECK(all_finite(x));
+    for (const Bits b : bad_bits)
+      for (const int64_t at : {int64_t(0), n / 2, n - 1}) {
+        INFO("n " << n << ", bits " << std::hex << uint64_t(b) << std::dec << " at " << at);
+        Tensor y = x.clone();
+        std::memcpy(y.data<T>() + at, &b, sizeof b);
+        CHECK_FALSE(all_finite(y));
+      }
+  }
+}
+
+TEST_CASE("the CPU's finiteness scan knows every NaN and infinity by its bits", "[numerics]") {
+  for (int threads : {1, 2}) {
+    INFO(threads << " thread(s)");
+    set_cpu_threads(threads);
+    check_bit_patterns<float, uint32_t>();
+    check_bit_patterns<double, uint64_t>();
+  }
+  set_cpu_threads(0);
+}
+
 // The list form runs all tensors in one parallel region, each thread over its share of every
 // tensor: a fault in the second thread's share of a later tensor must still lose to one in the
 // first thread's share of an earlier tensor, and a float64 tensor is checked beside float32.
@@ -92,38 +131,47 @@ TEST_CASE("a list's finiteness check marks the first tensor in list order that i
 TEST_CASE("the guard names the first bad step's gradient, and the optimizer skips from there", "[numerics]") {
   // fc (4→2) with zero weights: y = x·Wᵀ + b = b whatever x is, so the loss Σy stays finite,
   // but dW = Σ_rows dyᵀ·x = 2·3e38 overflows to +inf when every x is 3e38 (db = 2 stays finite).
-  auto model = std::make_shared<Sequential>();
-  model->add("fc", std::make_shared<Linear>(4, 2));
-  std::vector<std::string> names;
-  for (auto& [name, p] : model->named_parameters()) {
-    names.push_back(name);
-    p.fill_(0);
+  // Both ways the trainer checks: the guard, then the step; or the step checking as it goes.
+  for (const bool checked_by_step : {false, true}) {
+    INFO((checked_by_step ? "sgd.step_checked" : "guard.check_gradients, then sgd.step"));
+    auto model = std::make_shared<Sequential>();
+    model->add("fc", std::make_shared<Linear>(4, 2));
+    std::vector<std::string> names;
+    for (auto& [name, p] : model->named_parameters()) {
+      names.push_back(name);
+      p.fill_(0);
+    }
+    REQUIRE(names == std::vector<std::string>{"fc.weight", "fc.bias"});
+    NonFiniteGuard guard(Device::cpu(), names, /*steps_per_epoch=*/4, /*epochs=*/3);
+    SGD sgd(model->parameters(), SgdOptions{0.5});
+    sgd.set_skip_flag(guard.flag());
+    const auto train_step = [&](float x, int64_t step) {
+      sgd.zero_grad();
+      const Tensor loss = sum(model->forward(batch(x)));
+      raise_if_not_finite(loss, guard.flag(), guard.loss_mark(step));
+      loss.backward();
+      if (checked_by_step) {
+        sgd.step_checked(guard.gradient_marks(step));
+      } else {
+        guard.check_gradients(sgd.params(), step);
+        sgd.step();
+      }
+    };
+    train_step(0, 5);  // finite: b moves by −0.5·2
+    CHECK(guard.fault().empty());
+    const std::vector<float> bias_after_5 = model->named_parameters()[1].second.to_vector<float>();
+    CHECK(bias_after_5 == std::vector<float>{-1, -1});
+    train_step(3e38f, 6);  // dW = inf: raised, and this step's update is skipped
+    const std::string first = "the gradient of fc.weight became NaN or infinite at step 6 (epoch 2, step 2 of 4) "
+                              "although the loss was finite";
+    CHECK(guard.fault() == first);
+    train_step(0, 7);  // finite again, but the run is stopped: nothing moves, the first fault stays
+    CHECK(guard.fault() == first);
+    CHECK(model->named_parameters()[0].second.to_vector<float>() == std::vector<float>(8, 0.0f));
+    CHECK(model->named_parameters()[1].second.to_vector<float>() == bias_after_5);
   }
-  REQUIRE(names == std::vector<std::string>{"fc.weight", "fc.bias"});
-  NonFiniteGuard guard(Device::cpu(), names, /*steps_per_epoch=*/4, /*epochs=*/3);
-  SGD sgd(model->parameters(), SgdOptions{0.5});
-  sgd.set_skip_flag(guard.flag());
-  const auto train_step = [&](float x, int64_t step) {
-    sgd.zero_grad();
-    const Tensor loss = sum(model->forward(batch(x)));
-    raise_if_not_finite(loss, guard.flag(), guard.loss_mark(step));
-    loss.backward();
-    guard.check_gradients(sgd.params(), step);
-    sgd.step();
-  };
-  train_step(0, 5);  // finite: b moves by −0.5·2
-  CHECK(guard.fault().empty());
-  const std::vector<float> bias_after_5 = model->named_parameters()[1].second.to_vector<float>();
-  CHECK(bias_after_5 == std::vector<float>{-1, -1});
-  train_step(3e38f, 6);  // dW = inf: raised, and this step's update is skipped
-  const std::string first = "the gradient of fc.weight became NaN or infinite at step 6 (epoch 2, step 2 of 4) "
-                            "although the loss was finite";
-  CHECK(guard.fault() == first);
-  train_step(0, 7);  // finite again, but the run is stopped: nothing moves, the first fault stays
-  CHECK(guard.fault() == first);
-  CHECK(model->named_parameters()[0].second.to_vector<float>() == std::vector<float>(8, 0.0f));
-  CHECK(model->named_parameters()[1].second.to_vector<float>() == bias_after_5);
 
+  const std::vector<std::string> names{"fc.weight", "fc.bias"};
   // A non-finite loss is named as the loss; step 9 is step 1 of epoch 3.
   NonFiniteGuard loss_guard(Device::cpu(), names, 4, 3);
   cross_entropy(Tensor::from_vector<float>({NAN, 0}, {1, 2}), Tensor::from_vector<int32_t>({0}, {1}),

@@ -5,10 +5,13 @@
 
 #include <cmath>
 #include <fstream>
+#include <limits>
 #include <map>
 #include <memory>
 #include <nlohmann/json.hpp>
 
+#include "autograd/ops.h"
+#include "devices/cpu/threads.h"
 #include "optim/optimizer.h"
 #include "optim/schedule.h"
 
@@ -227,4 +230,64 @@ TEST_CASE("SGD's one-pass step over all parameters follows the rule on every ele
       }
     }
   }
+}
+
+// SGD's checked step (step_checked: Backend::sgd_step_all with check_grad; the CPU checks and
+// updates in one parallel region): the first non-finite gradient in parameter order raises the
+// skip flag with its mark, even when a later parameter's fault sits in the first thread's share
+// and this one's in the second's, and then no parameter moves; with all gradients finite it is
+// step() to the bit.
+TEST_CASE("SGD's checked step raises the first bad gradient's mark and moves nothing", "[optim]") {
+  const int64_t big = 50001;  // over the parallel grain: both threads take a share
+  for (int threads : {1, 2}) {
+    INFO(threads << " thread(s)");
+    set_cpu_threads(threads);
+    const auto make = [&] {
+      std::vector<Tensor> params = {Tensor::full({big}, 1.0f), Tensor::full({3}, -2.0f), Tensor::full({big}, 0.5f)};
+      for (Tensor& p : params) p.set_requires_grad(true);
+      return params;
+    };
+    const auto gradients = [&](std::vector<Tensor>& params) {
+      for (size_t i = 0; i < params.size(); ++i) {
+        std::vector<float> g(static_cast<size_t>(params[i].numel()));
+        for (size_t e = 0; e < g.size(); ++e) g[e] = 0.001f * float((e * 7 + i) % 13) - 0.006f;
+        params[i].set_grad(Tensor::from_vector(g, params[i].shape()));
+      }
+    };
+    const std::vector<NonFiniteMark> marks = {{3, 1}, {3, 2}, {3, 3}};
+    SgdOptions o;
+    o.lr = 0.1;
+    o.momentum = 0.9;
+    // All finite: the same bits as step().
+    std::vector<Tensor> plain = make(), checked = make();
+    SGD plain_sgd(plain, o), checked_sgd(checked, o);
+    Tensor plain_flag = make_nonfinite_flag(Device::cpu()), flag = make_nonfinite_flag(Device::cpu());
+    plain_sgd.set_skip_flag(plain_flag);
+    checked_sgd.set_skip_flag(flag);
+    for (int step = 0; step < 2; ++step) {
+      gradients(plain);
+      gradients(checked);
+      plain_sgd.step();
+      checked_sgd.step_checked(marks);
+    }
+    CHECK(read_nonfinite_flag(flag).step == 0);
+    for (size_t i = 0; i < plain.size(); ++i) CHECK(checked[i].to_vector<float>() == plain[i].to_vector<float>());
+    // A NaN in the second thread's share of the first parameter, an inf in the first thread's
+    // share of the last: the first parameter's mark, and nothing moves.
+    std::vector<std::vector<float>> before;
+    for (const Tensor& p : checked) before.push_back(p.to_vector<float>());
+    gradients(checked);
+    checked[0].grad().data<float>()[big - 1] = std::nanf("");
+    checked[2].grad().data<float>()[0] = std::numeric_limits<float>::infinity();
+    checked_sgd.step_checked(marks);
+    CHECK(flag.to_vector<int32_t>() == std::vector<int32_t>{3, 1});
+    for (size_t i = 0; i < checked.size(); ++i) CHECK(checked[i].to_vector<float>() == before[i]);
+    // Raised, it stays: a finite step later moves nothing and keeps the first mark.
+    gradients(checked);
+    checked_sgd.step_checked({{4, 1}, {4, 2}, {4, 3}});
+    CHECK(flag.to_vector<int32_t>() == std::vector<int32_t>{3, 1});
+    for (size_t i = 0; i < checked.size(); ++i) CHECK(checked[i].to_vector<float>() == before[i]);
+    CHECK_THROWS_WITH(checked_sgd.step_checked({{4, 1}}), Catch::Contains("1 marks for 3 parameters"));
+  }
+  set_cpu_threads(0);
 }

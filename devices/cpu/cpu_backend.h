@@ -55,7 +55,7 @@ class CpuBackend final : public Backend {
   // optim_cpu.cpp
   void sgd_step(Tensor& param, const Tensor& grad, Tensor& momentum_buf, const SgdParams& hp, bool first_step,
                 const Tensor* skip_flag) override;
-  void sgd_step_all(const std::vector<SgdSlot>& slots, const SgdParams& hp, const Tensor* skip_flag) override;
+  void sgd_step_all(const std::vector<SgdSlot>& slots, const SgdParams& hp, Tensor* skip_flag) override;
   void adam_step(Tensor& param, const Tensor& grad, Tensor& exp_avg, Tensor& exp_avg_sq, const AdamParams& hp,
                  int64_t step, const Tensor* skip_flag) override;
 

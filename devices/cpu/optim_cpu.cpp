@@ -6,9 +6,11 @@
 #include <cmath>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "devices/cpu/cpu_backend.h"
 #include "devices/cpu/dispatch.h"
+#include "devices/cpu/nonfinite_cpu.h"
 #include "devices/kernel_log.h"
 
 namespace nnlab {
@@ -68,14 +70,19 @@ std::pair<long, long> share_of(long n, bool in_parallel) {
 
 void CpuBackend::sgd_step(Tensor& param, const Tensor& grad, Tensor& momentum_buf, const SgdParams& hp,
                           bool first_step, const Tensor* skip_flag) {
-  sgd_step_all({SgdSlot{&param, &grad, &momentum_buf, first_step}}, hp, skip_flag);
+  Tensor flag = skip_flag ? *skip_flag : Tensor();  // a handle: nothing is checked, so nothing is raised
+  sgd_step_all({SgdSlot{&param, &grad, &momentum_buf, first_step}}, hp, &flag);
 }
 
 // Every parameter in one parallel region: a small model's step has several (the mlp 6, lenet5
 // 10), and a region per tensor cost each one a fork and a join. Each thread takes the same
 // share of every tensor as a static schedule would, so it updates the part of a weight it
 // updated the step before (and that gemm_cpu.cpp's forward product reads on the same thread).
-void CpuBackend::sgd_step_all(const std::vector<SgdSlot>& slots, const SgdParams& hp, const Tensor* skip_flag) {
+// The gradient checks run in the same region, on the same shares: each thread scans its part of
+// every checked gradient, the threads meet once to agree, and the update then reads those parts
+// from the thread's own cache. Checked apart (check_finite_all, then this), the mlp's gradients
+// were read twice, and the step paid a second fork and join.
+void CpuBackend::sgd_step_all(const std::vector<SgdSlot>& slots, const SgdParams& hp, Tensor* skip_flag) {
   if (slots.empty()) return;
   KernelTiming timing;  // nnlab explain: one record for the whole list
   if (kernel_log_enabled())
@@ -84,21 +91,45 @@ void CpuBackend::sgd_step_all(const std::vector<SgdSlot>& slots, const SgdParams
   if (skipped(skip_flag)) return;
   const DType dtype = slots[0].param->dtype();
   long total = 0;
+  bool checks = false;
   for (const SgdSlot& s : slots) {
     NNLAB_CHECK(s.param->dtype() == dtype && s.grad->dtype() == dtype, "sgd_step: parameters of one step must share "
                 "a dtype, got ", s.param->describe(), " and ", slots[0].param->describe());
     total += static_cast<long>(s.param->numel());
+    checks = checks || s.check_grad;
   }
+  NNLAB_CHECK(!checks || (skip_flag && skip_flag->defined()),
+              "sgd_step_all: checking gradients needs a non-finite flag to raise");
+  const long none = static_cast<long>(slots.size());
+  // first_bad[t]: the first checked slot in whose share of thread t a NaN or ±inf was found
+  std::vector<long> first_bad(static_cast<size_t>(omp_get_max_threads()), none);
+  long bad = none;
   cpu::dispatch_float("sgd_step", *slots[0].param, [&](auto t) {
     using T = decltype(t);
 #pragma omp parallel if (total > cpu::kParallelGrain)
-    for (const SgdSlot& s : slots) {
-      const auto [begin, end] = share_of(static_cast<long>(s.param->numel()), omp_in_parallel());
-      T* buf = s.momentum_buf->defined() ? static_cast<T*>(s.momentum_buf->raw_data()) : nullptr;
-      sgd_elements(static_cast<T*>(s.param->raw_data()), static_cast<const T*>(s.grad->raw_data()), buf,
-                   s.first_step, hp, begin, end);
+    {
+      if (checks) {
+        long& mine = first_bad[static_cast<size_t>(omp_get_thread_num())];
+        for (long i = 0; i < none && mine == none; ++i) {
+          const SgdSlot& s = slots[static_cast<size_t>(i)];
+          const auto [begin, end] = share_of(static_cast<long>(s.grad->numel()), omp_in_parallel());
+          if (s.check_grad && cpu::any_not_finite(static_cast<const T*>(s.grad->raw_data()), begin, end)) mine = i;
+        }
+#pragma omp barrier
+      }
+      const long found = *std::min_element(first_bad.begin(), first_bad.end());
+      if (found == none)
+        for (const SgdSlot& s : slots) {
+          const auto [begin, end] = share_of(static_cast<long>(s.param->numel()), omp_in_parallel());
+          T* buf = s.momentum_buf->defined() ? static_cast<T*>(s.momentum_buf->raw_data()) : nullptr;
+          sgd_elements(static_cast<T*>(s.param->raw_data()), static_cast<const T*>(s.grad->raw_data()), buf,
+                       s.first_step, hp, begin, end);
+        }
+#pragma omp master
+      bad = found;
     }
   });
+  if (bad != none) cpu::raise_nonfinite_flag(*skip_flag, slots[static_cast<size_t>(bad)].grad_mark);
 }
 
 namespace {

@@ -9,6 +9,7 @@
 
 #include "devices/cpu/cpu_backend.h"
 #include "devices/cpu/dispatch.h"
+#include "devices/cpu/nonfinite_cpu.h"
 #include "devices/kernel_log.h"
 
 namespace nnlab {
@@ -31,14 +32,6 @@ void check_labels(const int32_t* labels, long n, long c) {
   for (long i = 0; i < n; ++i)
     NNLAB_CHECK(labels[i] >= 0 && labels[i] < c, "cross_entropy: label ", labels[i], " of sample ", i,
                 " is outside the model's ", c, " classes [0, ", c, "); check the data set and the model");
-}
-
-// The non-finite flag (core/nonfinite.h): the first fault's mark stays, later ones are dropped.
-void raise_nonfinite_flag(Tensor& flag, NonFiniteMark mark) {
-  int32_t* f = flag.data<int32_t>();
-  if (f[0] != 0) return;
-  f[0] = mark.step;
-  f[1] = mark.source;
 }
 
 }  // namespace
@@ -105,7 +98,7 @@ void CpuBackend::softmax_xent_forward(const Tensor& logits, const Tensor& labels
     const T mean_loss = static_cast<T>(total / static_cast<double>(n));
     *static_cast<T*>(loss.raw_data()) = mean_loss;
     if (nonfinite_flag && nonfinite_flag->defined() && !std::isfinite(mean_loss))
-      raise_nonfinite_flag(*nonfinite_flag, mark);
+      cpu::raise_nonfinite_flag(*nonfinite_flag, mark);
   });
 }
 
@@ -179,16 +172,12 @@ void CpuBackend::check_finite_all(const std::vector<Tensor>& xs, Tensor& flag, c
       }
       cpu::dispatch_float("check_finite", xs[i], [&](auto tag) {
         using T = decltype(tag);
-        const T* data = static_cast<const T*>(xs[i].raw_data());
-        int any = 0;
-#pragma omp simd reduction(| : any)
-        for (long e = begin; e < end; ++e) any |= !std::isfinite(data[e]);
-        if (any) mine = i;
+        if (cpu::any_not_finite(static_cast<const T*>(xs[i].raw_data()), begin, end)) mine = i;
       });
     }
     first_bad = std::min(first_bad, mine);
   }
-  if (first_bad != none) raise_nonfinite_flag(flag, marks[static_cast<size_t>(first_bad)]);
+  if (first_bad != none) cpu::raise_nonfinite_flag(flag, marks[static_cast<size_t>(first_bad)]);
 }
 
 }  // namespace nnlab
