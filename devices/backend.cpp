@@ -90,6 +90,12 @@ void Backend::adam_step(Tensor&, const Tensor&, Tensor&, Tensor&, const AdamPara
 void Backend::conv2d_forward(const Conv2dGeometry&, const Tensor&, const Tensor&, const Tensor*, Tensor&) {
   missing("conv2d_forward");
 }
+void Backend::conv2d_relu_backward_params(const Conv2dGeometry& g, const Tensor& y, const Tensor& dy,
+                                          const Tensor& x, Tensor& dw, Tensor* db) {
+  Tensor dz = Tensor::empty(y.shape(), y.dtype(), y.device());
+  relu_bias_backward(y, dy, dz, db, g.p * g.q);
+  conv2d_backward_filter(g, dz, x, dw);
+}
 void Backend::conv2d_relu_forward(const Conv2dGeometry& g, const Tensor& x, const Tensor& w, const Tensor* b,
                                   Tensor& y) {
   conv2d_forward(g, x, w, b, y);

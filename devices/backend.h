@@ -194,6 +194,13 @@ class Backend : public DeviceMemory {
   virtual void conv2d_backward_data(const Conv2dGeometry& g, const Tensor& dy, const Tensor& w, Tensor& dx);
   // dy: (n, k, p, q)  x: (n, c, h, w)  dw: (k, c, r, s)      dw = Σ_n dy · im2col(x)ᵀ
   virtual void conv2d_backward_filter(const Conv2dGeometry& g, const Tensor& dy, const Tensor& x, Tensor& dw);
+  // The weight and bias gradients of conv2d_relu for an input that needs no gradient (a
+  // network's first layer), y its output, db null for no bias:
+  //   dz = dy·[y > 0];  db = Σ_{n,p,q} dz;  dw = Σ_n dz · im2col(x)ᵀ
+  // The default is relu_bias_backward, then conv2d_backward_filter on dz; the CPU's im2col path
+  // makes dz image by image and uses it at once, with the same bits.
+  virtual void conv2d_relu_backward_params(const Conv2dGeometry& g, const Tensor& y, const Tensor& dy,
+                                           const Tensor& x, Tensor& dw, Tensor* db);
 
   // ---- pooling (pool2d_cpu.cpp / pool2d_cuda.cu) ---------------------------------------
   // x: (n, c, h, w)  y: (n, c, p, q)  argmax: int32 (n, c, p, q), flat index into the h×w plane

@@ -213,3 +213,57 @@ TEST_CASE("the CPU's fused ReLU and bias gradient equals its two kernels on any 
       }
   set_cpu_threads(0);
 }
+
+// A first layer (its input needs no gradient): conv2d_relu's backward asks the backend for the
+// weight and bias gradients alone (conv2d_relu_backward_params), which the CPU's im2col path
+// makes image by image without storing dz. Against the two kernels, bit for bit: cifar-cnn's
+// first layer on few images, resnet8's, one image (fewer than the threads: images one at a
+// time), a stride of 2 (OpenBLAS's product), with and without a bias.
+TEST_CASE("a first layer's fused ReLU, bias and filter gradient equals its two kernels", "[conv2d][ops]") {
+  struct Case {
+    int64_t n, c, hw, k, stride;
+  };
+  const std::vector<Case> cases = {{4, 3, 32, 32, 1}, {3, 3, 32, 16, 1}, {1, 3, 20, 16, 1}, {3, 5, 11, 7, 2}};
+  Backend& cpu = backend_for(Device::cpu());
+  for (CpuIsa isa : {CpuIsa::avx2, CpuIsa::avx512}) {
+    if (!cpu_supports(isa)) continue;
+    const CpuIsa saved = cpu_isa();
+    set_cpu_isa(isa);
+    for (const Case& c : cases)
+      for (DType dtype : {DType::Float32, DType::Float64})
+        for (int threads : {1, 2})
+          for (bool with_bias : {true, false}) {
+            INFO(cpu_isa_name(isa) << ": " << c.n << "×" << c.c << "×" << c.hw << "² → " << c.k << " stride "
+                                   << c.stride << ", " << (dtype == DType::Float32 ? "float32" : "float64") << ", "
+                                   << threads << " threads, " << (with_bias ? "bias" : "no bias"));
+            set_cpu_threads(threads);
+            const Tensor x = random_tensor({c.n, c.c, c.hw, c.hw}, kSeed, 9, dtype);
+            Tensor w = random_tensor({c.k, c.c, 3, 3}, kSeed, 10, dtype);
+            Tensor b = with_bias ? random_tensor({c.k}, kSeed, 11, dtype) : Tensor();
+            w.set_requires_grad(true);
+            if (with_bias) b.set_requires_grad(true);
+            // Through autograd: x needs no gradient, so the node takes the fused call.
+            Tensor y;
+            std::vector<std::string> kernels;
+            {
+              KernelLogScope log;
+              y = conv2d_relu(x, w, b, c.stride, c.stride, 1, 1);
+              const Tensor dy = random_tensor(y.shape(), kSeed, 12, dtype);
+              y.backward(dy);
+              for (const KernelCall& call : take_kernel_calls()) kernels.push_back(call.family);
+            }
+            CHECK(std::none_of(kernels.begin(), kernels.end(),
+                               [](const std::string& k) { return k.find("relu_bias_backward") != std::string::npos; }));
+            const Tensor dy = random_tensor(y.shape(), kSeed, 12, dtype);
+            const Conv2dGeometry g{c.n, c.c, c.hw, c.hw, c.k, 3, 3, c.stride, c.stride, 1, 1, y.dim(2), y.dim(3)};
+            Tensor dz = Tensor::empty(y.shape(), dtype), dw_plain = Tensor::empty(w.shape(), dtype);
+            Tensor db_plain = Tensor::empty({c.k}, dtype);
+            cpu.relu_bias_backward(y, dy, dz, with_bias ? &db_plain : nullptr, g.p * g.q);
+            cpu.conv2d_backward_filter(g, dz, x, dw_plain);
+            CHECK(w.grad().to_vector<double>() == dw_plain.to_vector<double>());
+            if (with_bias) CHECK(b.grad().to_vector<double>() == db_plain.to_vector<double>());
+          }
+    set_cpu_isa(saved);
+  }
+  set_cpu_threads(0);
+}

@@ -56,9 +56,18 @@ class Conv2dReluBackward : public Conv2dBackward {
       : Conv2dBackward(g, std::move(inputs)), y_(y.detach()) {}
   std::string name() const override { return "Conv2dReluBackward"; }
   std::vector<Tensor> backward(const Tensor& dy) override {
-    Tensor dz = Tensor::empty(y_.shape(), y_.dtype(), y_.device());
     Tensor db = needs_grad(2) ? Tensor::empty({g_.k}, dy.dtype(), dy.device()) : Tensor();
-    backend_for(dy.device()).relu_bias_backward(y_, dy, dz, db.defined() ? &db : nullptr, g_.p * g_.q);
+    Backend& be = backend_for(dy.device());
+    if (!needs_grad(0) && needs_grad(1)) {
+      // A first layer: dz feeds the filter gradient alone, so the backend may make it piece by
+      // piece and never store it whole.
+      const Tensor& w = inputs()[1];
+      Tensor dw = Tensor::empty(w.shape(), w.dtype(), w.device());
+      be.conv2d_relu_backward_params(g_, y_, dy, inputs()[0], dw, db.defined() ? &db : nullptr);
+      return {Tensor(), dw, db};
+    }
+    Tensor dz = Tensor::empty(y_.shape(), y_.dtype(), y_.device());
+    be.relu_bias_backward(y_, dy, dz, db.defined() ? &db : nullptr, g_.p * g_.q);
     return {input_gradient(dz), filter_gradient(dz), db};
   }
 

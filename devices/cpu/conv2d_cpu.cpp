@@ -270,4 +270,19 @@ void CpuBackend::conv2d_backward_filter(const Conv2dGeometry& g, const Tensor& d
   }
 }
 
+// y, dy: (n, k, p, q)  x: (n, c, h, w)  dw: (k, c, r, s)  db: (k) or null
+// Fused where the filter gradient runs on im2col (the first layers of cifar-cnn and resnet8);
+// the other algorithms take the two kernels (Backend's default).
+void CpuBackend::conv2d_relu_backward_params(const Conv2dGeometry& g, const Tensor& y, const Tensor& dy,
+                                             const Tensor& x, Tensor& dw, Tensor* db) {
+  check_conv_dtypes("conv2d_relu_backward_params", dy, x, dw);
+  const ConvAlgorithm algorithm =
+      cpu::choose_conv_algorithm(g, ConvDirection::BackwardFilter, dy.dtype(), conv_impl());
+  if (algorithm != ConvAlgorithm::Im2colSmallGemm && algorithm != ConvAlgorithm::Im2colBlas)
+    return Backend::conv2d_relu_backward_params(g, y, dy, x, dw, db);
+  KernelTiming timing;  // for nnlab explain: the filter gradient's record, then the fused pass's
+  choose_and_log(g, ConvDirection::BackwardFilter, dy.dtype(), timing);
+  cpu::im2col_relu_backward_params(g, y, dy, x, dw, db, algorithm);
+}
+
 }  // namespace nnlab

@@ -24,5 +24,10 @@ void im2col_forward(const Conv2dGeometry& g, const Tensor& x, const Tensor& w, c
 void im2col_backward_data(const Conv2dGeometry& g, const Tensor& dy, const Tensor& w, Tensor& dx);
 void im2col_backward_filter(const Conv2dGeometry& g, const Tensor& dy, const Tensor& x, Tensor& dw,
                             ConvAlgorithm product);
+// The weight and bias gradients (db may be null) of a convolution with its ReLU fused, y its
+// output, for a layer whose input needs no gradient: dz = dy·[y > 0] is made image by image and
+// used at once, never stored whole. The bits of relu_bias_backward, then im2col_backward_filter.
+void im2col_relu_backward_params(const Conv2dGeometry& g, const Tensor& y, const Tensor& dy, const Tensor& x,
+                                 Tensor& dw, Tensor* db, ConvAlgorithm product);
 
 }  // namespace nnlab::cpu

@@ -30,6 +30,7 @@
 
 #include <algorithm>
 
+#include "devices/cpu/bias_lanes.h"
 #include "devices/cpu/conv2d_im2col.h"
 #include "devices/cpu/dispatch.h"
 #include "devices/cpu/small_gemm.h"
@@ -191,32 +192,83 @@ void im2col_backward_data(const Conv2dGeometry& g, const Tensor& dy, const Tenso
   });
 }
 
-// dy: (n, k, p, q)  x: (n, c, h, w)  dw: (k, c, r, s)
-// Each thread sums dy[i] · im2col(x[i])ᵀ over its own images into a partial dW (the im2col
-// is recomputed rather than kept from the forward pass: one cheap pass, no state between
+namespace {
+
+// dW = Σ_i dz_i · im2col(x[i])ᵀ, where image_gradient(i, slot) gives dz_i (k, p·q) for image i
+// on workspace slot `slot`. Each thread sums its own images into a partial dW (the im2col is
+// recomputed rather than kept from the forward pass: one cheap pass, no state between
 // kernels); the partials are then added in thread order, so the sum's order is fixed.
+template <typename T, typename ImageGradient>
+void filter_gradient(const Conv2dGeometry& g, const T* x_data, bool small, DType dtype, T* dw_data,
+                     ImageGradient&& image_gradient) {
+  const long crs = g.c * g.r * g.s, pq = g.p * g.q, kcrs = g.k * crs, threads = omp_get_max_threads();
+  const bool parallel_images = spread_images(g, threads);
+  const long slots = parallel_images ? threads : 1;
+  Tensor cols = Tensor::empty({slots * crs * pq}, dtype, Device::cpu());
+  Tensor partial = Tensor::zeros({slots * kcrs}, dtype, Device::cpu());
+  T *workspace = cols.data<T>(), *part = partial.data<T>();
+  for_each_image(g.n, parallel_images, [&](long i, int slot) {
+    T* c = workspace + slot * crs * pq;
+    const T* dz = image_gradient(i, slot);
+    im2col(g, x_data + i * g.c * g.h * g.w, c);
+    gemm_rm(small, false, true, g.k, crs, pq, dz, c, true, part + slot * kcrs);
+  });
+#pragma omp parallel for schedule(static) if (kcrs * slots > kParallelGrain)
+  for (long j = 0; j < kcrs; ++j) {
+    T s = part[j];
+    for (long t = 1; t < slots; ++t) s += part[t * kcrs + j];
+    dw_data[j] = s;
+  }
+}
+
+}  // namespace
+
+// dy: (n, k, p, q)  x: (n, c, h, w)  dw: (k, c, r, s)
 void im2col_backward_filter(const Conv2dGeometry& g, const Tensor& dy, const Tensor& x, Tensor& dw,
                             ConvAlgorithm product) {
-  const bool small = product == ConvAlgorithm::Im2colSmallGemm;
   dispatch_float("conv2d_backward_filter", dy, [&](auto tag) {
     using T = decltype(tag);
-    const long crs = g.c * g.r * g.s, pq = g.p * g.q, kcrs = g.k * crs, threads = omp_get_max_threads();
-    const bool parallel_images = spread_images(g, threads);
-    const long slots = parallel_images ? threads : 1;
-    Tensor cols = Tensor::empty({slots * crs * pq}, dy.dtype(), Device::cpu());
-    Tensor partial = Tensor::zeros({slots * kcrs}, dy.dtype(), Device::cpu());
-    const T *dy_data = dy.data<T>(), *x_data = x.data<T>();
-    T *workspace = cols.data<T>(), *part = partial.data<T>(), *dw_data = dw.data<T>();
-    for_each_image(g.n, parallel_images, [&](long i, int slot) {
-      T* c = workspace + slot * crs * pq;
-      im2col(g, x_data + i * g.c * g.h * g.w, c);
-      gemm_rm(small, false, true, g.k, crs, pq, dy_data + i * g.k * pq, c, true, part + slot * kcrs);
-    });
-#pragma omp parallel for schedule(static) if (kcrs * slots > kParallelGrain)
-    for (long j = 0; j < kcrs; ++j) {
-      T s = part[j];
-      for (long t = 1; t < slots; ++t) s += part[t * kcrs + j];
-      dw_data[j] = s;
+    const T* dy_data = dy.data<T>();
+    filter_gradient(g, x.data<T>(), product == ConvAlgorithm::Im2colSmallGemm, dy.dtype(), dw.data<T>(),
+                    [&](long i, int) { return dy_data + i * g.k * g.p * g.q; });
+  });
+}
+
+// y, dy: (n, k, p, q)  x: (n, c, h, w)  dw: (k, c, r, s)  db: (k) or null
+// Per image: dz_i = dy_i·[y_i > 0] into the thread's buffer, its bias sums taken as it is
+// written (bias_lanes.h), then dW += dz_i · im2col(x[i])ᵀ reads it from the cache. Unfused,
+// relu_bias_backward wrote dz whole and the filter gradient read it back (cifar-cnn's first
+// layer: 8 MB each way). The same sums in the same order as the two kernels: the same bits.
+void im2col_relu_backward_params(const Conv2dGeometry& g, const Tensor& y, const Tensor& dy, const Tensor& x,
+                                 Tensor& dw, Tensor* db, ConvAlgorithm product) {
+  dispatch_float("conv2d_relu_backward_params", dy, [&](auto tag) {
+    using T = decltype(tag);
+    const long pq = g.p * g.q, kpq = g.k * pq;
+    const long slots = spread_images(g, omp_get_max_threads()) ? omp_get_max_threads() : 1;
+    Tensor dz = Tensor::empty({slots * kpq}, dy.dtype(), Device::cpu());
+    // Per image and channel: kBiasLanes lane sums and a tail (bias_lanes.h).
+    Tensor sums = Tensor::empty({g.n * g.k * (kBiasLanes + 1)}, dy.dtype(), Device::cpu());
+    const T *y_data = y.data<T>(), *dy_data = dy.data<T>();
+    T *dz_data = dz.data<T>(), *sum_data = sums.data<T>();
+    filter_gradient(g, x.data<T>(), product == ConvAlgorithm::Im2colSmallGemm, dy.dtype(), dw.data<T>(),
+                    [&](long i, int slot) {
+                      T* dzi = dz_data + slot * kpq;
+                      for (long j = 0; j < g.k; ++j) {
+                        const long at = i * kpq + j * pq;
+                        T* s = sum_data + (i * g.k + j) * (kBiasLanes + 1);
+                        plane_bias_lanes<T, true>(dy_data + at, y_data + at, dzi + j * pq, pq, s, s[kBiasLanes]);
+                      }
+                      return static_cast<const T*>(dzi);
+                    });
+    if (!db) return;
+    T* db_data = db->data<T>();
+    for (long j = 0; j < g.k; ++j) {
+      T lanes[kBiasLanes] = {}, tails = 0;
+      for (long i = 0; i < g.n; ++i) {
+        const T* s = sum_data + (i * g.k + j) * (kBiasLanes + 1);
+        add_image_lanes(s, s[kBiasLanes], lanes, tails);
+      }
+      db_data[j] = channel_bias(lanes, tails);
     }
   });
 }

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <vector>
 
+#include "devices/cpu/bias_lanes.h"
 #include "devices/cpu/cpu_backend.h"
 #include "devices/cpu/dispatch.h"
 #include "devices/kernel_log.h"
@@ -60,25 +61,6 @@ void CpuBackend::bias_forward(Tensor& y, const Tensor& b, int64_t inner) {
 
 namespace {
 
-// dz[i] = dy[i]·[y[i] > 0] over n elements, accumulated into sum[0..n): Masked, a ReLU's
-// backward fused with a bias gradient; unmasked (y and dz null), the bias gradient alone.
-// Plain loops over local pointers: behind a lambda GCC reloaded every pointer per element and
-// left the loop scalar (2.9 ms for cifar-cnn's first layer, against 0.5 for the two kernels).
-template <typename T, bool Masked>
-inline void accumulate_row(const T* __restrict dy, const T* __restrict y, T* __restrict dz, T* __restrict sum,
-                           long n) {
-#pragma omp simd
-  for (long i = 0; i < n; ++i) {
-    if constexpr (Masked) {
-      const T v = y[i] > T(0) ? dy[i] : T(0);
-      dz[i] = v;
-      sum[i] += v;
-    } else {
-      sum[i] += dy[i];
-    }
-  }
-}
-
 // dy: (outer, c, inner)  db: (c)   db[j] = Σ_o Σ_i dz[o, j, i]
 // where dz = dy (Masked false: a bias gradient alone), or dz = dy·[y > 0], written out as well
 // (Masked true: a ReLU's backward fused with the bias gradient of the layer under it). One
@@ -90,31 +72,21 @@ void bias_gradient(const T* dy, const T* y, T* dz, T* db, long c, long in, long 
     // Linear: sum the rows of dz (outer × c) into db, row by row so the inner loop runs
     // along contiguous memory; each db[j] still adds its terms in row order.
     for (long j = 0; j < c; ++j) db[j] = 0;
-    for (long o = 0; o < outer; ++o) accumulate_row<T, Masked>(dy + o * c, at(y, o * c), at(dz, o * c), db, c);
+    for (long o = 0; o < outer; ++o) cpu::accumulate_row<T, Masked>(dy + o * c, at(y, o * c), at(dz, o * c), db, c);
     return;
   }
-  // Conv2d: each channel's plane is summed in 32 interleaved lanes (element i goes to lane
-  // i % 32): four independent vector sums, where 8 lanes had been one chain of dependent adds;
-  // the tail of each plane goes to a scalar sum of its own, kept per image. The lanes, the
-  // tails and the images are then added in a fixed order, so the result does not depend on
-  // the thread count.
-  constexpr long kLanes = 32;
+  // Conv2d: each channel's planes are summed image by image in bias_lanes.h's order, which
+  // does not depend on the thread count and which the first layer's fused gradient shares.
 #pragma omp parallel for schedule(static) if (outer * c * in > cpu::kParallelGrain)
   for (long j = 0; j < c; ++j) {
-    T lane[kLanes] = {};
-    T tails = 0;
-    const long body = in / kLanes * kLanes;
+    T lanes[cpu::kBiasLanes] = {}, image_lanes[cpu::kBiasLanes];
+    T tails = 0, image_tail;
     for (long o = 0; o < outer; ++o) {
       const long row = (o * c + j) * in;
-      for (long i = 0; i < body; i += kLanes)
-        accumulate_row<T, Masked>(dy + row + i, at(y, row + i), at(dz, row + i), lane, kLanes);
-      T tail[1] = {0};
-      for (long i = body; i < in; ++i) accumulate_row<T, Masked>(dy + row + i, at(y, row + i), at(dz, row + i), tail, 1);
-      tails += tail[0];
+      cpu::plane_bias_lanes<T, Masked>(dy + row, at(y, row), at(dz, row), in, image_lanes, image_tail);
+      cpu::add_image_lanes(image_lanes, image_tail, lanes, tails);
     }
-    T s = 0;
-    for (long l = 0; l < kLanes; ++l) s += lane[l];
-    db[j] = s + tails;
+    db[j] = cpu::channel_bias(lanes, tails);
   }
 }
 

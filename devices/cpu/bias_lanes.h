@@ -1,0 +1,64 @@
+// The bias gradient of a convolution, db[j] = Σ_images Σ_plane dz[image, j, ·], in the one
+// summation order every CPU path shares, so that a fused path gives the unfused one's bits:
+//   per image and channel   32 interleaved lane sums over the plane's body (element i goes to
+//                           lane i % 32: four independent vector sums, where 8 lanes had been one
+//                           chain of dependent adds) and one scalar sum of the plane's tail
+//   per channel             the images' lanes added in image order, then the 32 lanes in lane
+//                           order, plus the images' tails added in image order
+// Users: bias_backward and relu_bias_backward (reduce_cpu.cpp), and the first layer's fused
+// ReLU, bias and filter gradient (conv2d_im2col_cpu.cpp), which sums each image as it goes.
+#pragma once
+
+namespace nnlab::cpu {
+
+constexpr long kBiasLanes = 32;
+
+// dz[i] = dy[i]·[y[i] > 0] over n elements, accumulated into sum[0..n): Masked, a ReLU's
+// backward fused with a bias gradient; unmasked (y and dz unused), the bias gradient alone.
+// Plain loops over local pointers: behind a lambda GCC reloaded every pointer per element and
+// left the loop scalar (2.9 ms for cifar-cnn's first layer, against 0.5 for the two kernels).
+template <typename T, bool Masked>
+inline void accumulate_row(const T* __restrict dy, const T* __restrict y, T* __restrict dz, T* __restrict sum,
+                           long n) {
+#pragma omp simd
+  for (long i = 0; i < n; ++i) {
+    if constexpr (Masked) {
+      const T v = y[i] > T(0) ? dy[i] : T(0);
+      dz[i] = v;
+      sum[i] += v;
+    } else {
+      sum[i] += dy[i];
+    }
+  }
+}
+
+// One image's plane of one channel, `in` elements: lanes[0..kBiasLanes) and tail get its sums
+// (overwritten); with Masked, dz = dy·[y > 0] is written too (y and dz may be null otherwise).
+template <typename T, bool Masked>
+void plane_bias_lanes(const T* dy, const T* y, T* dz, long in, T* lanes, T& tail) {
+  for (long l = 0; l < kBiasLanes; ++l) lanes[l] = T(0);
+  const long body = in / kBiasLanes * kBiasLanes;
+  for (long i = 0; i < body; i += kBiasLanes)
+    accumulate_row<T, Masked>(dy + i, Masked ? y + i : nullptr, Masked ? dz + i : nullptr, lanes, kBiasLanes);
+  T rest[1] = {T(0)};
+  for (long i = body; i < in; ++i)
+    accumulate_row<T, Masked>(dy + i, Masked ? y + i : nullptr, Masked ? dz + i : nullptr, rest, 1);
+  tail = rest[0];
+}
+
+// Adds one image's plane sums into a channel's running sums (lane by lane, in image order).
+template <typename T>
+void add_image_lanes(const T* image_lanes, T image_tail, T* lanes, T& tails) {
+  for (long l = 0; l < kBiasLanes; ++l) lanes[l] += image_lanes[l];
+  tails += image_tail;
+}
+
+// The channel's bias gradient from its running sums: the lanes in lane order, then the tails.
+template <typename T>
+T channel_bias(const T* lanes, T tails) {
+  T s = T(0);
+  for (long l = 0; l < kBiasLanes; ++l) s += lanes[l];
+  return s + tails;
+}
+
+}  // namespace nnlab::cpu
