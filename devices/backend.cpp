@@ -90,6 +90,11 @@ void Backend::adam_step(Tensor&, const Tensor&, Tensor&, Tensor&, const AdamPara
 void Backend::conv2d_forward(const Conv2dGeometry&, const Tensor&, const Tensor&, const Tensor*, Tensor&) {
   missing("conv2d_forward");
 }
+void Backend::conv2d_backward_params(const Conv2dGeometry& g, const Tensor& dy, const Tensor& x, Tensor& dw,
+                                     Tensor& db) {
+  bias_backward(dy, db, g.p * g.q);
+  conv2d_backward_filter(g, dy, x, dw);
+}
 void Backend::conv2d_relu_backward_params(const Conv2dGeometry& g, const Tensor& y, const Tensor& dy,
                                           const Tensor& x, Tensor& dw, Tensor* db) {
   Tensor dz = Tensor::empty(y.shape(), y.dtype(), y.device());

@@ -194,6 +194,11 @@ class Backend : public DeviceMemory {
   virtual void conv2d_backward_data(const Conv2dGeometry& g, const Tensor& dy, const Tensor& w, Tensor& dx);
   // dy: (n, k, p, q)  x: (n, c, h, w)  dw: (k, c, r, s)      dw = Σ_n dy · im2col(x)ᵀ
   virtual void conv2d_backward_filter(const Conv2dGeometry& g, const Tensor& dy, const Tensor& x, Tensor& dw);
+  // The weight and bias gradients together: dw as conv2d_backward_filter, db = Σ_{n,p,q} dy as
+  // bias_backward, with the bits of the two. The default is the two kernels; the CPU sums the
+  // bias from the planes of dy its filter gradient reads anyway.
+  virtual void conv2d_backward_params(const Conv2dGeometry& g, const Tensor& dy, const Tensor& x, Tensor& dw,
+                                      Tensor& db);
   // The weight and bias gradients of conv2d_relu for an input that needs no gradient (a
   // network's first layer), y its output, db null for no bias:
   //   dz = dy·[y > 0];  db = Σ_{n,p,q} dz;  dw = Σ_n dz · im2col(x)ᵀ

@@ -75,7 +75,7 @@ void bench_layer(const char* name, Conv2dGeometry g, int reps) {
       report((name + " bwd data").c_str(), flops,
              time_it(reps, [&] { cpu::winograd_backward_data(g, tile, dy, w, dx); }));
       report((name + " bwd filter").c_str(), flops,
-             time_it(reps, [&] { cpu::winograd_backward_filter(g, tile, dy, x, dw); }));
+             time_it(reps, [&] { cpu::winograd_backward_filter(g, tile, dy, x, dw, nullptr); }));
     }
 
   // The forward's GEMM alone: W (k × crs) · cols (crs × n·pq).

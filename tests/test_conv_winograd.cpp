@@ -51,7 +51,7 @@ void check_tile(const Conv2dGeometry& g, cpu::WinogradTile tile, DType dtype, do
          dw = Tensor::empty(w.shape(), dtype);
   cpu::winograd_forward(g, tile, xt, wt, &bt, y, false);
   cpu::winograd_backward_data(g, tile, dyt, wt, dx);
-  cpu::winograd_backward_filter(g, tile, dyt, xt, dw);
+  cpu::winograd_backward_filter(g, tile, dyt, xt, dw, nullptr);
   require_close_to_scale(y.to_vector<double>(), y_ref.to_vector<double>(), eps, "forward");
   require_close_to_scale(dx.to_vector<double>(), dx_ref.to_vector<double>(), eps, "backward data");
   require_close_to_scale(dw.to_vector<double>(), dw_ref.to_vector<double>(), eps, "backward filter");

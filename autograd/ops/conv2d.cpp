@@ -18,10 +18,15 @@ class Conv2dBackward : public Node {
   std::string name() const override { return "Conv2dBackward"; }
   std::vector<Tensor> backward(const Tensor& dy) override {
     Tensor db;
-    if (needs_grad(2)) {
-      db = Tensor::empty({g_.k}, dy.dtype(), dy.device());
-      backend_for(dy.device()).bias_backward(dy, db, g_.p * g_.q);  // dy as (n, k, p·q)
+    if (needs_grad(2)) db = Tensor::empty({g_.k}, dy.dtype(), dy.device());
+    if (needs_grad(1) && needs_grad(2)) {
+      // Both from one pass over dy where the backend can (the CPU's filter gradients).
+      const Tensor& w = inputs()[1];
+      Tensor dw = Tensor::empty(w.shape(), w.dtype(), w.device());
+      backend_for(dy.device()).conv2d_backward_params(g_, dy, inputs()[0], dw, db);
+      return {input_gradient(dy), dw, db};
     }
+    if (needs_grad(2)) backend_for(dy.device()).bias_backward(dy, db, g_.p * g_.q);  // dy as (n, k, p·q)
     return {input_gradient(dy), filter_gradient(dy), db};
   }
 

@@ -5,13 +5,25 @@
 //                           chain of dependent adds) and one scalar sum of the plane's tail
 //   per channel             the images' lanes added in image order, then the 32 lanes in lane
 //                           order, plus the images' tails added in image order
-// Users: bias_backward and relu_bias_backward (reduce_cpu.cpp), and the first layer's fused
-// ReLU, bias and filter gradient (conv2d_im2col_cpu.cpp), which sums each image as it goes.
+// Users: bias_backward and relu_bias_backward (reduce_cpu.cpp); the filter gradients that take
+// the bias gradient along (Backend::conv2d_backward_params: the direct, Winograd and im2col
+// paths, summing each plane of dy as they read it anyway) and the first layer's fused ReLU, bias
+// and filter gradient (conv2d_im2col_cpu.cpp).
+// In namespace cpu::NNLAB_ISA, like the kernels compiled once per instruction set that use it
+// (cpu_isa.h): the AVX-512 kernels get their own copy, compiled for AVX-512, and the rest of the
+// library the baseline's (cpu::avx2), so no AVX-512 code can run on an AVX2 CPU
+// (scripts/check_isa.py). The sums are elementwise vector adds, the same bits in either.
 #pragma once
 
-namespace nnlab::cpu {
+#ifndef NNLAB_ISA
+#error "bias_lanes.h is compiled per instruction set (NNLAB_ISA, CMakeLists.txt)"
+#endif
+
+namespace nnlab::cpu::NNLAB_ISA {
 
 constexpr long kBiasLanes = 32;
+// Sums kept per image and channel: kBiasLanes lanes and a tail.
+constexpr long kBiasSums = kBiasLanes + 1;
 
 // dz[i] = dy[i]·[y[i] > 0] over n elements, accumulated into sum[0..n): Masked, a ReLU's
 // backward fused with a bias gradient; unmasked (y and dz unused), the bias gradient alone.
@@ -61,4 +73,28 @@ T channel_bias(const T* lanes, T tails) {
   return s + tails;
 }
 
-}  // namespace nnlab::cpu
+// The sums of one image's k planes of dy (k, pq) into sums (k, kBiasSums); with Masked,
+// dz = dy·[y > 0] is written too (y and dz unused otherwise).
+template <typename T, bool Masked>
+void image_bias_sums(const T* dy, const T* y, T* dz, long k, long pq, T* sums) {
+  for (long j = 0; j < k; ++j) {
+    T* s = sums + j * kBiasSums;
+    plane_bias_lanes<T, Masked>(dy + j * pq, Masked ? y + j * pq : nullptr, Masked ? dz + j * pq : nullptr, pq, s,
+                                s[kBiasLanes]);
+  }
+}
+
+// db[j] from every image's sums (n, k, kBiasSums), the images in order.
+template <typename T>
+void bias_from_image_sums(const T* sums, long n, long k, T* db) {
+  for (long j = 0; j < k; ++j) {
+    T lanes[kBiasLanes] = {}, tails = T(0);
+    for (long i = 0; i < n; ++i) {
+      const T* s = sums + (i * k + j) * kBiasSums;
+      add_image_lanes(s, s[kBiasLanes], lanes, tails);
+    }
+    db[j] = channel_bias(lanes, tails);
+  }
+}
+
+}  // namespace nnlab::cpu::NNLAB_ISA

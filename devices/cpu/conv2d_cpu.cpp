@@ -255,19 +255,42 @@ void CpuBackend::conv2d_backward_data(const Conv2dGeometry& g, const Tensor& dy,
   }
 }
 
-// dy: (n, k, p, q)  x: (n, c, h, w)  dw: (k, c, r, s)
-void CpuBackend::conv2d_backward_filter(const Conv2dGeometry& g, const Tensor& dy, const Tensor& x, Tensor& dw) {
+namespace {
+
+// dy: (n, k, p, q)  x: (n, c, h, w)  dw: (k, c, r, s)  db: (k) or null
+// With db, the bias gradient too: the direct, Winograd and im2col kernels sum each plane of dy
+// as they read it for the filter gradient (bias_lanes.h, bias_backward's order and bits); the
+// reference loops leave it to bias_backward.
+void backward_filter(CpuBackend& be, const Conv2dGeometry& g, const Tensor& dy, const Tensor& x, Tensor& dw,
+                     Tensor* db) {
   check_conv_dtypes("conv2d_backward_filter", dy, x, dw);
   KernelTiming timing;  // for nnlab explain
   const ConvAlgorithm algorithm = choose_and_log(g, ConvDirection::BackwardFilter, dy.dtype(), timing);
   switch (algorithm) {
-    case ConvAlgorithm::Reference: return cpu::conv2d_reference_backward_filter(g, dy, x, dw);
-    case ConvAlgorithm::Direct: return cpu::direct_backward_filter(g, dy, x, dw);
+    case ConvAlgorithm::Reference:
+      cpu::conv2d_reference_backward_filter(g, dy, x, dw);
+      if (db) be.bias_backward(dy, *db, g.p * g.q);
+      return;
+    case ConvAlgorithm::Direct: return cpu::direct_backward_filter(g, dy, x, dw, db);
     case ConvAlgorithm::Winograd:
-      return cpu::winograd_backward_filter(g, cpu::winograd_tile(g, ConvDirection::BackwardFilter), dy, x, dw);
+      return cpu::winograd_backward_filter(g, cpu::winograd_tile(g, ConvDirection::BackwardFilter), dy, x, dw, db);
     case ConvAlgorithm::Im2colSmallGemm:
-    case ConvAlgorithm::Im2colBlas: return cpu::im2col_backward_filter(g, dy, x, dw, algorithm);
+    case ConvAlgorithm::Im2colBlas: return cpu::im2col_backward_filter(g, dy, x, dw, db, algorithm);
   }
+}
+
+}  // namespace
+
+// dy: (n, k, p, q)  x: (n, c, h, w)  dw: (k, c, r, s)
+void CpuBackend::conv2d_backward_filter(const Conv2dGeometry& g, const Tensor& dy, const Tensor& x, Tensor& dw) {
+  backward_filter(*this, g, dy, x, dw, nullptr);
+}
+
+// dy: (n, k, p, q)  x: (n, c, h, w)  dw: (k, c, r, s)  db: (k)
+void CpuBackend::conv2d_backward_params(const Conv2dGeometry& g, const Tensor& dy, const Tensor& x, Tensor& dw,
+                                        Tensor& db) {
+  NNLAB_LOG_KERNEL("bias_backward (in the filter gradient)", dy);  // nnlab explain: record the call
+  backward_filter(*this, g, dy, x, dw, &db);
 }
 
 // y, dy: (n, k, p, q)  x: (n, c, h, w)  dw: (k, c, r, s)  db: (k) or null

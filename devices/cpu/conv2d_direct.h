@@ -36,24 +36,26 @@ bool channel_forward_pays(const Conv2dGeometry& g);
 // where a batch fills whole vectors of them and 16 images' planes fit in 1 MB.
 bool images_layout_pays(const Conv2dGeometry& g);
 
-// The kernels of the instruction set cpu_isa() chose (isa_dispatch.cpp).
+// The kernels of the instruction set cpu_isa() chose (isa_dispatch.cpp). The filter gradient
+// takes db (k), or null: the bias gradient too, from the per-image copies of dy it makes anyway,
+// summed as bias_backward sums (bias_lanes.h), so with its bits.
 void direct_forward(const Conv2dGeometry& g, const Tensor& x, const Tensor& w, const Tensor* b, Tensor& y,
                     bool relu);
 void direct_backward_data(const Conv2dGeometry& g, const Tensor& dy, const Tensor& w, Tensor& dx);
-void direct_backward_filter(const Conv2dGeometry& g, const Tensor& dy, const Tensor& x, Tensor& dw);
+void direct_backward_filter(const Conv2dGeometry& g, const Tensor& dy, const Tensor& x, Tensor& dw, Tensor* db);
 
 // Each instruction set's own (conv2d_direct_cpu.cpp, compiled once per set).
 namespace avx2 {
 void direct_forward(const Conv2dGeometry& g, const Tensor& x, const Tensor& w, const Tensor* b, Tensor& y,
                     bool relu);
 void direct_backward_data(const Conv2dGeometry& g, const Tensor& dy, const Tensor& w, Tensor& dx);
-void direct_backward_filter(const Conv2dGeometry& g, const Tensor& dy, const Tensor& x, Tensor& dw);
+void direct_backward_filter(const Conv2dGeometry& g, const Tensor& dy, const Tensor& x, Tensor& dw, Tensor* db);
 }  // namespace avx2
 namespace avx512 {
 void direct_forward(const Conv2dGeometry& g, const Tensor& x, const Tensor& w, const Tensor* b, Tensor& y,
                     bool relu);
 void direct_backward_data(const Conv2dGeometry& g, const Tensor& dy, const Tensor& w, Tensor& dx);
-void direct_backward_filter(const Conv2dGeometry& g, const Tensor& dy, const Tensor& x, Tensor& dw);
+void direct_backward_filter(const Conv2dGeometry& g, const Tensor& dy, const Tensor& x, Tensor& dw, Tensor* db);
 }  // namespace avx512
 
 }  // namespace nnlab::cpu

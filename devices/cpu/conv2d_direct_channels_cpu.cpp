@@ -175,13 +175,15 @@ void channel_filter_sum(const T* in, const Bordered& b, const T* dy_transposed, 
 // thread count results repeat bit for bit.
 template <typename T>
 void channel_backward_filter_typed(const Conv2dGeometry& g, const Bordered& b, const Tensor& dy, const Tensor& x,
-                                   Tensor& dw) {
+                                   Tensor& dw, Tensor* db) {
   const long threads = omp_get_max_threads(), pq = g.p * g.q, dyt_size = pq * g.k;
   const long lane_size = g.k * g.c * g.r * g.s;  // (k / kChannelLanes, c, r, s, kChannelLanes)
   Tensor work = Tensor::empty({threads * (b.size() + dyt_size)}, x.dtype(), x.device());
   Tensor lanes = Tensor::zeros({threads * lane_size}, x.dtype(), x.device());
   const T *x_data = x.data<T>(), *dy_data = dy.data<T>();
   T *ws = work.data<T>(), *acc = lanes.data<T>(), *dw_data = dw.data<T>();
+  Tensor sums = db ? Tensor::empty({g.n * g.k * kBiasSums}, dy.dtype(), dy.device()) : Tensor();
+  T* sum_data = db ? sums.data<T>() : nullptr;
   for_each_image(g.n, g.k * pq * g.c * g.r * g.s, [&](long i, int slot) {
     T* in = ws + slot * (b.size() + dyt_size);
     T* transposed = in + b.size();
@@ -189,6 +191,7 @@ void channel_backward_filter_typed(const Conv2dGeometry& g, const Bordered& b, c
     const T* dyi = dy_data + i * g.k * pq;
     for (long o = 0; o < g.k; ++o)
       for (long j = 0; j < pq; ++j) transposed[j * g.k + o] = dyi[o * pq + j];
+    if (sum_data) image_bias_sums<T, false>(dyi, nullptr, nullptr, g.k, pq, sum_data + i * g.k * kBiasSums);
     if (g.s == 3)
       channel_filter_sum<T, 3>(in, b, transposed, g, acc + slot * lane_size);
     else
@@ -202,6 +205,7 @@ void channel_backward_filter_typed(const Conv2dGeometry& g, const Bordered& b, c
       for (long t = 0; t < threads; ++t) sum += acc[t * lane_size + ((o / kChannelLanes) * crs + j) * kChannelLanes + o % kChannelLanes];
       dw_data[o * crs + j] = sum;
     }
+  if (db) bias_from_image_sums(sum_data, g.n, g.k, db->data<T>());
 }
 
 }  // namespace
@@ -212,9 +216,9 @@ void channel_forward(const Conv2dGeometry& g, const Bordered& b, const Tensor& x
 }
 
 void channel_backward_filter(const Conv2dGeometry& g, const Bordered& b, const Tensor& dy, const Tensor& x,
-                             Tensor& dw) {
+                             Tensor& dw, Tensor* db) {
   dispatch_float("conv2d_backward_filter", dy,
-                 [&](auto tag) { channel_backward_filter_typed<decltype(tag)>(g, b, dy, x, dw); });
+                 [&](auto tag) { channel_backward_filter_typed<decltype(tag)>(g, b, dy, x, dw, db); });
 }
 
 }  // namespace nnlab::cpu::NNLAB_ISA

@@ -221,12 +221,15 @@ void direct_backward_data(const Conv2dGeometry& g, const Tensor& dy, const Tenso
   });
 }
 
-// dy: (n, k, p, q)  x: (n, c, h, w)  dw: (k, c, r, s)
-void direct_backward_filter(const Conv2dGeometry& g, const Tensor& dy, const Tensor& x, Tensor& dw) {
+// dy: (n, k, p, q)  x: (n, c, h, w)  dw: (k, c, r, s)  db: (k) or null
+void direct_backward_filter(const Conv2dGeometry& g, const Tensor& dy, const Tensor& x, Tensor& dw, Tensor* db) {
   dispatch_float("conv2d_backward_filter", dy, [&](auto tag) {
     using T = decltype(tag);
     const Bordered border = bordered(g.c, g.p, g.q, g.r, g.s, g.pad_h, g.h);
-    if (channel_layout_pays(g)) return channel_backward_filter(g, border, dy, x, dw);
+    if (channel_layout_pays(g)) return channel_backward_filter(g, border, dy, x, dw, db);
+    const long pq = g.p * g.q;
+    Tensor sums = db ? Tensor::empty({g.n * g.k * kBiasSums}, dy.dtype(), dy.device()) : Tensor();
+    T* sum_data = db ? sums.data<T>() : nullptr;
     with_channel_block(g.k, [&](auto block) {
       constexpr long kB = decltype(block)::value;
       const long kblocks = (g.k + kB - 1) / kB, qp = round_up(g.q, kLanes);
@@ -248,6 +251,8 @@ void direct_backward_filter(const Conv2dGeometry& g, const Tensor& dy, const Ten
             const T* from = dy_data + ((i * g.k + o) * g.p + y) * g.q;
             std::copy(from, from + g.q, grad + (o * dyb.rows + y) * dyb.stride);
           }
+        if (sum_data)  // the planes just copied, from the cache
+          image_bias_sums<T, false>(dy_data + i * g.k * pq, nullptr, nullptr, g.k, pq, sum_data + i * g.k * kBiasSums);
         filter_sum<T, kB>(in, border, grad, kblocks, g.p, qp, g.r, g.s, acc + slot * lane_size);
       });
       // dw[o, ci, ri, si] = Σ_thread Σ_lane lanes[thread][o / kB][ci][ri][si][o % kB][lane]
@@ -262,6 +267,7 @@ void direct_backward_filter(const Conv2dGeometry& g, const Tensor& dy, const Ten
           dw_data[o * crs + j] = sum;
         }
     });
+    if (db) bias_from_image_sums(sum_data, g.n, g.k, db->data<T>());
   });
 }
 

@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <type_traits>
 
+#include "devices/cpu/bias_lanes.h"
 #include "devices/cpu/conv2d_direct.h"
 #include "devices/cpu/dispatch.h"
 
@@ -110,6 +111,6 @@ void channel_forward(const Conv2dGeometry& g, const Bordered& b, const Tensor& x
 void images_backward_data(const Conv2dGeometry& g, const Tensor& dy, const Tensor& w, Tensor& dx);
 // dy: (n, k, p, q)  x: (n, c, h, w)  dw: (k, c, r, s)
 void channel_backward_filter(const Conv2dGeometry& g, const Bordered& b, const Tensor& dy, const Tensor& x,
-                             Tensor& dw);
+                             Tensor& dw, Tensor* db);
 
 }  // namespace nnlab::cpu::NNLAB_ISA

@@ -22,7 +22,8 @@ std::string im2col_product_text(const Conv2dGeometry& g, ConvDirection direction
 void im2col_forward(const Conv2dGeometry& g, const Tensor& x, const Tensor& w, const Tensor* b, Tensor& y,
                     ConvAlgorithm product);
 void im2col_backward_data(const Conv2dGeometry& g, const Tensor& dy, const Tensor& w, Tensor& dx);
-void im2col_backward_filter(const Conv2dGeometry& g, const Tensor& dy, const Tensor& x, Tensor& dw,
+// db (k) or null: the bias gradient too, summed as bias_backward sums (the same bits).
+void im2col_backward_filter(const Conv2dGeometry& g, const Tensor& dy, const Tensor& x, Tensor& dw, Tensor* db,
                             ConvAlgorithm product);
 // The weight and bias gradients (db may be null) of a convolution with its ReLU fused, y its
 // output, for a layer whose input needs no gradient: dz = dy·[y > 0] is made image by image and

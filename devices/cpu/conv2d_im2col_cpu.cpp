@@ -40,6 +40,11 @@ namespace nnlab::cpu {
 
 namespace {
 
+// bias_lanes.h's sums, as compiled for this library's baseline instruction set.
+using NNLAB_ISA::bias_from_image_sums;
+using NNLAB_ISA::image_bias_sums;
+using NNLAB_ISA::kBiasSums;
+
 // Row-major C (m × n) = op(A) · op(B), or C += op(A) · op(B) when `accumulate`, as
 // Backend::gemm on raw pointers. `small`: small_gemm.h's loops, which have the NN form (= or
 // +=) and the NT form (+= only); the rest is OpenBLAS.
@@ -223,14 +228,25 @@ void filter_gradient(const Conv2dGeometry& g, const T* x_data, bool small, DType
 
 }  // namespace
 
-// dy: (n, k, p, q)  x: (n, c, h, w)  dw: (k, c, r, s)
-void im2col_backward_filter(const Conv2dGeometry& g, const Tensor& dy, const Tensor& x, Tensor& dw,
+// dy: (n, k, p, q)  x: (n, c, h, w)  dw: (k, c, r, s)  db: (k) or null
+// With db, each image's planes of dy are summed for the bias as the product is about to read
+// them (bias_lanes.h: bias_backward's order, so its bits).
+void im2col_backward_filter(const Conv2dGeometry& g, const Tensor& dy, const Tensor& x, Tensor& dw, Tensor* db,
                             ConvAlgorithm product) {
   dispatch_float("conv2d_backward_filter", dy, [&](auto tag) {
     using T = decltype(tag);
+    const long pq = g.p * g.q;
+    Tensor sums = db ? Tensor::empty({g.n * g.k * kBiasSums}, dy.dtype(), Device::cpu()) : Tensor();
     const T* dy_data = dy.data<T>();
+    T* sum_data = db ? sums.data<T>() : nullptr;
     filter_gradient(g, x.data<T>(), product == ConvAlgorithm::Im2colSmallGemm, dy.dtype(), dw.data<T>(),
-                    [&](long i, int) { return dy_data + i * g.k * g.p * g.q; });
+                    [&](long i, int) {
+                      const T* dyi = dy_data + i * g.k * pq;
+                      if (sum_data)
+                        image_bias_sums<T, false>(dyi, nullptr, nullptr, g.k, pq, sum_data + i * g.k * kBiasSums);
+                      return dyi;
+                    });
+    if (db) bias_from_image_sums(sum_data, g.n, g.k, db->data<T>());
   });
 }
 
@@ -246,30 +262,17 @@ void im2col_relu_backward_params(const Conv2dGeometry& g, const Tensor& y, const
     const long pq = g.p * g.q, kpq = g.k * pq;
     const long slots = spread_images(g, omp_get_max_threads()) ? omp_get_max_threads() : 1;
     Tensor dz = Tensor::empty({slots * kpq}, dy.dtype(), Device::cpu());
-    // Per image and channel: kBiasLanes lane sums and a tail (bias_lanes.h).
-    Tensor sums = Tensor::empty({g.n * g.k * (kBiasLanes + 1)}, dy.dtype(), Device::cpu());
+    Tensor sums = Tensor::empty({g.n * g.k * kBiasSums}, dy.dtype(), Device::cpu());
     const T *y_data = y.data<T>(), *dy_data = dy.data<T>();
     T *dz_data = dz.data<T>(), *sum_data = sums.data<T>();
     filter_gradient(g, x.data<T>(), product == ConvAlgorithm::Im2colSmallGemm, dy.dtype(), dw.data<T>(),
                     [&](long i, int slot) {
                       T* dzi = dz_data + slot * kpq;
-                      for (long j = 0; j < g.k; ++j) {
-                        const long at = i * kpq + j * pq;
-                        T* s = sum_data + (i * g.k + j) * (kBiasLanes + 1);
-                        plane_bias_lanes<T, true>(dy_data + at, y_data + at, dzi + j * pq, pq, s, s[kBiasLanes]);
-                      }
+                      image_bias_sums<T, true>(dy_data + i * kpq, y_data + i * kpq, dzi, g.k, pq,
+                                               sum_data + i * g.k * kBiasSums);
                       return static_cast<const T*>(dzi);
                     });
-    if (!db) return;
-    T* db_data = db->data<T>();
-    for (long j = 0; j < g.k; ++j) {
-      T lanes[kBiasLanes] = {}, tails = 0;
-      for (long i = 0; i < g.n; ++i) {
-        const T* s = sum_data + (i * g.k + j) * (kBiasLanes + 1);
-        add_image_lanes(s, s[kBiasLanes], lanes, tails);
-      }
-      db_data[j] = channel_bias(lanes, tails);
-    }
+    if (db) bias_from_image_sums(sum_data, g.n, g.k, db->data<T>());
   });
 }
 

@@ -19,12 +19,14 @@ enum class WinogradTile { F2x2 = 2, F4x4 = 4 };
 // Its name for the kernel log: "F(4×4,3×3)".
 const char* winograd_tile_name(WinogradTile tile);
 
-// The kernels of the instruction set cpu_isa() chose (isa_dispatch.cpp).
+// The kernels of the instruction set cpu_isa() chose (isa_dispatch.cpp). The filter gradient
+// takes db (k), or null: the bias gradient too, each plane of dy summed as the transform reads
+// it, as bias_backward sums (bias_lanes.h), so with its bits.
 void winograd_forward(const Conv2dGeometry& g, WinogradTile tile, const Tensor& x, const Tensor& w, const Tensor* b,
                       Tensor& y, bool relu);
 void winograd_backward_data(const Conv2dGeometry& g, WinogradTile tile, const Tensor& dy, const Tensor& w, Tensor& dx);
 void winograd_backward_filter(const Conv2dGeometry& g, WinogradTile tile, const Tensor& dy, const Tensor& x,
-                              Tensor& dw);
+                              Tensor& dw, Tensor* db);
 
 // Each instruction set's own (conv2d_winograd_cpu.cpp, compiled once per set).
 namespace avx2 {
@@ -32,14 +34,14 @@ void winograd_forward(const Conv2dGeometry& g, WinogradTile tile, const Tensor& 
                       Tensor& y, bool relu);
 void winograd_backward_data(const Conv2dGeometry& g, WinogradTile tile, const Tensor& dy, const Tensor& w, Tensor& dx);
 void winograd_backward_filter(const Conv2dGeometry& g, WinogradTile tile, const Tensor& dy, const Tensor& x,
-                              Tensor& dw);
+                              Tensor& dw, Tensor* db);
 }  // namespace avx2
 namespace avx512 {
 void winograd_forward(const Conv2dGeometry& g, WinogradTile tile, const Tensor& x, const Tensor& w, const Tensor* b,
                       Tensor& y, bool relu);
 void winograd_backward_data(const Conv2dGeometry& g, WinogradTile tile, const Tensor& dy, const Tensor& w, Tensor& dx);
 void winograd_backward_filter(const Conv2dGeometry& g, WinogradTile tile, const Tensor& dy, const Tensor& x,
-                              Tensor& dw);
+                              Tensor& dw, Tensor* db);
 }  // namespace avx512
 
 }  // namespace nnlab::cpu

@@ -37,6 +37,7 @@
 #include <algorithm>
 #include <numeric>
 
+#include "devices/cpu/bias_lanes.h"
 #include "devices/cpu/conv2d_winograd.h"
 #include "devices/cpu/conv2d_winograd_planes.h"
 #include "devices/cpu/dispatch.h"
@@ -183,9 +184,9 @@ void winograd_backward_data(const Conv2dGeometry& g, WinogradTile tile, const Te
   });
 }
 
-// dy: (n, k, p, q)  x: (n, c, h, w)  dw: (k, c, 3, 3)
+// dy: (n, k, p, q)  x: (n, c, h, w)  dw: (k, c, 3, 3)  db: (k) or null
 void winograd_backward_filter(const Conv2dGeometry& g, WinogradTile tile, const Tensor& dy, const Tensor& x,
-                              Tensor& dw) {
+                              Tensor& dw, Tensor* db) {
   dispatch_float("conv2d_backward_filter (winograd)", dy, [&](auto tag) {
     using T = decltype(tag);
     with_tile(tile, [&](auto tile_tag) {
@@ -201,8 +202,9 @@ void winograd_backward_filter(const Conv2dGeometry& g, WinogradTile tile, const 
           positions * (matrix_stride(g.c, chunk_tiles) + matrix_stride(g.k, chunk_tiles)) + 2 * scratch_floats(t);
       Tensor workspace = Tensor::empty({slots * slot_floats}, x.dtype(), Device::cpu());
       Tensor partial = Tensor::zeros({slots * positions * kc}, x.dtype(), Device::cpu());
+      Tensor sums = db ? Tensor::empty({g.n * g.k * kBiasSums}, dy.dtype(), Device::cpu()) : Tensor();
       const T *x_data = x.data<T>(), *dy_data = dy.data<T>();
-      T *ws = workspace.data<T>(), *part = partial.data<T>();
+      T *ws = workspace.data<T>(), *part = partial.data<T>(), *sum_data = db ? sums.data<T>() : nullptr;
 #pragma omp parallel for schedule(static) if (parallel)
       for (long ck = 0; ck < chunks; ++ck) {
         const long first = ck * chunk, count = std::min(chunk, g.n - first), tiles = count * t.per_plane();
@@ -217,6 +219,10 @@ void winograd_backward_filter(const Conv2dGeometry& g, WinogradTile tile, const 
         for (long co = 0; co < g.k; ++co)  // increasing addresses (see kLanes)
           for (long i = 0; i < count; ++i) {
             const T* plane = dy_data + ((first + i) * g.k + co) * g.p * g.q;
+            if (sum_data) {
+              T* sum = sum_data + ((first + i) * g.k + co) * kBiasSums;
+              plane_bias_lanes<T, false>(plane, nullptr, nullptr, g.p * g.q, sum, sum[kBiasLanes]);
+            }
             transform_output_grad_plane<Tile>(plane, t, padded_dy, z + co * tiles + i * t.per_plane(), z_stride);
           }
         T* s = part + slot * positions * kc;  // S[ξ] (k × c) += Z[ξ] · V[ξ]ᵀ
@@ -233,6 +239,7 @@ void winograd_backward_filter(const Conv2dGeometry& g, WinogradTile tile, const 
         }
         filter_grad_tile<Tile>(sum, 1, dw_data + j * 9);
       }
+      if (db) bias_from_image_sums(sum_data, g.n, g.k, db->data<T>());
     });
   });
 }

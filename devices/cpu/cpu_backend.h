@@ -66,6 +66,8 @@ class CpuBackend final : public Backend {
                            Tensor& y) override;
   void conv2d_backward_data(const Conv2dGeometry& g, const Tensor& dy, const Tensor& w, Tensor& dx) override;
   void conv2d_backward_filter(const Conv2dGeometry& g, const Tensor& dy, const Tensor& x, Tensor& dw) override;
+  void conv2d_backward_params(const Conv2dGeometry& g, const Tensor& dy, const Tensor& x, Tensor& dw,
+                              Tensor& db) override;
   void conv2d_relu_backward_params(const Conv2dGeometry& g, const Tensor& y, const Tensor& dy, const Tensor& x,
                                    Tensor& dw, Tensor* db) override;
 

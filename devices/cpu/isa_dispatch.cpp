@@ -45,8 +45,8 @@ void direct_backward_data(const Conv2dGeometry& g, const Tensor& dy, const Tenso
   use_avx512() ? avx512::direct_backward_data(g, dy, w, dx) : avx2::direct_backward_data(g, dy, w, dx);
 }
 
-void direct_backward_filter(const Conv2dGeometry& g, const Tensor& dy, const Tensor& x, Tensor& dw) {
-  use_avx512() ? avx512::direct_backward_filter(g, dy, x, dw) : avx2::direct_backward_filter(g, dy, x, dw);
+void direct_backward_filter(const Conv2dGeometry& g, const Tensor& dy, const Tensor& x, Tensor& dw, Tensor* db) {
+  use_avx512() ? avx512::direct_backward_filter(g, dy, x, dw, db) : avx2::direct_backward_filter(g, dy, x, dw, db);
 }
 
 void winograd_forward(const Conv2dGeometry& g, WinogradTile tile, const Tensor& x, const Tensor& w, const Tensor* b,
@@ -61,9 +61,9 @@ void winograd_backward_data(const Conv2dGeometry& g, WinogradTile tile, const Te
 }
 
 void winograd_backward_filter(const Conv2dGeometry& g, WinogradTile tile, const Tensor& dy, const Tensor& x,
-                              Tensor& dw) {
-  use_avx512() ? avx512::winograd_backward_filter(g, tile, dy, x, dw)
-               : avx2::winograd_backward_filter(g, tile, dy, x, dw);
+                              Tensor& dw, Tensor* db) {
+  use_avx512() ? avx512::winograd_backward_filter(g, tile, dy, x, dw, db)
+               : avx2::winograd_backward_filter(g, tile, dy, x, dw, db);
 }
 
 }  // namespace cpu

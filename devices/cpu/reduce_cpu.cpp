@@ -61,6 +61,13 @@ void CpuBackend::bias_forward(Tensor& y, const Tensor& b, int64_t inner) {
 
 namespace {
 
+// bias_lanes.h's sums, as compiled for this library's baseline instruction set.
+using cpu::NNLAB_ISA::accumulate_row;
+using cpu::NNLAB_ISA::add_image_lanes;
+using cpu::NNLAB_ISA::channel_bias;
+using cpu::NNLAB_ISA::kBiasLanes;
+using cpu::NNLAB_ISA::plane_bias_lanes;
+
 // dy: (outer, c, inner)  db: (c)   db[j] = Σ_o Σ_i dz[o, j, i]
 // where dz = dy (Masked false: a bias gradient alone), or dz = dy·[y > 0], written out as well
 // (Masked true: a ReLU's backward fused with the bias gradient of the layer under it). One
@@ -72,21 +79,21 @@ void bias_gradient(const T* dy, const T* y, T* dz, T* db, long c, long in, long 
     // Linear: sum the rows of dz (outer × c) into db, row by row so the inner loop runs
     // along contiguous memory; each db[j] still adds its terms in row order.
     for (long j = 0; j < c; ++j) db[j] = 0;
-    for (long o = 0; o < outer; ++o) cpu::accumulate_row<T, Masked>(dy + o * c, at(y, o * c), at(dz, o * c), db, c);
+    for (long o = 0; o < outer; ++o) accumulate_row<T, Masked>(dy + o * c, at(y, o * c), at(dz, o * c), db, c);
     return;
   }
   // Conv2d: each channel's planes are summed image by image in bias_lanes.h's order, which
   // does not depend on the thread count and which the first layer's fused gradient shares.
 #pragma omp parallel for schedule(static) if (outer * c * in > cpu::kParallelGrain)
   for (long j = 0; j < c; ++j) {
-    T lanes[cpu::kBiasLanes] = {}, image_lanes[cpu::kBiasLanes];
+    T lanes[kBiasLanes] = {}, image_lanes[kBiasLanes];
     T tails = 0, image_tail;
     for (long o = 0; o < outer; ++o) {
       const long row = (o * c + j) * in;
-      cpu::plane_bias_lanes<T, Masked>(dy + row, at(y, row), at(dz, row), in, image_lanes, image_tail);
-      cpu::add_image_lanes(image_lanes, image_tail, lanes, tails);
+      plane_bias_lanes<T, Masked>(dy + row, at(y, row), at(dz, row), in, image_lanes, image_tail);
+      add_image_lanes(image_lanes, image_tail, lanes, tails);
     }
-    db[j] = cpu::channel_bias(lanes, tails);
+    db[j] = channel_bias(lanes, tails);
   }
 }
 
