@@ -50,6 +50,10 @@ void Backend::linear_forward(const Tensor& x, const Tensor& w, const Tensor* b, 
   if (b && b->defined()) bias_forward(y, *b, 1);
   if (relu) unary_forward(UnaryOp::Relu, y, y);
 }
+void Backend::linear_backward(const Tensor& dz, const Tensor& x, const Tensor& w, Tensor* dx, Tensor* dw) {
+  if (dx) gemm(false, false, x.dim(0), x.dim(1), w.dim(0), 1.0, dz, w, 0.0, *dx);
+  if (dw) gemm(true, false, w.dim(0), x.dim(1), x.dim(0), 1.0, dz, x, 0.0, *dw);
+}
 void Backend::bias_backward(const Tensor&, Tensor&, int64_t) { missing("bias_backward"); }
 void Backend::relu_bias_backward(const Tensor& y, const Tensor& dy, Tensor& dz, Tensor* db, int64_t inner) {
   unary_backward(UnaryOp::Relu, y, y, dy, dz);  // the sign test on y: y > 0 ⇔ the input > 0

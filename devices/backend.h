@@ -108,6 +108,11 @@ class Backend : public DeviceMemory {
   // The default is gemm, bias_forward and unary_forward in place; the CPU adds the bias and
   // takes the max inside its product where it can.
   virtual void linear_forward(const Tensor& x, const Tensor& w, const Tensor* b, Tensor& y, bool relu);
+  // A Linear layer's two backward products, either output may be null:
+  //   dx (n, in) = dz (n, out) · w (out, in)      dw (out, in) = dzᵀ · x (n, in)
+  // The default is two gemm calls; the CPU on two threads runs the two products at once, one per
+  // thread, in one parallel region (each product with the bits gemm gives it on one thread).
+  virtual void linear_backward(const Tensor& dz, const Tensor& x, const Tensor& w, Tensor* dx, Tensor* dw);
 
   // ---- elementwise ---------------------------------------------------------------------
   // Broadcasting by suffix: y has n elements; a and b have n or a divisor of n elements

@@ -1,5 +1,7 @@
 // Matrix products: matmul and the Linear layer's op (alone or with the ReLU after it), one GEMM
 // per direction.
+#include <utility>
+
 #include "autograd/engine.h"
 #include "autograd/ops.h"
 #include "devices/registry.h"
@@ -42,28 +44,21 @@ class LinearBackward : public Node {
       db = Tensor::empty(inputs()[2].shape(), dy.dtype(), dy.device());
       backend_for(dy.device()).bias_backward(dy, db, 1);
     }
-    return {input_gradient(dy), weight_gradient(dy), db};
+    auto [dx, dw] = products(dy);
+    return {dx, dw, db};
   }
 
  protected:
   bool wants_bias_gradient() const { return inputs()[2].defined() && needs_grad(2); }
-  // dx = dy · w  (undefined when x needs none)
-  Tensor input_gradient(const Tensor& dy) const {
+  // dx = dy · w and dw = dyᵀ · x, each undefined when its input needs none: one backend call,
+  // which may run the two at once.
+  std::pair<Tensor, Tensor> products(const Tensor& dy) const {
     const Tensor& x = inputs()[0];
     const Tensor& w = inputs()[1];
-    if (!needs_grad(0)) return Tensor();
-    Tensor dx = Tensor::empty(x.shape(), x.dtype(), x.device());
-    backend_for(dy.device()).gemm(false, false, x.dim(0), x.dim(1), w.dim(0), 1.0, dy, w, 0.0, dx);
-    return dx;
-  }
-  // dw = dyᵀ · x  (undefined when w needs none)
-  Tensor weight_gradient(const Tensor& dy) const {
-    const Tensor& x = inputs()[0];
-    const Tensor& w = inputs()[1];
-    if (!needs_grad(1)) return Tensor();
-    Tensor dw = Tensor::empty(w.shape(), w.dtype(), w.device());
-    backend_for(dy.device()).gemm(true, false, w.dim(0), x.dim(1), x.dim(0), 1.0, dy, x, 0.0, dw);
-    return dw;
+    Tensor dx = needs_grad(0) ? Tensor::empty(x.shape(), x.dtype(), x.device()) : Tensor();
+    Tensor dw = needs_grad(1) ? Tensor::empty(w.shape(), w.dtype(), w.device()) : Tensor();
+    backend_for(dy.device()).linear_backward(dy, x, w, dx.defined() ? &dx : nullptr, dw.defined() ? &dw : nullptr);
+    return {dx, dw};
   }
 };
 
@@ -79,7 +74,8 @@ class LinearReluBackward : public LinearBackward {
     Tensor dz = Tensor::empty(y_.shape(), y_.dtype(), y_.device());
     Tensor db = wants_bias_gradient() ? Tensor::empty(inputs()[2].shape(), dy.dtype(), dy.device()) : Tensor();
     backend_for(dy.device()).relu_bias_backward(y_, dy, dz, db.defined() ? &db : nullptr, 1);
-    return {input_gradient(dz), weight_gradient(dz), db};
+    auto [dx, dw] = products(dz);
+    return {dx, dw, db};
   }
 
  protected:

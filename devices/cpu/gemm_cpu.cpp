@@ -7,6 +7,7 @@
 #include <omp.h>
 
 #include <algorithm>
+#include <exception>
 
 #include "devices/cpu/cpu_backend.h"
 #include "devices/cpu/cpu_isa.h"
@@ -64,6 +65,16 @@ bool dot_product_gemm_nt(int64_t m, int64_t n, int64_t k, const float* a, const 
 #pragma omp parallel for num_threads(static_cast<int>(threads)) schedule(static)
   for (int64_t t = 0; t < threads; ++t) columns_of(t);
   return true;
+}
+
+// C (m × n) = op(A) · op(B), float32, on the calling thread: libxsmm, else OpenBLAS (which runs
+// single-threaded inside a parallel region).
+void product_on_this_thread(bool trans_a, int64_t m, int64_t n, int64_t k, const float* a, const float* b,
+                            float* c) {
+  if (cpu::libxsmm_gemm(trans_a, false, m, n, k, 1.0f, a, b, 0.0f, c)) return;
+  cblas_sgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans, CblasNoTrans, static_cast<int>(m),
+              static_cast<int>(n), static_cast<int>(k), 1.0f, a, static_cast<int>(trans_a ? m : k), b,
+              static_cast<int>(n), 0.0f, c, static_cast<int>(n));
 }
 
 }  // namespace
@@ -129,6 +140,45 @@ void CpuBackend::linear_forward(const Tensor& x, const Tensor& w, const Tensor* 
     }
   }  // (the timing ends here, so the calls below are timed on their own)
   Backend::linear_forward(x, w, b, y, relu);
+}
+
+// dz: (n, out)  x: (n, in)  w: (out, in)   dx = dz · w  (n, in);  dw = dzᵀ · x  (out, in)
+// On two threads, the two products at once, one per thread, in one parallel region. A small
+// model's Linear layer has two products of the same size (n · out · in multiply-adds each), each
+// too small to split well over two threads (the mlp's second layer: 64 × 256 × 128), and split,
+// each had cost a parallel region of its own. Each product runs whole on its thread, as gemm
+// runs it on one thread, with those bits (tests/test_linear_backward.cpp); gemm on two threads
+// splits libxsmm's products into row blocks, whose last bits differ.
+void CpuBackend::linear_backward(const Tensor& dz, const Tensor& x, const Tensor& w, Tensor* dx, Tensor* dw) {
+  const int64_t n = x.dim(0), in = x.dim(1), out = w.dim(0);
+  const bool floats = dz.dtype() == DType::Float32 && x.dtype() == DType::Float32 && w.dtype() == DType::Float32;
+  if (!dx || !dw || !floats || cpu_threads() != 2 || omp_in_parallel() || n == 0 || in == 0 || out == 0 ||
+      2.0 * double(n) * double(in) * double(out) < kParallelFlops / 2)
+    return Backend::linear_backward(dz, x, w, dx, dw);
+  NNLAB_CHECK(dx->dtype() == DType::Float32 && dw->dtype() == DType::Float32 && dx->numel() == n * in &&
+                  dw->numel() == out * in && dz.numel() == n * out,
+              "linear_backward: gradients ", dx->describe(), ", ", dw->describe(), " do not fit dz ", dz.describe(),
+              ", x ", x.describe(), ", w ", w.describe());
+  KernelTiming timing;  // nnlab explain: one record for the pair
+  if (kernel_log_enabled())
+    timing.attach(record_kernel("linear_backward", "NN " + dims_text({n, in, out}) + " beside TN " +
+                                                       dims_text({out, in, n}) + ", one per thread"));
+  const float *dz_data = dz.data<float>(), *x_data = x.data<float>(), *w_data = w.data<float>();
+  float *dx_data = dx->data<float>(), *dw_data = dw->data<float>();
+  // A loop of two, not a test of the thread number: a team given one thread still runs both. An
+  // error may not leave the region (the program would end without a word): kept, rethrown after.
+  std::exception_ptr error;
+#pragma omp parallel for num_threads(2) schedule(static)
+  for (int which = 0; which < 2; ++which) {
+    try {
+      if (which == 0) product_on_this_thread(true, out, in, n, dz_data, x_data, dw_data);
+      else product_on_this_thread(false, n, in, out, dz_data, w_data, dx_data);
+    } catch (...) {
+#pragma omp critical(nnlab_linear_backward_error)
+      if (!error) error = std::current_exception();
+    }
+  }
+  if (error) std::rethrow_exception(error);
 }
 
 }  // namespace nnlab

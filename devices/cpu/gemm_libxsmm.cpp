@@ -118,7 +118,9 @@ bool libxsmm_gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, f
   initialise();
   // op(B) stored as k × n rows for libxsmm: a transposed B (stored n × k) is copied first.
   const double flops = 2.0 * static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(k);
-  const int threads = flops >= kParallelFlops ? static_cast<int>(std::min<int64_t>(cpu_threads(), m)) : 1;
+  // Inside a parallel region (CpuBackend::linear_backward's one product per thread) on the calling thread alone.
+  const int threads =
+      flops >= kParallelFlops && !omp_in_parallel() ? static_cast<int>(std::min<int64_t>(cpu_threads(), m)) : 1;
   // C = A·Bᵀ with a B larger than A and C together (a Linear layer's forward pass: B is the
   // weight): Cᵀ = B·Aᵀ transposes A in and Cᵀ out instead of B. The mlp's first layer moves
   // 66 K floats so instead of 201 K. (With beta = 1, C's old values would need transposing in too.)
