@@ -41,6 +41,7 @@
 #include "devices/cpu/conv2d_winograd.h"
 #include "devices/cpu/conv2d_winograd_planes.h"
 #include "devices/cpu/dispatch.h"
+#include "devices/cpu/gemm_libxsmm.h"
 #include "devices/cpu/small_gemm.h"
 
 namespace nnlab::cpu::NNLAB_ISA {
@@ -50,11 +51,15 @@ namespace {
 constexpr long kChunkBytes = 1L << 20;  // transformed tiles of one chunk: about a core's L2
 constexpr long kProductBlock = 32;      // columns of small_gemm.h's register blocks
 
-// The per-position products: float32 through small_gemm.h's register-blocked loops, float64
-// (gradcheck) through OpenBLAS.
+// The per-position products: float32 through libxsmm's generated kernels where it has one
+// (gemm_libxsmm.h; on one thread, inside the chunks' parallel region), else small_gemm.h's
+// register-blocked loops; float64 (gradcheck) through OpenBLAS. On one Zen 5 core
+// (scripts/bench_libxsmm.cpp) libxsmm ran cifar-cnn's 32 × 256 × 32 at 259 GFLOP/s against
+// small_gemm's 238, its 64 × 128 × 64 at 260 against 249, the cnn's 64 × 147 × 32 at 236
+// against 220.
 //   C (m × n)  = A (m × k) · B (k × n)
 void product(long m, long n, long k, const float* a, const float* b, float* c) {
-  small_gemm_nn(m, n, k, a, b, c, false);
+  if (!libxsmm_gemm(false, false, m, n, k, 1.0f, a, b, 0.0f, c)) small_gemm_nn(m, n, k, a, b, c, false);
 }
 void product(long m, long n, long k, const double* a, const double* b, double* c) {
   cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, int(m), int(n), int(k), 1.0, a, int(k), b, int(n), 0.0, c,
