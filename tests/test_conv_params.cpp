@@ -16,9 +16,12 @@
 #include "devices/conv_impl.h"
 #include "devices/kernel_log.h"
 #include "devices/registry.h"
+#include "cpu_paths_support.h"
 #include "test_support.h"
 
 using namespace nnlab;
+using nnlab_test::check_paths_seen;
+using nnlab_test::for_each_cpu_isa;
 using nnlab_test::random_tensor;
 
 namespace {
@@ -41,10 +44,7 @@ TEST_CASE("the filter gradient's bias sums equal bias_backward bit for bit on ev
                                              geometry(3, 5, 11, 7, 3, 2, 1),   geometry(1, 8, 9, 8, 3, 1, 1)};
   Backend& cpu = backend_for(Device::cpu());
   std::set<std::string> kernels;
-  for (CpuIsa isa : {CpuIsa::avx2, CpuIsa::avx512}) {
-    if (!cpu_supports(isa)) continue;
-    const CpuIsa saved = cpu_isa();
-    set_cpu_isa(isa);
+  for_each_cpu_isa([&](CpuIsa isa) {
     for (const Conv2dGeometry& g : cases)
       for (DType dtype : {DType::Float32, DType::Float64})
         for (int threads : {1, 2}) {
@@ -73,8 +73,7 @@ TEST_CASE("the filter gradient's bias sums equal bias_backward bit for bit on ev
             CHECK(db4.to_vector<double>() == db_plain.to_vector<double>());
           }
         }
-    set_cpu_isa(saved);
-  }
+  });
   // The reference loops leave the bias to bias_backward itself.
   set_conv_impl(ConvImpl::Reference);
   {
@@ -88,12 +87,7 @@ TEST_CASE("the filter gradient's bias sums equal bias_backward bit for bit on ev
   }
   set_conv_impl(ConvImpl::Auto);
   set_cpu_threads(0);
-  std::string seen;
-  for (const std::string& k : kernels) seen += k + "; ";
-  INFO("kernels seen: " << seen);
-  for (const char* path : {"direct", "winograd", "im2col+small_gemm", "im2col+blas"})
-    CHECK(std::any_of(kernels.begin(), kernels.end(),
-                      [&](const std::string& k) { return k.find(path) != std::string::npos; }));
+  check_paths_seen(kernels, {"direct", "winograd", "im2col+small_gemm", "im2col+blas"});
 }
 
 // Through autograd: a Conv2d whose weight and bias both need gradients takes the one call (no

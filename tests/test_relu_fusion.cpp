@@ -20,9 +20,12 @@
 #include "layers/linear.h"
 #include "layers/pool.h"
 #include "layers/sequential.h"
+#include "cpu_paths_support.h"
 #include "test_support.h"
 
 using namespace nnlab;
+using nnlab_test::check_paths_seen;
+using nnlab_test::for_each_cpu_isa;
 using nnlab_test::random_tensor;
 
 namespace {
@@ -148,10 +151,7 @@ TEST_CASE("conv2d_relu equals conv2d then relu bit for bit on every CPU kernel p
                                    {4, 1, 28, 6, 5, 1, 2},  {3, 4, 11, 5, 3, 2, 1}};
   std::set<std::string> kernels;
   set_cpu_threads(2);
-  for (CpuIsa isa : {CpuIsa::avx2, CpuIsa::avx512}) {
-    if (!cpu_supports(isa)) continue;
-    const CpuIsa saved = cpu_isa();
-    set_cpu_isa(isa);
+  for_each_cpu_isa([&](CpuIsa isa) {
     for (const Case& c : cases)
       for (DType dtype : {DType::Float32, DType::Float64}) {
         INFO(cpu_isa_name(isa) << ": " << c.n << "×" << c.c << "×" << c.hw << "² → " << c.k << ", " << c.kernel
@@ -180,15 +180,9 @@ TEST_CASE("conv2d_relu equals conv2d then relu bit for bit on every CPU kernel p
         CHECK(y_fused.to_vector<double>() == y_plain.to_vector<double>());
         CHECK(fused_grads == plain_grads);
       }
-    set_cpu_isa(saved);
-  }
+  });
   set_cpu_threads(0);
-  std::string seen;
-  for (const std::string& k : kernels) seen += k + "; ";
-  INFO("kernels seen: " << seen);
-  for (const char* path : {"direct", "winograd", "im2col"})
-    CHECK(std::any_of(kernels.begin(), kernels.end(),
-                      [&](const std::string& k) { return k.find(path) != std::string::npos; }));
+  check_paths_seen(kernels, {"direct", "winograd", "im2col"});
 }
 
 TEST_CASE("the CPU's fused ReLU and bias gradient equals its two kernels on any thread count", "[linear][reduce]") {
@@ -225,10 +219,7 @@ TEST_CASE("a first layer's fused ReLU, bias and filter gradient equals its two k
   };
   const std::vector<Case> cases = {{4, 3, 32, 32, 1}, {3, 3, 32, 16, 1}, {1, 3, 20, 16, 1}, {3, 5, 11, 7, 2}};
   Backend& cpu = backend_for(Device::cpu());
-  for (CpuIsa isa : {CpuIsa::avx2, CpuIsa::avx512}) {
-    if (!cpu_supports(isa)) continue;
-    const CpuIsa saved = cpu_isa();
-    set_cpu_isa(isa);
+  for_each_cpu_isa([&](CpuIsa isa) {
     for (const Case& c : cases)
       for (DType dtype : {DType::Float32, DType::Float64})
         for (int threads : {1, 2})
@@ -263,7 +254,6 @@ TEST_CASE("a first layer's fused ReLU, bias and filter gradient equals its two k
             CHECK(w.grad().to_vector<double>() == dw_plain.to_vector<double>());
             if (with_bias) CHECK(b.grad().to_vector<double>() == db_plain.to_vector<double>());
           }
-    set_cpu_isa(saved);
-  }
+  });
   set_cpu_threads(0);
 }

@@ -264,8 +264,10 @@ namespace {
 void backward_filter(CpuBackend& be, const Conv2dGeometry& g, const Tensor& dy, const Tensor& x, Tensor& dw,
                      Tensor* db) {
   check_conv_dtypes("conv2d_backward_filter", dy, x, dw);
-  KernelTiming timing;  // for nnlab explain
+  KernelTiming timing;  // for nnlab explain: the filter gradient's record times the whole call
   const ConvAlgorithm algorithm = choose_and_log(g, ConvDirection::BackwardFilter, dy.dtype(), timing);
+  if (db && algorithm != ConvAlgorithm::Reference && kernel_log_enabled())
+    record_kernel("bias_backward (in the filter gradient)", tensor_dims(dy));
   switch (algorithm) {
     case ConvAlgorithm::Reference:
       cpu::conv2d_reference_backward_filter(g, dy, x, dw);
@@ -289,7 +291,6 @@ void CpuBackend::conv2d_backward_filter(const Conv2dGeometry& g, const Tensor& d
 // dy: (n, k, p, q)  x: (n, c, h, w)  dw: (k, c, r, s)  db: (k)
 void CpuBackend::conv2d_backward_params(const Conv2dGeometry& g, const Tensor& dy, const Tensor& x, Tensor& dw,
                                         Tensor& db) {
-  NNLAB_LOG_KERNEL("bias_backward (in the filter gradient)", dy);  // nnlab explain: record the call
   backward_filter(*this, g, dy, x, dw, &db);
 }
 

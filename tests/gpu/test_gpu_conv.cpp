@@ -44,7 +44,21 @@ void check_conv(const Conv2dGeometry& g) {
   Tensor dw = Tensor::empty({g.k, g.c, g.r, g.s}), gdw = gpu_empty({g.k, g.c, g.r, g.s});
   cpu().conv2d_backward_filter(g, dy, x, dw);
   gpu().conv2d_backward_filter(g, on_gpu(dy), on_gpu(x), gdw);
-  require_allclose(gdw, dw, 1e-5, 1e-6 * static_cast<double>(g.n * g.p * g.q) + 1e-6, what + " backward filter");
+  const double sum_atol = 1e-6 * static_cast<double>(g.n * g.p * g.q) + 1e-6;
+  require_allclose(gdw, dw, 1e-5, sum_atol, what + " backward filter");
+  // The weight and bias gradients in one call (the CPU's fused filter gradients; CUDA's default,
+  // the two kernels), and those of a first layer with its ReLU fused, y = relu(conv).
+  Tensor db = Tensor::empty({g.k}), gdb = gpu_empty({g.k});
+  cpu().conv2d_backward_params(g, dy, x, dw, db);
+  gpu().conv2d_backward_params(g, on_gpu(dy), on_gpu(x), gdw, gdb);
+  require_allclose(gdw, dw, 1e-5, sum_atol, what + " weight gradient with the bias");
+  require_allclose(gdb, db, 1e-5, sum_atol, what + " bias gradient with the weights");
+  Tensor y_relu = y.clone();
+  cpu().unary_forward(UnaryOp::Relu, y, y_relu);
+  cpu().conv2d_relu_backward_params(g, y_relu, dy, x, dw, &db);
+  gpu().conv2d_relu_backward_params(g, on_gpu(y_relu), on_gpu(dy), on_gpu(x), gdw, &gdb);
+  require_allclose(gdw, dw, 1e-5, sum_atol, what + " first layer's weight gradient through its ReLU");
+  require_allclose(gdb, db, 1e-5, sum_atol, what + " first layer's bias gradient through its ReLU");
 }
 
 }  // namespace

@@ -3,6 +3,8 @@
 // shapes (including awkward ones: 1 element, odd sizes, sizes just past a block).
 #include "gpu/gpu_support.h"
 
+#include <tuple>
+
 #include "autograd/ops.h"
 #include "devices/cuda/cuda_backend.h"
 
@@ -265,4 +267,44 @@ TEST_CASE("gpu: a raised skip flag stops the optimizer on the device", "[gpu][op
   skip.fill_(0);
   gpu().sgd_step(gp, on_gpu(g), buf, {0.1, 0.9, 0.0, 0.0, false}, true, &skip);
   CHECK(gp.to_vector<float>() != p.to_vector<float>());
+}
+
+// SGD checking its gradients as it steps (sgd_step_all with check_grad; CUDA: the default, the
+// finiteness check, then the steps, which read the flag on the device): finite, the CPU's values;
+// a NaN in the second gradient raises its mark and moves nothing.
+TEST_CASE("gpu: SGD's checked step matches the CPU and skips on a bad gradient", "[gpu][optim]") {
+  const SgdParams hp{0.05, 0.9, 0.0, 1e-4, false};
+  Tensor p1 = fresh_tensor({70000}), p2 = fresh_tensor({33}), m1 = Tensor::zeros({70000}), m2 = Tensor::zeros({33});
+  Tensor gp1 = on_gpu(p1), gp2 = on_gpu(p2), gm1 = on_gpu(m1), gm2 = on_gpu(m2);
+  Tensor flag = Tensor::zeros({2}, DType::Int32), gflag = on_gpu(flag);
+  for (int step = 0; step < 2; ++step) {
+    const Tensor g1 = fresh_tensor({70000}), g2 = fresh_tensor({33});
+    const Tensor gg1 = on_gpu(g1), gg2 = on_gpu(g2);
+    cpu().sgd_step_all({{&p1, &g1, &m1, step == 0, true, {1, 1}}, {&p2, &g2, &m2, step == 0, true, {1, 2}}}, hp, &flag);
+    gpu().sgd_step_all({{&gp1, &gg1, &gm1, step == 0, true, {1, 1}}, {&gp2, &gg2, &gm2, step == 0, true, {1, 2}}}, hp,
+                       &gflag);
+  }
+  require_allclose(gp1, p1, 1e-5, 1e-6, "checked sgd, first parameter");
+  require_allclose(gp2, p2, 1e-5, 1e-6, "checked sgd, second parameter");
+  require_equal<int32_t>(gflag, flag, "flag after finite steps");
+  Tensor g1 = fresh_tensor({70000}), g2 = fresh_tensor({33});
+  g2.data<float>()[5] = std::nanf("");
+  const Tensor gg1 = on_gpu(g1), gg2 = on_gpu(g2), before = gp1.to(Device::cpu());
+  gpu().sgd_step_all({{&gp1, &gg1, &gm1, false, true, {7, 1}}, {&gp2, &gg2, &gm2, false, true, {7, 2}}}, hp, &gflag);
+  CHECK(gflag.to_vector<int32_t>() == std::vector<int32_t>{7, 2});
+  require_equal<float>(gp1, before, "parameters after a bad gradient");
+}
+
+// A Linear layer's two backward products in one call: the CPU's paired products against CUDA's
+// two gemm calls.
+TEST_CASE("gpu: Linear's backward products match the CPU", "[gpu][gemm]") {
+  for (const auto& [n, out, in] : {std::tuple<int64_t, int64_t, int64_t>{64, 128, 256}, {37, 29, 301}}) {
+    const Tensor dz = fresh_tensor({n, out}), x = fresh_tensor({n, in}), w = fresh_tensor({out, in});
+    Tensor dx = Tensor::empty({n, in}), dw = Tensor::empty({out, in});
+    Tensor gdx = on_gpu(dx), gdw = on_gpu(dw);
+    cpu().linear_backward(dz, x, w, &dx, &dw);
+    gpu().linear_backward(on_gpu(dz), on_gpu(x), on_gpu(w), &gdx, &gdw);
+    require_allclose(gdx, dx, 1e-5, 1e-6 * double(out) + 1e-6, "linear input gradient");
+    require_allclose(gdw, dw, 1e-5, 1e-6 * double(n) + 1e-6, "linear weight gradient");
+  }
 }
