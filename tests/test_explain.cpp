@@ -215,14 +215,28 @@ TEST_CASE("nnlab explain splits a CPU step into kernel time and the time outside
   const CliResult r = run_cli("explain --model mlp --batch 8 --threads 1");
   INFO(r.output);
   REQUIRE(r.exit_code == 0);
-  const size_t at = r.output.find("cpu: outside the kernels: a step takes ");
+  // Three honest answers, chosen by how the two medians compare (they come from different
+  // steps, so a loaded or sanitized run may see the kernels take longer than a plain step).
+  // Whichever is printed must agree with its own numbers.
+  const char* split = "cpu: outside the kernels: a step takes %lf ms, its kernels %lf ms";
+  const char* within_noise = "cpu: outside the kernels: nothing measurable: a step takes %lf ms and its kernels %lf ms";
+  const char* too_noisy = "cpu: outside the kernels: not measurable here: the kernels took %lf ms in steps timed call by "
+                          "call, far more than a plain step (%lf ms)";
+  const size_t at = r.output.find("cpu: outside the kernels: ");
   REQUIRE(at != std::string::npos);
+  const char* line = r.output.c_str() + at;
   double step = 0, kernels = 0;
-  REQUIRE(std::sscanf(r.output.c_str() + at, "cpu: outside the kernels: a step takes %lf ms, its kernels %lf ms", &step,
-                      &kernels) == 2);
+  if (std::sscanf(line, split, &step, &kernels) == 2) {
+    CHECK(kernels <= step);
+  } else if (std::sscanf(line, within_noise, &step, &kernels) == 2) {
+    CHECK(kernels > step);
+    CHECK(kernels <= 1.2 * step + 0.0005);  // printed to 3 decimals
+  } else {
+    REQUIRE(std::sscanf(line, too_noisy, &kernels, &step) == 2);
+    CHECK(kernels > 1.2 * step - 0.0005);
+  }
   CHECK(step > 0);
   CHECK(kernels > 0);
-  CHECK(kernels < 2 * step);  // the same steps' kernels: never far beyond the step itself
 }
 
 TEST_CASE("explain and sweep refuse a model file whose recipe data set has no fixed image size", "[explain][sweep]") {
