@@ -4,7 +4,7 @@
 // Shapes cover what the plane layout has to get right: every padding, odd output sizes (tiles
 // hanging over the edge), rows of tiles that fill one vector, part of one, or are paired two
 // to a vector (at most 4 tiles across), an odd number of paired rows, chunks of one image
-// spread over the threads.
+// spread over the threads, a filter gradient with transposed products; under AVX2 and AVX-512.
 #include <catch2/catch.hpp>
 
 #include <string>
@@ -19,6 +19,7 @@
 // (Built without AVX, with -Wno-psabi: tests/CMakeLists.txt says why.)
 #define NNLAB_ISA avx2
 #include "devices/cpu/lane_vectors.h"
+#include "cpu_paths_support.h"
 #include "test_support.h"
 
 using namespace nnlab;
@@ -71,14 +72,20 @@ TEST_CASE("Winograd F(2x2,3x3) and F(4x4,3x3) match the reference in every direc
       geometry(2, 8, 8, 10, 9, 1, 1),   // F(4×4): 3 tiles across, 3 rows: the last pair has one row
       geometry(2, 8, 9, 32, 32, 1, 1),  // cifar-cnn's c2 plane: 8 (16) tiles across fill whole vectors
       geometry(65, 8, 8, 6, 6, 1, 1),   // more images than one chunk holds
+      // 64 output channels: the filter gradient's products transpose V first (its 20 channels
+      // and 50 tiles: whole 16 × 16 or 8 × 8 register blocks and their edges)
+      geometry(2, 20, 64, 9, 9, 1, 1),
   };
-  for (const cpu::WinogradTile tile : {cpu::WinogradTile::F2x2, cpu::WinogradTile::F4x4})
-    for (const Conv2dGeometry& g : shapes) {
-      check_tile(g, tile, DType::Float64, 1e-12);
-      // float32: measured worst errors are about 2e-7 of the scale for F(2×2) and 4e-6 for
-      // F(4×4), whose transforms multiply by 4, 5 and 8; a wrong index errs by O(1).
-      check_tile(g, tile, DType::Float32, tile == cpu::WinogradTile::F4x4 ? 2e-5 : 1e-6);
-    }
+  nnlab_test::for_each_cpu_isa([&](CpuIsa isa) {
+    INFO("kernels: " << cpu_isa_name(isa));
+    for (const cpu::WinogradTile tile : {cpu::WinogradTile::F2x2, cpu::WinogradTile::F4x4})
+      for (const Conv2dGeometry& g : shapes) {
+        check_tile(g, tile, DType::Float64, 1e-12);
+        // float32: measured worst errors are about 2e-7 of the scale for F(2×2) and 4e-6 for
+        // F(4×4), whose transforms multiply by 4, 5 and 8; a wrong index errs by O(1).
+        check_tile(g, tile, DType::Float32, tile == cpu::WinogradTile::F4x4 ? 2e-5 : 1e-6);
+      }
+  });
 }
 
 TEST_CASE("Winograd takes the larger tile only where it measured faster", "[conv2d][winograd]") {

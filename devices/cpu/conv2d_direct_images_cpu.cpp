@@ -29,6 +29,7 @@
 #endif
 
 #include "devices/cpu/conv2d_direct_layout.h"
+#include "devices/cpu/transpose_blocks.h"
 
 namespace nnlab::cpu::NNLAB_ISA {
 
@@ -74,46 +75,9 @@ void gradient_pixels(const Conv2dGeometry& g, const T* gdy, const T* wp, long cb
 // ---- moving kLanes images into the lanes and back ------------------------------------------
 // Scalar copies, one element per load and store with a stride of kLanes floats, had cost 40%
 // of the kernel's time on lenet5, so in AVX-512 float32 blocks of 16 × 16 are transposed in
-// registers. Each of the 4 rounds swaps bit b of the row index with bit b of the column
-// index: rows i and i + d (d = 2^b, bit b of i clear) exchange the columns whose bit b
-// differs from the row's, one two-vector permute each:
-//   low[j]  = j & d ? B[j − d] : A[j]      high[j] = j & d ? B[j] : A[j + d]
-// (A = row i, B = row i + d; in the permute's indices, B's lanes are 16 … 31). AVX2's 8-lane
-// permutes of two vectors take several instructions; there the scalar copies measured faster
-// (0.157 against 0.172 ms on lenet5), as they are for float64 (gradient checks).
-#if defined(__AVX512F__)
-struct PermuteIndices {
-  alignas(64) int32_t low[4][16];
-  alignas(64) int32_t high[4][16];
-};
-
-constexpr PermuteIndices permute_indices() {
-  PermuteIndices p{};
-  for (int round = 0; round < 4; ++round)
-    for (int j = 0; j < 16; ++j) {
-      const int d = 1 << round;
-      p.low[round][j] = (j & d) ? 16 + j - d : j;
-      p.high[round][j] = (j & d) ? 16 + j : j + d;
-    }
-  return p;
-}
-
-void transpose_16x16(__m512 rows[16]) {
-  static constexpr PermuteIndices kIndices = permute_indices();
-#pragma GCC unroll 4
-  for (int round = 0; round < 4; ++round) {
-    const int d = 1 << round;
-    const __m512i low = _mm512_load_si512(kIndices.low[round]), high = _mm512_load_si512(kIndices.high[round]);
-#pragma GCC unroll 16
-    for (int i = 0; i < 16; ++i)
-      if ((i & d) == 0) {
-        const __m512 a = rows[i], b = rows[i + d];
-        rows[i] = _mm512_permutex2var_ps(a, low, b);
-        rows[i + d] = _mm512_permutex2var_ps(a, high, b);
-      }
-  }
-}
-#endif
+// registers (transpose_blocks.h). AVX2's 8-lane permutes of two vectors take several
+// instructions; there the scalar copies measured faster (0.157 against 0.172 ms on lenet5), as
+// they are for float64 (gradient checks).
 
 // to[at · kLanes + l] = from[l · stride + at] for at < count, l < images (zero lanes after):
 // `images` planes of `count` values each, interleaved one value per lane.
