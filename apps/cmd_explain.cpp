@@ -107,16 +107,19 @@ std::string dims(const Tensor& t) {
 // FLOPs of one direction of an op, from its shapes. A GEMM-like op costs 2·m·n·k per product;
 // backward runs one product per input that needs a gradient. Elementwise work is counted as
 // a few operations per element (an estimate; the bytes dominate for those ops anyway).
-double op_flops(const std::string& op, const std::vector<Tensor>& in, const Tensor& out, int products,
-                bool backward) {
+double op_flops(const std::string& op, const Node& node, const Tensor& out, int products, bool backward) {
+  const std::vector<Tensor>& in = node.inputs();
   const double out_n = static_cast<double>(out.numel());
   if (op == "Linear" || op == "LinearRelu" || op == "Matmul") {
     const double k = static_cast<double>(in[0].dim(in[0].ndim() - 1));
     return 2.0 * out_n * k * products + out_n;
   }
-  if (op == "Conv2d" || op == "Conv2dRelu") {
+  if (op == "Conv2d" || op == "Conv2dRelu" || op == "Conv2dMaxPool2dRelu") {
+    // A pooled convolution's own output is the node's hidden one; out is the pool's.
+    const Shape hidden = node.hidden_output_shape();
+    const double conv_n = hidden.empty() ? out_n : static_cast<double>(shape_numel(hidden));
     const double crs = static_cast<double>(in[1].dim(1) * in[1].dim(2) * in[1].dim(3));
-    return 2.0 * out_n * crs * products + out_n;
+    return 2.0 * conv_n * crs * products + conv_n;
   }
   if (op == "Reshape") return 0;
   const double in_n = in.empty() || !in[0].defined() ? out_n : static_cast<double>(in[0].numel());
@@ -184,7 +187,7 @@ void record_step(Sequential& model, Optimizer& opt, const Tensor& images, const 
     const std::string op = op_family(node);
     std::string shapes;
     for (const Tensor& t : node.inputs()) shapes += (shapes.empty() ? "" : ", ") + dims(t);
-    close({"fwd", layer, op, shapes + " → " + dims(out), op_flops(op, node.inputs(), out, 1, false),
+    close({"fwd", layer, op, shapes + " → " + dims(out), op_flops(op, node, out, 1, false),
            op_bytes(op, node.inputs(), out, nullptr)});
     forward_of[&node] = {layer, out};
   });
@@ -197,7 +200,7 @@ void record_step(Sequential& model, Optimizer& opt, const Tensor& images, const 
       shapes += (shapes.empty() ? "" : ", ") + dims(g);
       products += g.defined() && g.ndim() >= 2;  // dx and dW are products; db is a sum
     }
-    close({"bwd", node_layer, op, "dy " + dims(out) + " → " + shapes, op_flops(op, node.inputs(), out, products, true),
+    close({"bwd", node_layer, op, "dy " + dims(out) + " → " + shapes, op_flops(op, node, out, products, true),
            op_bytes(op, node.inputs(), out, &grads)});
   });
   KernelLogScope log;
@@ -273,14 +276,20 @@ DeviceExplain explain_on(const RunVariant& v, const ModelFile& info, int64_t bat
 }
 
 void print_explain(const std::vector<DeviceExplain>& runs) {
-  std::printf("%-3s %-4s %-11s %-13s %s%9s %9s", "#", "dir", "layer", "op", pad("shapes", 48).c_str(), "MFLOP", "MB");
+  int layer_width = 11, op_width = 13;  // wider where a fused layer's names need it
+  for (const OpRecord& r : runs[0].ops) {
+    layer_width = std::max(layer_width, static_cast<int>(r.layer.size()));
+    op_width = std::max(op_width, static_cast<int>(r.op.size()));
+  }
+  std::printf("%-3s %-4s %-*s %-*s %s%9s %9s", "#", "dir", layer_width, "layer", op_width, "op",
+              pad("shapes", 48).c_str(), "MFLOP", "MB");
   for (const DeviceExplain& d : runs) std::printf(" %14s", (d.label + " ms").c_str());
   std::printf("\n");
   const std::vector<OpRecord>& ref = runs[0].ops;
   for (size_t i = 0; i < ref.size(); ++i) {
     const OpRecord& r = ref[i];
-    std::printf("%-3zu %-4s %-11s %-13s %s%9.2f %9.2f", i + 1, r.phase.c_str(), r.layer.c_str(), r.op.c_str(),
-                pad(r.shapes, 48).c_str(), r.flops / 1e6, r.bytes / 1e6);
+    std::printf("%-3zu %-4s %-*s %-*s %s%9.2f %9.2f", i + 1, r.phase.c_str(), layer_width, r.layer.c_str(), op_width,
+                r.op.c_str(), pad(r.shapes, 48).c_str(), r.flops / 1e6, r.bytes / 1e6);
     for (const DeviceExplain& d : runs)
       if (i < d.ops.size()) std::printf(" %14.3f", d.ops[i].seconds * 1e3);
     std::printf("\n");
@@ -293,8 +302,13 @@ void print_explain(const std::vector<DeviceExplain>& runs) {
 }
 
 void print_totals(const DeviceExplain& d) {
-  std::printf("\n%s: totals per layer\n  %-11s %10s %10s %10s %9s\n", d.label.c_str(), "layer", "MFLOP", "MB", "ms",
-              "GFLOP/s");
+  int layer_width = 11, op_width = 13;
+  for (const OpRecord& r : d.ops) {
+    layer_width = std::max(layer_width, static_cast<int>(r.layer.size()));
+    op_width = std::max(op_width, static_cast<int>(r.op.size()));
+  }
+  std::printf("\n%s: totals per layer\n  %-*s %10s %10s %10s %9s\n", d.label.c_str(), layer_width, "layer", "MFLOP",
+              "MB", "ms", "GFLOP/s");
   std::vector<std::string> order;
   std::map<std::string, OpRecord> layers, families;
   double total_s = 0, total_flops = 0, total_bytes = 0;
@@ -309,12 +323,12 @@ void print_totals(const DeviceExplain& d) {
   }
   for (const std::string& name : order) {
     const OpRecord& l = layers[name];
-    std::printf("  %-11s %10.2f %10.2f %10.3f %9.2f\n", name.c_str(), l.flops / 1e6, l.bytes / 1e6, l.seconds * 1e3,
-                l.seconds > 0 ? l.flops / l.seconds / 1e9 : 0.0);
+    std::printf("  %-*s %10.2f %10.2f %10.3f %9.2f\n", layer_width, name.c_str(), l.flops / 1e6, l.bytes / 1e6,
+                l.seconds * 1e3, l.seconds > 0 ? l.flops / l.seconds / 1e9 : 0.0);
   }
   std::printf("%s: share of time per op family\n", d.label.c_str());
   for (const auto& [name, f] : families)
-    std::printf("  %-13s %6.1f%%  %9.3f ms\n", name.c_str(), 100.0 * f.seconds / total_s, f.seconds * 1e3);
+    std::printf("  %-*s %6.1f%%  %9.3f ms\n", op_width, name.c_str(), 100.0 * f.seconds / total_s, f.seconds * 1e3);
   std::printf("%s: step %.3f ms, %.2f GFLOP, %.1f MB; achieved %.2f GFLOP/s of %.2f measured sgemm peak (%.1f%%), "
               "%.2f GB/s of %.2f measured copy bandwidth (%.1f%%)\n",
               d.label.c_str(), total_s * 1e3, total_flops / 1e9, total_bytes / 1e6, total_flops / total_s / 1e9,

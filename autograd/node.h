@@ -23,6 +23,11 @@ class Node {
   // that is absent (a layer without bias) is an undefined Tensor in inputs().
   virtual std::vector<Tensor> backward(const Tensor& dy) = 0;
 
+  // The shape of a result inside the op that the op never stores (a convolution whose output
+  // goes straight into a pool: conv2d_max_pool2d_relu), else empty: `nnlab explain` counts the
+  // op's FLOPs from it.
+  virtual Shape hidden_output_shape() const { return {}; }
+
   const std::vector<Tensor>& inputs() const { return inputs_; }
   bool needs_grad(size_t i) const { return inputs_[i].defined() && inputs_[i].requires_grad(); }
   // Frees the inputs and saved tensors once backward has run (the graph is single-use).

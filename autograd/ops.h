@@ -71,6 +71,12 @@ inline Tensor conv2d(const Tensor& x, const Tensor& w, const Tensor& b, int64_t 
 // the two ops' bit for bit on the CPU (Sequential runs a Conv2d and the ReLU after it this way).
 Tensor conv2d_relu(const Tensor& x, const Tensor& w, const Tensor& b, int64_t stride_h, int64_t stride_w,
                    int64_t pad_h, int64_t pad_w);
+// max_pool2d_relu(conv2d(x, w, b, stride, padding), pool_kernel, pool_stride, pool_padding) as
+// one op: the convolution's output is not kept (backward needs only the pool's winners), and
+// the CPU's Winograd kernel pools each output plane as it makes it. Values and gradients equal
+// the two ops' bit for bit (Sequential runs a Conv2d followed by a max-pool and ReLU this way).
+Tensor conv2d_max_pool2d_relu(const Tensor& x, const Tensor& w, const Tensor& b, int64_t stride, int64_t padding,
+                              int64_t pool_kernel, int64_t pool_stride = 0, int64_t pool_padding = 0);
 
 // ---- pool2d.cpp -------------------------------------------------------------------------
 // x: (n, c, h, w) -> (n, c, p, q), p = (h + 2·padding − kernel) / stride + 1 (floor), q alike.

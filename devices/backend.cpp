@@ -110,6 +110,12 @@ void Backend::conv2d_relu_forward(const Conv2dGeometry& g, const Tensor& x, cons
   conv2d_forward(g, x, w, b, y);
   unary_forward(UnaryOp::Relu, y, y);
 }
+void Backend::conv2d_maxpool_relu_forward(const Conv2dGeometry& g, const Pool2dGeometry& pg, const Tensor& x,
+                                          const Tensor& w, const Tensor* b, Tensor& y, Tensor& argmax) {
+  Tensor z = Tensor::empty({g.n, g.k, g.p, g.q}, x.dtype(), x.device());
+  conv2d_forward(g, x, w, b, z);
+  maxpool2d_forward(pg, z, y, argmax);
+}
 void Backend::conv2d_backward_data(const Conv2dGeometry&, const Tensor&, const Tensor&, Tensor&) {
   missing("conv2d_backward_data");
 }

@@ -195,6 +195,12 @@ class Backend : public DeviceMemory {
   // each plane or image as its kernel writes it, still in the cache.
   virtual void conv2d_relu_forward(const Conv2dGeometry& g, const Tensor& x, const Tensor& w, const Tensor* b,
                                    Tensor& y);
+  // A max-pool with its ReLU (pg.relu) after the convolution, fused (conv2d_max_pool2d_relu in
+  // autograd/ops.h): y, argmax as maxpool2d_forward's of the convolution's output, which is not
+  // kept. The default is conv2d_forward into a scratch tensor, then maxpool2d_forward; the CPU's
+  // Winograd kernel pools each output plane as it leaves the transform, still in the cache.
+  virtual void conv2d_maxpool_relu_forward(const Conv2dGeometry& g, const Pool2dGeometry& pg, const Tensor& x,
+                                           const Tensor& w, const Tensor* b, Tensor& y, Tensor& argmax);
   // dy: (n, k, p, q)  w: (k, c, r, s)  dx: (n, c, h, w)      dx = col2im(Wᵀ · dy)
   virtual void conv2d_backward_data(const Conv2dGeometry& g, const Tensor& dy, const Tensor& w, Tensor& dx);
   // dy: (n, k, p, q)  x: (n, c, h, w)  dw: (k, c, r, s)      dw = Σ_n dy · im2col(x)ᵀ

@@ -25,6 +25,16 @@ Tensor Conv2dReLU::forward(const Tensor& x) {
 
 std::string Conv2dReLU::describe() const { return conv_->describe() + " + ReLU()"; }
 
+Tensor Conv2dMaxPoolReLU::forward(const Tensor& x) {
+  const Conv2dOptions& o = conv_->options();
+  return conv2d_max_pool2d_relu(x, conv_->weight(), conv_->bias(), o.stride, o.padding, pool_.kernel, pool_.stride,
+                                pool_.padding);
+}
+
+std::string Conv2dMaxPoolReLU::describe() const {
+  return conv_->describe() + " + " + MaxPool2d(pool_).describe() + " + ReLU()";
+}
+
 std::string Conv2d::describe() const {
   auto pair = [](int64_t a, int64_t b) { return "(" + std::to_string(a) + ", " + std::to_string(b) + ")"; };
   const Conv2dOptions& o = options_;

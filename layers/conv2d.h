@@ -2,6 +2,7 @@
 // W: (out_channels, in_channels, kernel_h, kernel_w), b: (out_channels).
 #pragma once
 #include "layers/module.h"
+#include "layers/pool.h"
 
 namespace nnlab {
 
@@ -41,6 +42,21 @@ class Conv2dReLU : public Module {
 
  private:
   std::shared_ptr<Conv2d> conv_;
+};
+
+// A Conv2d, then a max-pool and its ReLU (either order) as one op (conv2d_max_pool2d_relu):
+// what Sequential runs for the three. It owns nothing, like Conv2dReLU.
+class Conv2dMaxPoolReLU : public Module {
+ public:
+  Conv2dMaxPoolReLU(std::shared_ptr<Conv2d> conv, const MaxPool2d& pool)
+      : conv_(std::move(conv)), pool_(pool.options()) {}
+  Tensor forward(const Tensor& x) override;
+  // "Conv2d(32, 32, …) + MaxPool2d(kernel_size=2, stride=2, padding=0) + ReLU()"
+  std::string describe() const override;
+
+ private:
+  std::shared_ptr<Conv2d> conv_;
+  Pool2dOptions pool_;
 };
 
 }  // namespace nnlab

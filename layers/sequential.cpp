@@ -32,11 +32,24 @@ Sequential& Sequential::add(const std::string& name, std::shared_ptr<Module> lay
   for (const auto& [existing, child] : children())
     NNLAB_CHECK(existing != name, "Sequential: a layer named '", name, "' already exists");
   register_module(name, std::move(layer));
-  // The run order, pairs fused. Built once per add, so a forward pass allocates nothing here.
+  // The run order, pairs (and a convolution's pool) fused. Built once per add, so a forward
+  // pass allocates nothing here.
   // A ReLU between a layer and a max-pool goes to the pool: pooled, it is a quarter the size.
   run_order_.clear();
   const std::vector<Child>& all = children();
   for (size_t i = 0; i < all.size(); ++i) {
+    // A Conv2d followed by a max-pool and ReLU pair: the three as one op, whose convolution
+    // output is never stored (conv2d_max_pool2d_relu).
+    const auto conv = std::dynamic_pointer_cast<Conv2d>(all[i].second);
+    const MaxPool2d* pool_after = i + 2 < all.size() ? pool_of_pair(*all[i + 1].second, *all[i + 2].second) : nullptr;
+    if (conv && pool_after) {
+      const bool pool_first = all[i + 1].second.get() == pool_after;
+      run_order_.emplace_back(all[i].first + "+" + all[pool_first ? i + 1 : i + 2].first + "+" +
+                                  all[pool_first ? i + 2 : i + 1].first,
+                              std::make_shared<Conv2dMaxPoolReLU>(conv, *pool_after));
+      i += 2;
+      continue;
+    }
     const Module* next = i + 1 < all.size() ? all[i + 1].second.get() : nullptr;
     const MaxPool2d* pool = next ? pool_of_pair(*all[i].second, *next) : nullptr;
     const bool relu_next = next && is_relu(*next) && !(i + 2 < all.size() && is_max_pool(*all[i + 2].second));

@@ -134,8 +134,8 @@ TEST_CASE("nnlab explain lists forward and backward nodes with the selected conv
   const CliResult ref = run_cli("explain --model cnn --batch 2 --threads 1 --conv-impl reference");
   INFO(ref.output);
   REQUIRE(ref.exit_code == 0);
-  CHECK(ref.output.find("fwd  c1          Conv2d") != std::string::npos);
-  CHECK(ref.output.find("bwd  c2          Conv2d") != std::string::npos);
+  CHECK(ref.output.find("fwd  c1+pool1+relu1 Conv2dMaxPool2dRelu") != std::string::npos);
+  CHECK(ref.output.find("bwd  c2+pool2+relu2 Conv2dMaxPool2dRelu") != std::string::npos);
   CHECK(ref.output.find("reference conv2d fwd x 2×1×28×28 w 32×1×3×3 s1 p1: the definition as loops") !=
         std::string::npos);
   CHECK(ref.output.find("reference conv2d bwd filter x 2×32×14×14 w 64×32×3×3 s1 p1") != std::string::npos);

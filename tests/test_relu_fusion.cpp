@@ -67,12 +67,13 @@ TEST_CASE("Sequential runs a Linear and the ReLU after it as one LinearReLU", "[
   mixed.add("pool", std::make_shared<MaxPool2d>(2)).add("relu2", std::make_shared<ReLU>());
   CHECK(run_order_names(mixed) == std::vector<std::string>{"fc", "pool+relu1", "relu2"});
 
-  // cifar-cnn's pattern: conv, ReLU, conv, ReLU, pool.
+  // cifar-cnn's pattern: conv, ReLU, conv, ReLU, pool (the second conv takes the pool and its
+  // ReLU: test_conv_pool_fusion.cpp).
   Sequential cnn;
   cnn.add("c1", std::make_shared<Conv2d>(3, 8, 3, 1, 1)).add("relu1", std::make_shared<ReLU>());
   cnn.add("c2", std::make_shared<Conv2d>(8, 8, 3, 1, 1)).add("relu2", std::make_shared<ReLU>());
   cnn.add("pool1", std::make_shared<MaxPool2d>(2));
-  CHECK(run_order_names(cnn) == std::vector<std::string>{"c1+relu1", "c2", "pool1+relu2"});
+  CHECK(run_order_names(cnn) == std::vector<std::string>{"c1+relu1", "c2+pool1+relu2"});
   CHECK(cnn.run_order()[0].second->describe() ==
         "Conv2d(3, 8, kernel_size=(3, 3), stride=(1, 1), padding=(1, 1)) + ReLU()");
 }

@@ -3,6 +3,7 @@
 // Winograd, direct loops or im2col + GEMM per layer) and devices/cuda/conv2d_cuda.cu.
 #include "autograd/engine.h"
 #include "autograd/ops.h"
+#include "autograd/ops/pool2d_geometry.h"
 #include "devices/registry.h"
 
 namespace nnlab {
@@ -83,6 +84,30 @@ class Conv2dReluBackward : public Conv2dBackward {
   Tensor y_;  // detached: saving y itself would make y → node → y a reference cycle
 };
 
+// y = relu(maxpool(z)), z = W ⋆ x + b   ->   dz = the pool's dy routed to each window's winner
+// (maxpool2d_backward; argmax −1, no winner, where the ReLU zeroed the window); then dx, dW,
+// db from dz as in Conv2dBackward. z itself is not kept: the winners are all the pool needs.
+class Conv2dMaxPoolReluBackward : public Conv2dBackward {
+ public:
+  Conv2dMaxPoolReluBackward(const Conv2dGeometry& g, std::vector<Tensor> inputs, const Pool2dGeometry& pg,
+                            const Tensor& argmax)
+      : Conv2dBackward(g, std::move(inputs)), pg_(pg), argmax_(argmax) {}
+  std::string name() const override { return "Conv2dMaxPool2dReluBackward"; }
+  Shape hidden_output_shape() const override { return {g_.n, g_.k, g_.p, g_.q}; }
+  std::vector<Tensor> backward(const Tensor& dy) override {
+    Tensor dz = Tensor::empty({g_.n, g_.k, g_.p, g_.q}, dy.dtype(), dy.device());
+    backend_for(dy.device()).maxpool2d_backward(pg_, dy, argmax_, dz);
+    return Conv2dBackward::backward(dz);
+  }
+
+ protected:
+  void release_saved() override { argmax_ = Tensor(); }
+
+ private:
+  Pool2dGeometry pg_;
+  Tensor argmax_;
+};
+
 // Checks the inputs the way a user would want to hear about them, and works out p and q.
 Conv2dGeometry conv2d_geometry(const Tensor& x, const Tensor& w, const Tensor& b, int64_t stride_h,
                                int64_t stride_w, int64_t pad_h, int64_t pad_w) {
@@ -130,6 +155,27 @@ Tensor convolve(const char* op, const Tensor& x, const Tensor& w, const Tensor& 
 }
 
 }  // namespace
+
+Tensor conv2d_max_pool2d_relu(const Tensor& x, const Tensor& w, const Tensor& b, int64_t stride, int64_t padding,
+                              int64_t pool_kernel, int64_t pool_stride, int64_t pool_padding) {
+  const char* op = "conv2d_max_pool2d_relu";
+  if (b.defined()) check_same_device(op, {&x, &w, &b});
+  else check_same_device(op, {&x, &w});
+  check_float(op, x);
+  const Conv2dGeometry g = conv2d_geometry(x, w, b, stride, stride, padding, padding);
+  Pool2dGeometry pg = pool2d_geometry(op, g.n, g.k, g.p, g.q,
+                                      std::string("the convolution's output ") + dtype_name(x.dtype()) +
+                                          shape_str({g.n, g.k, g.p, g.q}),
+                                      pool_kernel, pool_stride, pool_padding);
+  pg.relu = true;
+  Tensor y = Tensor::empty({pg.n, pg.c, pg.p, pg.q}, x.dtype(), x.device());
+  Tensor argmax = Tensor::empty(y.shape(), DType::Int32, x.device());
+  const Tensor* bias = b.defined() ? &b : nullptr;
+  if (y.numel() > 0) backend_for(x.device()).conv2d_maxpool_relu_forward(g, pg, x, w, bias, y, argmax);
+  if (needs_graph({&x, &w, &b}))
+    attach(y, std::make_shared<Conv2dMaxPoolReluBackward>(g, std::vector<Tensor>{x, w, b}, pg, argmax));
+  return y;
+}
 
 Tensor conv2d(const Tensor& x, const Tensor& w, const Tensor& b, int64_t stride_h, int64_t stride_w, int64_t pad_h,
               int64_t pad_w) {

@@ -3,6 +3,7 @@
 // window cells.
 #include "autograd/engine.h"
 #include "autograd/ops.h"
+#include "autograd/ops/pool2d_geometry.h"
 #include "devices/registry.h"
 
 namespace nnlab {
@@ -48,23 +49,10 @@ class AvgPool2dBackward : public Node {
   const char* name_;
 };
 
-// PyTorch's rules for a square window: floor mode, padding at most half the kernel (so
-// every window holds at least one real cell), at least one output.
 Pool2dGeometry pool_geometry(const char* op, const Tensor& x, int64_t kernel, int64_t stride, int64_t padding) {
   check_float(op, x);
   NNLAB_CHECK(x.ndim() == 4, op, ": expected an (n, c, h, w) input, got ", x.describe());
-  if (stride == 0) stride = kernel;
-  NNLAB_CHECK(kernel > 0 && stride > 0 && padding >= 0, op, ": kernel ", kernel, ", stride ", stride,
-              " and padding ", padding, " must be positive (padding may be 0)");
-  NNLAB_CHECK(2 * padding <= kernel, op, ": padding ", padding, " is more than half the kernel ", kernel,
-              " (PyTorch's rule: a window must hold at least one input cell)");
-  Pool2dGeometry g{x.dim(0), x.dim(1), x.dim(2), x.dim(3), kernel, kernel, stride, stride, padding, padding, 0, 0};
-  g.p = (g.h + 2 * padding - kernel) / stride + 1;
-  g.q = (g.w + 2 * padding - kernel) / stride + 1;
-  NNLAB_CHECK(g.h + 2 * padding >= kernel && g.w + 2 * padding >= kernel, op, ": a ", kernel, "×", kernel,
-              " window with padding ", padding, " does not fit input ", x.describe(),
-              "; use a smaller kernel or a larger image");
-  return g;
+  return pool2d_geometry(op, x.dim(0), x.dim(1), x.dim(2), x.dim(3), x.describe(), kernel, stride, padding);
 }
 
 Tensor avg_pool_with(const Tensor& x, const Pool2dGeometry& g, const char* node_name) {
@@ -83,6 +71,22 @@ Tensor max_pool_with(const Tensor& x, const Pool2dGeometry& g) {
 }
 
 }  // namespace
+
+Pool2dGeometry pool2d_geometry(const char* op, int64_t n, int64_t c, int64_t h, int64_t w, const std::string& x_text,
+                               int64_t kernel, int64_t stride, int64_t padding) {
+  if (stride == 0) stride = kernel;
+  NNLAB_CHECK(kernel > 0 && stride > 0 && padding >= 0, op, ": kernel ", kernel, ", stride ", stride,
+              " and padding ", padding, " must be positive (padding may be 0)");
+  NNLAB_CHECK(2 * padding <= kernel, op, ": padding ", padding, " is more than half the kernel ", kernel,
+              " (PyTorch's rule: a window must hold at least one input cell)");
+  Pool2dGeometry g{n, c, h, w, kernel, kernel, stride, stride, padding, padding, 0, 0};
+  g.p = (g.h + 2 * padding - kernel) / stride + 1;
+  g.q = (g.w + 2 * padding - kernel) / stride + 1;
+  NNLAB_CHECK(g.h + 2 * padding >= kernel && g.w + 2 * padding >= kernel, op, ": a ", kernel, "×", kernel,
+              " window with padding ", padding, " does not fit input ", x_text,
+              "; use a smaller kernel or a larger image");
+  return g;
+}
 
 Tensor max_pool2d(const Tensor& x, int64_t kernel, int64_t stride, int64_t padding) {
   return max_pool_with(x, pool_geometry("max_pool2d", x, kernel, stride, padding));

@@ -241,6 +241,25 @@ void CpuBackend::conv2d_relu_forward(const Conv2dGeometry& g, const Tensor& x, c
   if (!forward(g, x, w, b, y, true)) unary_forward(UnaryOp::Relu, y, y);
 }
 
+// The convolution and the max-pool (+ ReLU) after it: where Winograd runs the forward and the
+// pool is the 2×2 one, each output plane is pooled as the output transform writes it, still
+// in the L1 cache, and the unpooled output (8 MB at cifar-cnn's c2) is never stored nor read
+// back; the values and winners are the two kernels' (the same plane loop as maxpool2d_forward).
+// Anything else: the convolution, then the pool (Backend's default).
+void CpuBackend::conv2d_maxpool_relu_forward(const Conv2dGeometry& g, const Pool2dGeometry& pg, const Tensor& x,
+                                             const Tensor& w, const Tensor* b, Tensor& y, Tensor& argmax) {
+  const bool pool_2x2 = pg.kernel_h == 2 && pg.kernel_w == 2 && pg.stride_h == 2 && pg.stride_w == 2 &&
+                        pg.pad_h == 0 && pg.pad_w == 0 && pg.h == g.p && pg.w == g.q;
+  if (!pool_2x2 ||
+      cpu::choose_conv_algorithm(g, ConvDirection::Forward, x.dtype(), conv_impl()) != ConvAlgorithm::Winograd)
+    return Backend::conv2d_maxpool_relu_forward(g, pg, x, w, b, y, argmax);
+  check_conv_dtypes("conv2d_forward", x, w, y);
+  KernelTiming timing;  // for nnlab explain: the convolution's record times the whole call
+  choose_and_log(g, ConvDirection::Forward, x.dtype(), timing);
+  if (kernel_log_enabled()) record_kernel("maxpool2d_forward (in the convolution)", tensor_dims(y));
+  cpu::winograd_forward_maxpool(g, cpu::winograd_tile(g, ConvDirection::Forward), pg, x, w, b, y, argmax);
+}
+
 // dy: (n, k, p, q)  w: (k, c, r, s)  dx: (n, c, h, w)
 void CpuBackend::conv2d_backward_data(const Conv2dGeometry& g, const Tensor& dy, const Tensor& w, Tensor& dx) {
   check_conv_dtypes("conv2d_backward_data", dy, w, dx);

@@ -24,6 +24,11 @@ const char* winograd_tile_name(WinogradTile tile);
 // it, as bias_backward sums (bias_lanes.h), so with its bits.
 void winograd_forward(const Conv2dGeometry& g, WinogradTile tile, const Tensor& x, const Tensor& w, const Tensor* b,
                       Tensor& y, bool relu);
+// The forward, each output plane then max-pooled (2×2, stride 2, unpadded, with pool.relu) as
+// it leaves the transform: y and argmax as maxpool2d_forward's; the convolution's own output
+// is never stored (Backend::conv2d_maxpool_relu_forward).
+void winograd_forward_maxpool(const Conv2dGeometry& g, WinogradTile tile, const Pool2dGeometry& pool,
+                              const Tensor& x, const Tensor& w, const Tensor* b, Tensor& y, Tensor& argmax);
 void winograd_backward_data(const Conv2dGeometry& g, WinogradTile tile, const Tensor& dy, const Tensor& w, Tensor& dx);
 void winograd_backward_filter(const Conv2dGeometry& g, WinogradTile tile, const Tensor& dy, const Tensor& x,
                               Tensor& dw, Tensor* db);
@@ -32,6 +37,8 @@ void winograd_backward_filter(const Conv2dGeometry& g, WinogradTile tile, const 
 namespace avx2 {
 void winograd_forward(const Conv2dGeometry& g, WinogradTile tile, const Tensor& x, const Tensor& w, const Tensor* b,
                       Tensor& y, bool relu);
+void winograd_forward_maxpool(const Conv2dGeometry& g, WinogradTile tile, const Pool2dGeometry& pool,
+                              const Tensor& x, const Tensor& w, const Tensor* b, Tensor& y, Tensor& argmax);
 void winograd_backward_data(const Conv2dGeometry& g, WinogradTile tile, const Tensor& dy, const Tensor& w, Tensor& dx);
 void winograd_backward_filter(const Conv2dGeometry& g, WinogradTile tile, const Tensor& dy, const Tensor& x,
                               Tensor& dw, Tensor* db);
@@ -39,6 +46,8 @@ void winograd_backward_filter(const Conv2dGeometry& g, WinogradTile tile, const 
 namespace avx512 {
 void winograd_forward(const Conv2dGeometry& g, WinogradTile tile, const Tensor& x, const Tensor& w, const Tensor* b,
                       Tensor& y, bool relu);
+void winograd_forward_maxpool(const Conv2dGeometry& g, WinogradTile tile, const Pool2dGeometry& pool,
+                              const Tensor& x, const Tensor& w, const Tensor* b, Tensor& y, Tensor& argmax);
 void winograd_backward_data(const Conv2dGeometry& g, WinogradTile tile, const Tensor& dy, const Tensor& w, Tensor& dx);
 void winograd_backward_filter(const Conv2dGeometry& g, WinogradTile tile, const Tensor& dy, const Tensor& x,
                               Tensor& dw, Tensor* db);

@@ -42,6 +42,7 @@
 #include "devices/cpu/conv2d_winograd_planes.h"
 #include "devices/cpu/dispatch.h"
 #include "devices/cpu/gemm_libxsmm.h"
+#include "devices/cpu/pool2d.h"
 #include "devices/cpu/small_gemm.h"
 #include "devices/cpu/transpose_blocks.h"
 
@@ -119,19 +120,30 @@ void transform_inputs(const T* x, long channels, const Tiling& t, long first, lo
     }
 }
 
+// Where the forward's output planes go: y (n, cout, p, q) itself, or, pooled (pool set), one
+// plane at a time through a scratch plane into the 2×2 max-pool's y and argmax (n, cout, p/2,
+// q/2): the unpooled output is never stored.
+template <typename T>
+struct OutputPlanes {
+  T* y;
+  const Pool2dGeometry* pool = nullptr;
+  int32_t* argmax = nullptr;
+};
+
 // The forward convolution of x (n, cin, h, w) to y (n, cout, p, q) with transformed
 // filters u (n² × cout × cin) and an optional bias — shared by forward and backward data;
 // relu (forward only): each plane floored at 0 as soon as it is written.
 template <typename Tile, typename T>
 void winograd_convolve(DType dtype, const T* x, long n, long cin, const Tiling& t, const T* u, long cout, const T* bias,
-                       T* y, bool relu) {
+                       OutputPlanes<T> out, bool relu) {
   constexpr int positions = Tile::n * Tile::n;
   const long chunk = chunk_images(n, positions, cin + cout, t.per_plane(), sizeof(T));
   const long chunks = (n + chunk - 1) / chunk, threads = omp_get_max_threads();
   const bool parallel = threads > 1 && chunks > 1;
-  const long chunk_tiles = chunk * t.per_plane();
-  const long slot_floats =
-      positions * (matrix_stride(cin, chunk_tiles) + matrix_stride(cout, chunk_tiles)) + scratch_floats(t);
+  const long chunk_tiles = chunk * t.per_plane(), plane_floats = t.p * t.q;
+  const long pooled_floats = out.pool ? out.pool->p * out.pool->q : 0;
+  const long slot_floats = positions * (matrix_stride(cin, chunk_tiles) + matrix_stride(cout, chunk_tiles)) +
+                           scratch_floats(t) + (out.pool ? plane_floats : 0);
   Tensor workspace = Tensor::empty({(parallel ? threads : 1) * slot_floats}, dtype, Device::cpu());
   T* ws = static_cast<T*>(workspace.raw_data());
 #pragma omp parallel for schedule(static) if (parallel)
@@ -141,16 +153,20 @@ void winograd_convolve(DType dtype, const T* x, long n, long cin, const Tiling& 
     T* v = ws + (parallel ? omp_get_thread_num() : 0) * slot_floats;  // n² × cin × tiles
     T* m = v + positions * v_stride;                                    // n² × cout × tiles
     T* padded = m + positions * m_stride;  // zero border, see place_plane
+    T* pool_plane = padded + scratch_floats(t);  // the plane on its way to the pool
     std::fill(padded, padded + scratch_floats(t), T(0));
     transform_inputs<Tile>(x, cin, t, first, count, padded, v);
     for (int xi = 0; xi < positions; ++xi)
       product(cout, tiles, cin, u + xi * cout * cin, v + xi * v_stride, m + xi * m_stride);
     for (long i = 0; i < count; ++i)
       for (long co = 0; co < cout; ++co) {
-        T* plane = y + ((first + i) * cout + co) * t.p * t.q;
+        const long at = (first + i) * cout + co;
+        T* plane = out.pool ? pool_plane : out.y + at * plane_floats;
         const T b = bias ? bias[co] : T(0);
         transform_output_plane<Tile>(m + co * tiles + i * t.per_plane(), m_stride, t, b, plane);
-        if (relu) relu_in_place(plane, t.p * t.q);
+        if (relu) relu_in_place(plane, plane_floats);
+        if (out.pool)
+          maxpool_2x2_one_plane(*out.pool, plane, out.y + at * pooled_floats, out.argmax + at * pooled_floats);
       }
   }
 }
@@ -166,9 +182,12 @@ void with_tile(WinogradTile tile, Body body) {
 
 }  // namespace
 
+namespace {
+
 // x: (n, c, h, w)  w: (k, c, 3, 3)  b: (k) or null  y: (n, k, p, q)   (relu: y = max(0, y))
-void winograd_forward(const Conv2dGeometry& g, WinogradTile tile, const Tensor& x, const Tensor& w, const Tensor* b,
-                      Tensor& y, bool relu) {
+// pool: y (n, k, p/2, q/2) and argmax instead, each output plane max-pooled (2×2)
+void forward_planes(const Conv2dGeometry& g, WinogradTile tile, const Tensor& x, const Tensor& w, const Tensor* b,
+                    Tensor& y, bool relu, const Pool2dGeometry* pool, Tensor* argmax) {
   dispatch_float("conv2d_forward (winograd)", x, [&](auto tag) {
     using T = decltype(tag);
     with_tile(tile, [&](auto tile_tag) {
@@ -180,9 +199,23 @@ void winograd_forward(const Conv2dGeometry& g, WinogradTile tile, const Tensor& 
           g.k * g.c, [w_data](long j, int i) { return w_data[j * 9 + i]; }, u, g.k * g.c);
       const T* b_data = b && b->defined() ? b->data<T>() : nullptr;
       winograd_convolve<Tile>(x.dtype(), x.data<T>(), g.n, g.c, tiling(Tile::m, g.h, g.w, g.pad_h, g.pad_w), u, g.k,
-                              b_data, y.data<T>(), relu);
+                              b_data, OutputPlanes<T>{y.data<T>(), pool, pool ? argmax->data<int32_t>() : nullptr},
+                              relu);
     });
   });
+}
+
+}  // namespace
+
+void winograd_forward(const Conv2dGeometry& g, WinogradTile tile, const Tensor& x, const Tensor& w, const Tensor* b,
+                      Tensor& y, bool relu) {
+  forward_planes(g, tile, x, w, b, y, relu, nullptr, nullptr);
+}
+
+// pool: a 2×2, stride 2, unpadded max-pool with its ReLU (pool.relu); y, argmax (n, k, p/2, q/2)
+void winograd_forward_maxpool(const Conv2dGeometry& g, WinogradTile tile, const Pool2dGeometry& pool,
+                              const Tensor& x, const Tensor& w, const Tensor* b, Tensor& y, Tensor& argmax) {
+  forward_planes(g, tile, x, w, b, y, false, &pool, &argmax);
 }
 
 // dy: (n, k, p, q)  w: (k, c, 3, 3)  dx: (n, c, h, w)
@@ -201,7 +234,7 @@ void winograd_backward_data(const Conv2dGeometry& g, WinogradTile tile, const Te
       transform_filters<Tile>(  // U[ξ][ci][co] of the rotated filters: j = ci · k + co, tap i ← 8 − i
           k * c, [w_data, k, c](long j, int i) { return w_data[((j % k) * c + j / k) * 9 + 8 - i]; }, u, c * k);
       winograd_convolve<Tile>(dy.dtype(), dy.data<T>(), g.n, g.k, tiling(Tile::m, g.p, g.q, 2 - g.pad_h, 2 - g.pad_w),
-                              u, g.c, (const T*)nullptr, dx.data<T>(), false);
+                              u, g.c, (const T*)nullptr, OutputPlanes<T>{dx.data<T>()}, false);
     });
   });
 }

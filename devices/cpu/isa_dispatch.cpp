@@ -55,6 +55,12 @@ void winograd_forward(const Conv2dGeometry& g, WinogradTile tile, const Tensor& 
                : avx2::winograd_forward(g, tile, x, w, b, y, relu);
 }
 
+void winograd_forward_maxpool(const Conv2dGeometry& g, WinogradTile tile, const Pool2dGeometry& pool,
+                              const Tensor& x, const Tensor& w, const Tensor* b, Tensor& y, Tensor& argmax) {
+  use_avx512() ? avx512::winograd_forward_maxpool(g, tile, pool, x, w, b, y, argmax)
+               : avx2::winograd_forward_maxpool(g, tile, pool, x, w, b, y, argmax);
+}
+
 void winograd_backward_data(const Conv2dGeometry& g, WinogradTile tile, const Tensor& dy, const Tensor& w,
                             Tensor& dx) {
   use_avx512() ? avx512::winograd_backward_data(g, tile, dy, w, dx) : avx2::winograd_backward_data(g, tile, dy, w, dx);

@@ -279,6 +279,13 @@ void avgpool_backward_typed(const Pool2dGeometry& g, const Tensor& dy, const Ten
 
 }  // namespace
 
+void maxpool_2x2_one_plane(const Pool2dGeometry& g, const float* x, float* y, int32_t* argmax) {
+  maxpool_2x2_plane(g, x, y, argmax);
+}
+void maxpool_2x2_one_plane(const Pool2dGeometry& g, const double* x, double* y, int32_t* argmax) {
+  maxpool_2x2_plane(g, x, y, argmax);
+}
+
 void maxpool2d_forward(const Pool2dGeometry& g, const Tensor& x, Tensor& y, Tensor& argmax) {
   dispatch_float("maxpool2d_forward", x, [&](auto t) { maxpool_forward_typed<decltype(t)>(g, x, y, argmax); });
 }

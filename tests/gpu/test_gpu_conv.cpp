@@ -1,5 +1,6 @@
-// CUDA kernels against their CPU twins: convolution (cuDNN), pooling, batch normalisation,
-// dropout, and the Philox generator (host and device words bit-identical).
+// CUDA kernels against their CPU twins: convolution (cuDNN), pooling, a convolution with its
+// pool fused, batch normalisation, dropout, and the Philox generator (host and device words
+// bit-identical).
 #include "gpu/gpu_support.h"
 
 #include "core/philox.h"
@@ -109,6 +110,32 @@ TEST_CASE("gpu: max and average pooling match the CPU exactly", "[gpu][pool2d]")
     cpu().avgpool2d_backward(g, dy, dx);
     gpu().avgpool2d_backward(g, on_gpu(dy), gdx);
     require_allclose(gdx, dx, 1e-6, 1e-7, "avgpool backward");
+  }
+}
+
+TEST_CASE("gpu: a convolution with its max-pool and ReLU fused matches the CPU's", "[gpu][conv2d][pool2d]") {
+  // cifar-cnn's c4 on fewer images (the CPU pools each Winograd output plane as it makes it;
+  // CUDA runs the convolution, then the pool) and a 3×3 pool of stride 2 (the two kernels on
+  // both devices).
+  const std::vector<std::pair<Conv2dGeometry, Pool2dGeometry>> cases = {
+      {conv_geometry(4, 64, 16, 16, 64, 3, 3, 1, 1, 1, 1), pool_geometry(4, 64, 16, 16, 2, 2, 2, 2, 0, 0)},
+      {conv_geometry(2, 8, 12, 12, 8, 3, 3, 1, 1, 1, 1), pool_geometry(2, 8, 12, 12, 3, 3, 2, 2, 0, 0)}};
+  for (auto [g, pg] : cases) {
+    pg.relu = true;
+    const Shape ys{pg.n, pg.c, pg.p, pg.q};
+    Tensor x = fresh_tensor({g.n, g.c, g.h, g.w}), w = fresh_tensor({g.k, g.c, g.r, g.s}), b = fresh_tensor({g.k});
+    Tensor y = Tensor::empty(ys), arg = Tensor::empty(ys, DType::Int32);
+    Tensor gy = gpu_empty(ys), garg = gpu_empty(ys, DType::Int32);
+    const Tensor gb = on_gpu(b);
+    cpu().conv2d_maxpool_relu_forward(g, pg, x, w, &b, y, arg);
+    gpu().conv2d_maxpool_relu_forward(g, pg, on_gpu(x), on_gpu(w), &gb, gy, garg);
+    require_allclose(gy, y, 1e-5, 1e-6 * static_cast<double>(g.c * g.r * g.s) + 1e-6, "pooled convolution");
+    // The winners: the same cell, but for windows whose two best sums the devices' different
+    // summation orders may swap (rare with continuous random inputs).
+    const std::vector<int32_t> cpu_arg = arg.to_vector<int32_t>(), gpu_arg = garg.to(Device::cpu()).to_vector<int32_t>();
+    size_t differ = 0;
+    for (size_t i = 0; i < cpu_arg.size(); ++i) differ += cpu_arg[i] != gpu_arg[i];
+    CHECK(differ * 1000 <= cpu_arg.size());
   }
 }
 

@@ -1,0 +1,118 @@
+// A Conv2d followed by a max-pool and its ReLU, fused (conv2d_max_pool2d_relu,
+// Conv2dMaxPoolReLU): Sequential's grouping, and the fused op against the ops one by one, bit
+// for bit, forward and backward, on the CPU's Winograd path (which pools each output plane as
+// it leaves the transform) and the paths that run the two kernels, under both instruction sets.
+#include <catch2/catch.hpp>
+
+#include <set>
+#include <string>
+#include <vector>
+
+#include "autograd/ops.h"
+#include "devices/cpu/threads.h"
+#include "devices/kernel_log.h"
+#include "layers/activation.h"
+#include "layers/conv2d.h"
+#include "layers/pool.h"
+#include "layers/sequential.h"
+#include "cpu_paths_support.h"
+#include "test_support.h"
+
+using namespace nnlab;
+using nnlab_test::check_paths_seen;
+using nnlab_test::for_each_cpu_isa;
+using nnlab_test::random_tensor;
+
+namespace {
+
+constexpr uint64_t kSeed = 83;
+
+std::vector<std::string> run_order_names(const Sequential& model) {
+  std::vector<std::string> names;
+  for (const auto& [name, layer] : model.run_order()) names.push_back(name);
+  return names;
+}
+
+}  // namespace
+
+TEST_CASE("Sequential runs a Conv2d, a max-pool and its ReLU as one op", "[conv2d][pool2d][layers]") {
+  // cifar-cnn's pattern (conv, ReLU, conv, ReLU, pool) and the other order of the pair
+  Sequential cifar;
+  cifar.add("c1", std::make_shared<Conv2d>(3, 8, 3, 1, 1)).add("relu1", std::make_shared<ReLU>());
+  cifar.add("c2", std::make_shared<Conv2d>(8, 8, 3, 1, 1)).add("relu2", std::make_shared<ReLU>());
+  cifar.add("pool1", std::make_shared<MaxPool2d>(2));
+  CHECK(run_order_names(cifar) == std::vector<std::string>{"c1+relu1", "c2+pool1+relu2"});
+  CHECK(cifar.run_order()[1].second->describe() ==
+        "Conv2d(8, 8, kernel_size=(3, 3), stride=(1, 1), padding=(1, 1)) + MaxPool2d(kernel_size=2, stride=2, "
+        "padding=0) + ReLU()");
+  CHECK(cifar.parameters().size() == 4);  // the fused modules own nothing
+
+  Sequential pool_first;
+  pool_first.add("c", std::make_shared<Conv2d>(4, 4, 3)).add("pool", std::make_shared<MaxPool2d>(3, 2, 1));
+  pool_first.add("relu", std::make_shared<ReLU>());
+  CHECK(run_order_names(pool_first) == std::vector<std::string>{"c+pool+relu"});
+
+  // A pool without a ReLU beside it stays a pool.
+  Sequential no_relu;
+  no_relu.add("c", std::make_shared<Conv2d>(4, 4, 3)).add("pool", std::make_shared<MaxPool2d>(2));
+  CHECK(run_order_names(no_relu) == std::vector<std::string>{"c", "pool"});
+}
+
+TEST_CASE("conv2d_max_pool2d_relu equals conv2d, then max_pool2d_relu, bit for bit", "[conv2d][pool2d][ops]") {
+  struct Case {
+    int64_t n, c, hw, k, pad, pool_kernel, pool_stride;
+  };
+  // Winograd, pooled plane by plane: cifar-cnn's c2 (F(4×4) on 32×32) and c4 (F(2×2) on 16×16),
+  // the cnn's 14×14, an odd 9×9 plane (its last row and column in no window). The two kernels
+  // one after the other: a 3×3 pool with stride 2, and 3 input channels (the direct kernel).
+  const std::vector<Case> cases = {{2, 8, 32, 8, 1, 2, 2}, {3, 16, 16, 12, 1, 2, 2}, {3, 8, 14, 16, 1, 2, 2},
+                                   {2, 8, 9, 8, 1, 2, 2},  {2, 8, 12, 8, 1, 3, 2},  {3, 3, 16, 8, 1, 2, 2}};
+  std::set<std::string> kernels;
+  for (int threads : {1, 2})
+    for_each_cpu_isa([&](CpuIsa isa) {
+      set_cpu_threads(threads);
+      for (const Case& c : cases)
+        for (DType dtype : {DType::Float32, DType::Float64}) {
+          INFO(cpu_isa_name(isa) << ", " << threads << " threads: " << c.n << "×" << c.c << "×" << c.hw << "² → "
+                                 << c.k << " pad " << c.pad << ", pool " << c.pool_kernel << " stride "
+                                 << c.pool_stride << ", " << dtype_name(dtype));
+          Tensor x = random_tensor({c.n, c.c, c.hw, c.hw}, kSeed, 1, dtype);
+          Tensor w = random_tensor({c.k, c.c, 3, 3}, kSeed, 2, dtype);
+          Tensor b = random_tensor({c.k}, kSeed, 3, dtype);
+          for (Tensor* t : {&x, &w, &b}) t->set_requires_grad(true);
+          Tensor y_fused;
+          {
+            KernelLogScope log;  // which kernels ran
+            y_fused = conv2d_max_pool2d_relu(x, w, b, 1, c.pad, c.pool_kernel, c.pool_stride, 0);
+            for (const KernelCall& call : take_kernel_calls()) kernels.insert(call.family);
+          }
+          const Tensor dy = random_tensor(y_fused.shape(), kSeed, 4, dtype);
+          y_fused.backward(dy);
+          std::vector<std::vector<double>> fused_grads, plain_grads;
+          for (Tensor* t : {&x, &w, &b}) {
+            fused_grads.push_back(t->grad().to_vector<double>());
+            t->set_grad(Tensor());
+          }
+          Tensor y_plain = max_pool2d_relu(conv2d(x, w, b, 1, c.pad), c.pool_kernel, c.pool_stride, 0);
+          y_plain.backward(dy);
+          for (Tensor* t : {&x, &w, &b}) plain_grads.push_back(t->grad().to_vector<double>());
+          const std::vector<double> y_values = y_fused.to_vector<double>();
+          CHECK(y_values == y_plain.to_vector<double>());
+          CHECK(fused_grads == plain_grads);
+          size_t zeros = 0;  // the ReLU did cut whole 2×2 windows (of 9 cells, hardly any): no gradient there
+          for (double v : y_values) zeros += v == 0.0;
+          if (c.pool_kernel == 2) CHECK(zeros > 0);
+          CHECK(zeros < y_values.size());
+        }
+    });
+  set_cpu_threads(0);
+  // The pooled Winograd kernel ran, and so did the two kernels of the other cases.
+  check_paths_seen(kernels, {"maxpool2d_forward (in the convolution)", "winograd", "direct", "maxpool2d_forward"});
+}
+
+TEST_CASE("conv2d_max_pool2d_relu names a pool that does not fit the convolution's output", "[conv2d][pool2d][ops]") {
+  const Tensor x = Tensor::zeros({1, 2, 4, 4}), w = Tensor::zeros({3, 2, 3, 3}), b = Tensor::zeros({3});
+  CHECK_THROWS_WITH(conv2d_max_pool2d_relu(x, w, b, 1, 0, 3),
+                    Catch::Contains("conv2d_max_pool2d_relu: a 3×3 window with padding 0 does not fit input the "
+                                    "convolution's output float32[1, 3, 2, 2]"));
+}
