@@ -116,6 +116,14 @@ void Backend::conv2d_maxpool_relu_forward(const Conv2dGeometry& g, const Pool2dG
   conv2d_forward(g, x, w, b, z);
   maxpool2d_forward(pg, z, y, argmax);
 }
+void Backend::conv2d_maxpool_relu_backward(const Conv2dGeometry& g, const Pool2dGeometry& pg, const Tensor& dy,
+                                           const Tensor& argmax, const Tensor& x, const Tensor& w, Tensor& dx,
+                                           Tensor& dw, Tensor& db) {
+  Tensor dz = Tensor::empty({g.n, g.k, g.p, g.q}, dy.dtype(), dy.device());
+  maxpool2d_backward(pg, dy, argmax, dz);
+  conv2d_backward_params(g, dz, x, dw, db);
+  conv2d_backward_data(g, dz, w, dx);
+}
 void Backend::conv2d_backward_data(const Conv2dGeometry&, const Tensor&, const Tensor&, Tensor&) {
   missing("conv2d_backward_data");
 }

@@ -201,6 +201,14 @@ class Backend : public DeviceMemory {
   // Winograd kernel pools each output plane as it leaves the transform, still in the cache.
   virtual void conv2d_maxpool_relu_forward(const Conv2dGeometry& g, const Pool2dGeometry& pg, const Tensor& x,
                                            const Tensor& w, const Tensor* b, Tensor& y, Tensor& argmax);
+  // Its backward for x, w and b all needing gradients: dy, argmax (n, k, p', q') the pool's;
+  //   dz = dy routed to each window's winner;  dx, dw, db from dz as conv2d_backward_data and
+  //   conv2d_backward_params compute them.
+  // The default stores dz and runs those kernels; the CPU's Winograd kernels make each plane of
+  // dz as they read it.
+  virtual void conv2d_maxpool_relu_backward(const Conv2dGeometry& g, const Pool2dGeometry& pg, const Tensor& dy,
+                                            const Tensor& argmax, const Tensor& x, const Tensor& w, Tensor& dx,
+                                            Tensor& dw, Tensor& db);
   // dy: (n, k, p, q)  w: (k, c, r, s)  dx: (n, c, h, w)      dx = col2im(Wᵀ · dy)
   virtual void conv2d_backward_data(const Conv2dGeometry& g, const Tensor& dy, const Tensor& w, Tensor& dx);
   // dy: (n, k, p, q)  x: (n, c, h, w)  dw: (k, c, r, s)      dw = Σ_n dy · im2col(x)ᵀ

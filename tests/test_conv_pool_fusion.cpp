@@ -1,7 +1,8 @@
 // A Conv2d followed by a max-pool and its ReLU, fused (conv2d_max_pool2d_relu,
 // Conv2dMaxPoolReLU): Sequential's grouping, and the fused op against the ops one by one, bit
 // for bit, forward and backward, on the CPU's Winograd path (which pools each output plane as
-// it leaves the transform) and the paths that run the two kernels, under both instruction sets.
+// it leaves the transform, and routes the pool's gradient plane by plane as its backward
+// kernels read it) and the paths that run the two kernels, under both instruction sets.
 #include <catch2/catch.hpp>
 
 #include <set>
@@ -87,7 +88,11 @@ TEST_CASE("conv2d_max_pool2d_relu equals conv2d, then max_pool2d_relu, bit for b
             for (const KernelCall& call : take_kernel_calls()) kernels.insert(call.family);
           }
           const Tensor dy = random_tensor(y_fused.shape(), kSeed, 4, dtype);
-          y_fused.backward(dy);
+          {
+            KernelLogScope log;
+            y_fused.backward(dy);
+            for (const KernelCall& call : take_kernel_calls()) kernels.insert(call.family);
+          }
           std::vector<std::vector<double>> fused_grads, plain_grads;
           for (Tensor* t : {&x, &w, &b}) {
             fused_grads.push_back(t->grad().to_vector<double>());
@@ -106,8 +111,10 @@ TEST_CASE("conv2d_max_pool2d_relu equals conv2d, then max_pool2d_relu, bit for b
         }
     });
   set_cpu_threads(0);
-  // The pooled Winograd kernel ran, and so did the two kernels of the other cases.
-  check_paths_seen(kernels, {"maxpool2d_forward (in the convolution)", "winograd", "direct", "maxpool2d_forward"});
+  // The pooled Winograd kernels ran, forward and backward, and so did the two kernels of the
+  // other cases.
+  check_paths_seen(kernels, {"maxpool2d_forward (in the convolution)", "maxpool2d_backward (in the convolution)",
+                             "winograd", "direct", "maxpool2d_forward", "maxpool2d_backward"});
 }
 
 TEST_CASE("conv2d_max_pool2d_relu names a pool that does not fit the convolution's output", "[conv2d][pool2d][ops]") {

@@ -32,6 +32,13 @@ void winograd_forward_maxpool(const Conv2dGeometry& g, WinogradTile tile, const 
 void winograd_backward_data(const Conv2dGeometry& g, WinogradTile tile, const Tensor& dy, const Tensor& w, Tensor& dx);
 void winograd_backward_filter(const Conv2dGeometry& g, WinogradTile tile, const Tensor& dy, const Tensor& x,
                               Tensor& dw, Tensor* db);
+// The backward of winograd_forward_maxpool's convolution: dy and argmax the pool's (n, k, p/2,
+// q/2), each plane of the convolution's dy made from them (the pool's backward) as the kernels
+// read it, never stored (Backend::conv2d_maxpool_relu_backward).
+void winograd_backward_data_unpool(const Conv2dGeometry& g, WinogradTile tile, const Pool2dGeometry& pool,
+                                   const Tensor& dy, const Tensor& argmax, const Tensor& w, Tensor& dx);
+void winograd_backward_filter_unpool(const Conv2dGeometry& g, WinogradTile tile, const Pool2dGeometry& pool,
+                                     const Tensor& dy, const Tensor& argmax, const Tensor& x, Tensor& dw, Tensor* db);
 
 // Each instruction set's own (conv2d_winograd_cpu.cpp, compiled once per set).
 namespace avx2 {
@@ -42,6 +49,10 @@ void winograd_forward_maxpool(const Conv2dGeometry& g, WinogradTile tile, const 
 void winograd_backward_data(const Conv2dGeometry& g, WinogradTile tile, const Tensor& dy, const Tensor& w, Tensor& dx);
 void winograd_backward_filter(const Conv2dGeometry& g, WinogradTile tile, const Tensor& dy, const Tensor& x,
                               Tensor& dw, Tensor* db);
+void winograd_backward_data_unpool(const Conv2dGeometry& g, WinogradTile tile, const Pool2dGeometry& pool,
+                                   const Tensor& dy, const Tensor& argmax, const Tensor& w, Tensor& dx);
+void winograd_backward_filter_unpool(const Conv2dGeometry& g, WinogradTile tile, const Pool2dGeometry& pool,
+                                     const Tensor& dy, const Tensor& argmax, const Tensor& x, Tensor& dw, Tensor* db);
 }  // namespace avx2
 namespace avx512 {
 void winograd_forward(const Conv2dGeometry& g, WinogradTile tile, const Tensor& x, const Tensor& w, const Tensor* b,
@@ -51,6 +62,10 @@ void winograd_forward_maxpool(const Conv2dGeometry& g, WinogradTile tile, const 
 void winograd_backward_data(const Conv2dGeometry& g, WinogradTile tile, const Tensor& dy, const Tensor& w, Tensor& dx);
 void winograd_backward_filter(const Conv2dGeometry& g, WinogradTile tile, const Tensor& dy, const Tensor& x,
                               Tensor& dw, Tensor* db);
+void winograd_backward_data_unpool(const Conv2dGeometry& g, WinogradTile tile, const Pool2dGeometry& pool,
+                                   const Tensor& dy, const Tensor& argmax, const Tensor& w, Tensor& dx);
+void winograd_backward_filter_unpool(const Conv2dGeometry& g, WinogradTile tile, const Pool2dGeometry& pool,
+                                     const Tensor& dy, const Tensor& argmax, const Tensor& x, Tensor& dw, Tensor* db);
 }  // namespace avx512
 
 }  // namespace nnlab::cpu

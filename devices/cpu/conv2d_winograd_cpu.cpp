@@ -108,14 +108,34 @@ long chunk_images(long n, long positions, long channels, long tiles_per_image, l
   return std::max(1L, even >= whole_blocks ? even / whole_blocks * whole_blocks : even);
 }
 
+// Where a kernel's input planes come from: a tensor (n, channels, h, w) itself, or, pooled (pool
+// set), a 2×2 max-pool's gradient and winners (n, channels, h/2, w/2), each plane routed to its
+// winners (the pool's backward) into a scratch plane as the kernel reaches it: the unpooled
+// gradient is never stored.
+template <typename T>
+struct InputPlanes {
+  const T* x;
+  const Pool2dGeometry* pool = nullptr;
+  const int32_t* argmax = nullptr;
+  // Plane `at` (= image · channels + channel) of `plane_floats` floats.
+  const T* plane(long at, long plane_floats, T* scratch) const {
+    if (!pool) return x + at * plane_floats;
+    const long pooled = pool->p * pool->q;
+    maxpool_2x2_one_plane_backward(*pool, x + at * pooled, argmax + at * pooled, scratch);
+    return scratch;
+  }
+};
+
 // V[ξ][ch][tile] for images [first, first + count) of x (n, channels, h, w); tiles numbered
 // image-major, then row-major within the chunk; V[ξ] starts at v + ξ · matrix_stride.
+// plane_scratch: h × w floats for a pooled source.
 template <typename Tile, typename T>
-void transform_inputs(const T* x, long channels, const Tiling& t, long first, long count, T* scratch, T* v) {
+void transform_inputs(const InputPlanes<T>& x, long channels, const Tiling& t, long first, long count, T* scratch,
+                      T* plane_scratch, T* v) {
   const long tiles = count * t.per_plane(), stride = matrix_stride(channels, tiles);
   for (long ch = 0; ch < channels; ++ch)  // increasing addresses (see kLanes)
     for (long i = 0; i < count; ++i) {
-      const T* plane = x + ((first + i) * channels + ch) * t.h * t.w;
+      const T* plane = x.plane((first + i) * channels + ch, t.h * t.w, plane_scratch);
       transform_input_plane<Tile>(plane, t, scratch, v + ch * tiles + i * t.per_plane(), stride);
     }
 }
@@ -134,8 +154,8 @@ struct OutputPlanes {
 // filters u (n² × cout × cin) and an optional bias — shared by forward and backward data;
 // relu (forward only): each plane floored at 0 as soon as it is written.
 template <typename Tile, typename T>
-void winograd_convolve(DType dtype, const T* x, long n, long cin, const Tiling& t, const T* u, long cout, const T* bias,
-                       OutputPlanes<T> out, bool relu) {
+void winograd_convolve(DType dtype, const InputPlanes<T>& x, long n, long cin, const Tiling& t, const T* u, long cout,
+                       const T* bias, OutputPlanes<T> out, bool relu) {
   constexpr int positions = Tile::n * Tile::n;
   const long chunk = chunk_images(n, positions, cin + cout, t.per_plane(), sizeof(T));
   const long chunks = (n + chunk - 1) / chunk, threads = omp_get_max_threads();
@@ -143,7 +163,7 @@ void winograd_convolve(DType dtype, const T* x, long n, long cin, const Tiling& 
   const long chunk_tiles = chunk * t.per_plane(), plane_floats = t.p * t.q;
   const long pooled_floats = out.pool ? out.pool->p * out.pool->q : 0;
   const long slot_floats = positions * (matrix_stride(cin, chunk_tiles) + matrix_stride(cout, chunk_tiles)) +
-                           scratch_floats(t) + (out.pool ? plane_floats : 0);
+                           scratch_floats(t) + (out.pool ? plane_floats : 0) + (x.pool ? t.h * t.w : 0);
   Tensor workspace = Tensor::empty({(parallel ? threads : 1) * slot_floats}, dtype, Device::cpu());
   T* ws = static_cast<T*>(workspace.raw_data());
 #pragma omp parallel for schedule(static) if (parallel)
@@ -154,8 +174,9 @@ void winograd_convolve(DType dtype, const T* x, long n, long cin, const Tiling& 
     T* m = v + positions * v_stride;                                    // n² × cout × tiles
     T* padded = m + positions * m_stride;  // zero border, see place_plane
     T* pool_plane = padded + scratch_floats(t);  // the plane on its way to the pool
+    T* unpooled = pool_plane + (out.pool ? plane_floats : 0);  // an input plane from the pool's gradient
     std::fill(padded, padded + scratch_floats(t), T(0));
-    transform_inputs<Tile>(x, cin, t, first, count, padded, v);
+    transform_inputs<Tile>(x, cin, t, first, count, padded, unpooled, v);
     for (int xi = 0; xi < positions; ++xi)
       product(cout, tiles, cin, u + xi * cout * cin, v + xi * v_stride, m + xi * m_stride);
     for (long i = 0; i < count; ++i)
@@ -198,7 +219,8 @@ void forward_planes(const Conv2dGeometry& g, WinogradTile tile, const Tensor& x,
       transform_filters<Tile>(  // U[ξ][co][ci]: filter j = co · c + ci, stored in that order
           g.k * g.c, [w_data](long j, int i) { return w_data[j * 9 + i]; }, u, g.k * g.c);
       const T* b_data = b && b->defined() ? b->data<T>() : nullptr;
-      winograd_convolve<Tile>(x.dtype(), x.data<T>(), g.n, g.c, tiling(Tile::m, g.h, g.w, g.pad_h, g.pad_w), u, g.k,
+      winograd_convolve<Tile>(x.dtype(), InputPlanes<T>{x.data<T>()}, g.n, g.c,
+                              tiling(Tile::m, g.h, g.w, g.pad_h, g.pad_w), u, g.k,
                               b_data, OutputPlanes<T>{y.data<T>(), pool, pool ? argmax->data<int32_t>() : nullptr},
                               relu);
     });
@@ -218,11 +240,15 @@ void winograd_forward_maxpool(const Conv2dGeometry& g, WinogradTile tile, const 
   forward_planes(g, tile, x, w, b, y, false, &pool, &argmax);
 }
 
+namespace {
+
 // dy: (n, k, p, q)  w: (k, c, 3, 3)  dx: (n, c, h, w)
 // dx[ci] = Σ_co dy[co] ⋆ rot180(w[co, ci]) with padding 2 − pad: a forward convolution
 // from k channels to c.
-void winograd_backward_data(const Conv2dGeometry& g, WinogradTile tile, const Tensor& dy, const Tensor& w,
-                            Tensor& dx) {
+// pool: dy and argmax are a 2×2 max-pool's (n, k, p/2, q/2), each plane of the convolution's dy
+// made from them as it is read.
+void backward_data_planes(const Conv2dGeometry& g, WinogradTile tile, const Tensor& dy, const Tensor& w, Tensor& dx,
+                          const Pool2dGeometry* pool, const Tensor* argmax) {
   dispatch_float("conv2d_backward_data (winograd)", dy, [&](auto tag) {
     using T = decltype(tag);
     with_tile(tile, [&](auto tile_tag) {
@@ -233,15 +259,17 @@ void winograd_backward_data(const Conv2dGeometry& g, WinogradTile tile, const Te
       const long k = g.k, c = g.c;
       transform_filters<Tile>(  // U[ξ][ci][co] of the rotated filters: j = ci · k + co, tap i ← 8 − i
           k * c, [w_data, k, c](long j, int i) { return w_data[((j % k) * c + j / k) * 9 + 8 - i]; }, u, c * k);
-      winograd_convolve<Tile>(dy.dtype(), dy.data<T>(), g.n, g.k, tiling(Tile::m, g.p, g.q, 2 - g.pad_h, 2 - g.pad_w),
-                              u, g.c, (const T*)nullptr, OutputPlanes<T>{dx.data<T>()}, false);
+      const InputPlanes<T> planes{dy.data<T>(), pool, pool ? argmax->data<int32_t>() : nullptr};
+      winograd_convolve<Tile>(dy.dtype(), planes, g.n, g.k, tiling(Tile::m, g.p, g.q, 2 - g.pad_h, 2 - g.pad_w), u,
+                              g.c, (const T*)nullptr, OutputPlanes<T>{dx.data<T>()}, false);
     });
   });
 }
 
 // dy: (n, k, p, q)  x: (n, c, h, w)  dw: (k, c, 3, 3)  db: (k) or null
-void winograd_backward_filter(const Conv2dGeometry& g, WinogradTile tile, const Tensor& dy, const Tensor& x,
-                              Tensor& dw, Tensor* db) {
+// pool: as backward_data_planes.
+void backward_filter_planes(const Conv2dGeometry& g, WinogradTile tile, const Tensor& dy, const Tensor& x, Tensor& dw,
+                            Tensor* db, const Pool2dGeometry* pool, const Tensor* argmax) {
   dispatch_float("conv2d_backward_filter (winograd)", dy, [&](auto tag) {
     using T = decltype(tag);
     with_tile(tile, [&](auto tile_tag) {
@@ -254,11 +282,12 @@ void winograd_backward_filter(const Conv2dGeometry& g, WinogradTile tile, const 
       const long slots = parallel ? threads : 1, kc = g.k * g.c;
       const long chunk_tiles = chunk * t.per_plane();
       const long slot_floats = positions * (matrix_stride(g.c, chunk_tiles) + matrix_stride(g.k, chunk_tiles)) +
-                               2 * scratch_floats(t) + chunk_tiles * g.c;
+                               2 * scratch_floats(t) + chunk_tiles * g.c + (pool ? g.p * g.q : 0);
       Tensor workspace = Tensor::empty({slots * slot_floats}, x.dtype(), Device::cpu());
       Tensor partial = Tensor::zeros({slots * positions * kc}, x.dtype(), Device::cpu());
       Tensor sums = db ? Tensor::empty({g.n * g.k * kBiasSums}, dy.dtype(), Device::cpu()) : Tensor();
-      const T *x_data = x.data<T>(), *dy_data = dy.data<T>();
+      const T* x_data = x.data<T>();
+      const InputPlanes<T> dy_planes{dy.data<T>(), pool, pool ? argmax->data<int32_t>() : nullptr};
       T *ws = workspace.data<T>(), *part = partial.data<T>(), *sum_data = db ? sums.data<T>() : nullptr;
 #pragma omp parallel for schedule(static) if (parallel)
       for (long ck = 0; ck < chunks; ++ck) {
@@ -270,11 +299,12 @@ void winograd_backward_filter(const Conv2dGeometry& g, WinogradTile tile, const 
         T* padded_x = z + positions * z_stride;  // zero borders, see place_plane
         T* padded_dy = padded_x + scratch_floats(t);
         T* v_transposed = padded_dy + scratch_floats(t);  // one V[ξ]ᵀ: tiles × c
+        T* unpooled = v_transposed + chunk_tiles * g.c;    // a plane of dy from the pool's gradient
         std::fill(padded_x, padded_x + 2 * scratch_floats(t), T(0));
-        transform_inputs<Tile>(x_data, g.c, t, first, count, padded_x, v);
+        transform_inputs<Tile>(InputPlanes<T>{x_data}, g.c, t, first, count, padded_x, static_cast<T*>(nullptr), v);
         for (long co = 0; co < g.k; ++co)  // increasing addresses (see kLanes)
           for (long i = 0; i < count; ++i) {
-            const T* plane = dy_data + ((first + i) * g.k + co) * g.p * g.q;
+            const T* plane = dy_planes.plane((first + i) * g.k + co, g.p * g.q, unpooled);
             if (sum_data) {
               T* sum = sum_data + ((first + i) * g.k + co) * kBiasSums;
               plane_bias_lanes<T, false>(plane, nullptr, nullptr, g.p * g.q, sum, sum[kBiasLanes]);
@@ -298,6 +328,29 @@ void winograd_backward_filter(const Conv2dGeometry& g, WinogradTile tile, const 
       if (db) bias_from_image_sums(sum_data, g.n, g.k, db->data<T>());
     });
   });
+}
+
+}  // namespace
+
+void winograd_backward_data(const Conv2dGeometry& g, WinogradTile tile, const Tensor& dy, const Tensor& w,
+                            Tensor& dx) {
+  backward_data_planes(g, tile, dy, w, dx, nullptr, nullptr);
+}
+
+void winograd_backward_filter(const Conv2dGeometry& g, WinogradTile tile, const Tensor& dy, const Tensor& x,
+                              Tensor& dw, Tensor* db) {
+  backward_filter_planes(g, tile, dy, x, dw, db, nullptr, nullptr);
+}
+
+// dy, argmax: the 2×2 max-pool's (n, k, p/2, q/2); the convolution's dy is never stored.
+void winograd_backward_data_unpool(const Conv2dGeometry& g, WinogradTile tile, const Pool2dGeometry& pool,
+                                   const Tensor& dy, const Tensor& argmax, const Tensor& w, Tensor& dx) {
+  backward_data_planes(g, tile, dy, w, dx, &pool, &argmax);
+}
+
+void winograd_backward_filter_unpool(const Conv2dGeometry& g, WinogradTile tile, const Pool2dGeometry& pool,
+                                     const Tensor& dy, const Tensor& argmax, const Tensor& x, Tensor& dw, Tensor* db) {
+  backward_filter_planes(g, tile, dy, x, dw, db, &pool, &argmax);
 }
 
 }  // namespace nnlab::cpu::NNLAB_ISA

@@ -67,6 +67,9 @@ class CpuBackend final : public Backend {
                            Tensor& y) override;
   void conv2d_maxpool_relu_forward(const Conv2dGeometry& g, const Pool2dGeometry& pg, const Tensor& x, const Tensor& w,
                                    const Tensor* b, Tensor& y, Tensor& argmax) override;
+  void conv2d_maxpool_relu_backward(const Conv2dGeometry& g, const Pool2dGeometry& pg, const Tensor& dy,
+                                    const Tensor& argmax, const Tensor& x, const Tensor& w, Tensor& dx, Tensor& dw,
+                                    Tensor& db) override;
   void conv2d_backward_data(const Conv2dGeometry& g, const Tensor& dy, const Tensor& w, Tensor& dx) override;
   void conv2d_backward_filter(const Conv2dGeometry& g, const Tensor& dy, const Tensor& x, Tensor& dw) override;
   void conv2d_backward_params(const Conv2dGeometry& g, const Tensor& dy, const Tensor& x, Tensor& dw,

@@ -61,6 +61,18 @@ void winograd_forward_maxpool(const Conv2dGeometry& g, WinogradTile tile, const 
                : avx2::winograd_forward_maxpool(g, tile, pool, x, w, b, y, argmax);
 }
 
+void winograd_backward_data_unpool(const Conv2dGeometry& g, WinogradTile tile, const Pool2dGeometry& pool,
+                                   const Tensor& dy, const Tensor& argmax, const Tensor& w, Tensor& dx) {
+  use_avx512() ? avx512::winograd_backward_data_unpool(g, tile, pool, dy, argmax, w, dx)
+               : avx2::winograd_backward_data_unpool(g, tile, pool, dy, argmax, w, dx);
+}
+
+void winograd_backward_filter_unpool(const Conv2dGeometry& g, WinogradTile tile, const Pool2dGeometry& pool,
+                                     const Tensor& dy, const Tensor& argmax, const Tensor& x, Tensor& dw, Tensor* db) {
+  use_avx512() ? avx512::winograd_backward_filter_unpool(g, tile, pool, dy, argmax, x, dw, db)
+               : avx2::winograd_backward_filter_unpool(g, tile, pool, dy, argmax, x, dw, db);
+}
+
 void winograd_backward_data(const Conv2dGeometry& g, WinogradTile tile, const Tensor& dy, const Tensor& w,
                             Tensor& dx) {
   use_avx512() ? avx512::winograd_backward_data(g, tile, dy, w, dx) : avx2::winograd_backward_data(g, tile, dy, w, dx);

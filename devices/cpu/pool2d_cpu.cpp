@@ -285,6 +285,12 @@ void maxpool_2x2_one_plane(const Pool2dGeometry& g, const float* x, float* y, in
 void maxpool_2x2_one_plane(const Pool2dGeometry& g, const double* x, double* y, int32_t* argmax) {
   maxpool_2x2_plane(g, x, y, argmax);
 }
+void maxpool_2x2_one_plane_backward(const Pool2dGeometry& g, const float* dy, const int32_t* argmax, float* dx) {
+  maxpool_2x2_plane_backward(g, dy, argmax, dx);
+}
+void maxpool_2x2_one_plane_backward(const Pool2dGeometry& g, const double* dy, const int32_t* argmax, double* dx) {
+  maxpool_2x2_plane_backward(g, dy, argmax, dx);
+}
 
 void maxpool2d_forward(const Pool2dGeometry& g, const Tensor& x, Tensor& y, Tensor& argmax) {
   dispatch_float("maxpool2d_forward", x, [&](auto t) { maxpool_forward_typed<decltype(t)>(g, x, y, argmax); });

@@ -136,6 +136,17 @@ TEST_CASE("gpu: a convolution with its max-pool and ReLU fused matches the CPU's
     size_t differ = 0;
     for (size_t i = 0; i < cpu_arg.size(); ++i) differ += cpu_arg[i] != gpu_arg[i];
     CHECK(differ * 1000 <= cpu_arg.size());
+    // Backward from the same winners (the CPU's): the CPU routes the pool's dy plane by plane
+    // inside its Winograd kernels, CUDA stores dz and runs the convolution's backward.
+    const Tensor dy = fresh_tensor(ys);
+    Tensor dx = Tensor::empty({g.n, g.c, g.h, g.w}), dw = Tensor::empty({g.k, g.c, g.r, g.s}), db = Tensor::empty({g.k});
+    Tensor gdx = gpu_empty(dx.shape()), gdw = gpu_empty(dw.shape()), gdb = gpu_empty(db.shape());
+    cpu().conv2d_maxpool_relu_backward(g, pg, dy, arg, x, w, dx, dw, db);
+    gpu().conv2d_maxpool_relu_backward(g, pg, on_gpu(dy), on_gpu(arg), on_gpu(x), on_gpu(w), gdx, gdw, gdb);
+    const double sum_atol = 1e-6 * static_cast<double>(g.n * g.p * g.q) + 1e-6;
+    require_allclose(gdx, dx, 1e-5, 1e-6 * static_cast<double>(g.k * g.r * g.s) + 1e-6, "pooled convolution's dx");
+    require_allclose(gdw, dw, 1e-5, sum_atol, "pooled convolution's dw");
+    require_allclose(gdb, db, 1e-5, sum_atol, "pooled convolution's db");
   }
 }
 
