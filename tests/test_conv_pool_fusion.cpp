@@ -17,24 +17,16 @@
 #include "layers/pool.h"
 #include "layers/sequential.h"
 #include "cpu_paths_support.h"
+#include "run_order_support.h"
 #include "test_support.h"
 
 using namespace nnlab;
 using nnlab_test::check_paths_seen;
 using nnlab_test::for_each_cpu_isa;
 using nnlab_test::random_tensor;
-
-namespace {
+using nnlab_test::run_order_names;
 
 constexpr uint64_t kSeed = 83;
-
-std::vector<std::string> run_order_names(const Sequential& model) {
-  std::vector<std::string> names;
-  for (const auto& [name, layer] : model.run_order()) names.push_back(name);
-  return names;
-}
-
-}  // namespace
 
 TEST_CASE("Sequential runs a Conv2d, a max-pool and its ReLU as one op", "[conv2d][pool2d][layers]") {
   // cifar-cnn's pattern (conv, ReLU, conv, ReLU, pool) and the other order of the pair

@@ -21,22 +21,18 @@
 #include "layers/pool.h"
 #include "layers/sequential.h"
 #include "cpu_paths_support.h"
+#include "run_order_support.h"
 #include "test_support.h"
 
 using namespace nnlab;
 using nnlab_test::check_paths_seen;
 using nnlab_test::for_each_cpu_isa;
 using nnlab_test::random_tensor;
+using nnlab_test::run_order_names;
 
 namespace {
 
 constexpr uint64_t kSeed = 77;
-
-std::vector<std::string> run_order_names(const Sequential& model) {
-  std::vector<std::string> names;
-  for (const auto& [name, layer] : model.run_order()) names.push_back(name);
-  return names;
-}
 
 // One model's parameters' gradients, in registration order, as doubles.
 std::vector<std::vector<double>> gradients_of(const Module& model) {

@@ -72,8 +72,9 @@ void product(long m, long n, long k, const double* a, const double* b, double* c
 // 16 × 16 layers), short for dot products along it (small_gemm_nt), which end in a 16-lane sum
 // per element of C. Where each float of B feeds at least 2 · 64 flops, B goes into `scratch`
 // as t × n first (transpose_blocks.h) and libxsmm runs the product as NN, an outer product
-// per tile: cifar-cnn's c3 and c4 filter gradients 7–10% faster on two Zen 5 threads
-// (scripts/bench_conv.cpp); its c2 (m = 32, t = 256) 10% slower, so there the dot products stay.
+// per tile: on two Zen 5 threads (scripts/bench_conv.cpp) cifar-cnn's c3 filter gradient 1.25 →
+// 1.06 ms, c4 2.39 → 2.06 ms; its c2 (m = 32, t = 256) 10% slower in one trial and no faster in
+// another, so there the dot products stay.
 // AVX2 has no small_gemm_nt (it would be OpenBLAS), so there every product is transposed.
 #if defined(__AVX512F__)
 constexpr long kTransposeMinRows = 64;
