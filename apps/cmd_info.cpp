@@ -10,6 +10,7 @@
 #include "autograd/grad_mode.h"
 #include "autograd/ops.h"
 #include "core/random.h"
+#include "devices/cpu/core_latency.h"
 #include "devices/cpu/cpu_isa.h"
 #include "devices/cpu/threads.h"
 #include "devices/registry.h"
@@ -55,6 +56,12 @@ void register_info_commands(CLI::App& app) {
                 cpu_threads(), openblas_build());
     std::printf("  cpu kernels: %s; this CPU %s AVX-512 (set NNLAB_CPU_ISA=avx2|avx512|auto to choose)\n",
                 cpu_isa_report().c_str(), cpu_has_avx512() ? "has" : "lacks");
+    // Two threads hand data and barriers over through this trip; a cloud machine can move its
+    // virtual CPUs between placements where it differs 4× (core_latency.h).
+    if (const std::optional<double> trip = core_round_trip_ns())
+      std::printf("  between its first two CPUs a cache line's round trip takes %.0f ns\n", *trip);
+    else if (cpu_cores() >= 2)
+      std::printf("  between its first two CPUs a cache line's round trip: not measurable now (a CPU kept busy)\n");
     // A kernel family forced from the environment is the user's choice and stays; but say so,
     // since it can halve the sgemm rate (AVX2 kernels on an AVX-512 CPU).
     if (const char* forced = std::getenv("OPENBLAS_CORETYPE"))

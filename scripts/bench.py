@@ -6,7 +6,10 @@ For every model and batch size: R rounds; in each round both frameworks train E 
 between rounds (with --interleave: both at once, taking turns epoch by epoch); the figure of a round is the ratio of the two medians (nnlab / PyTorch), and
 a target holds only when it holds in every round. Also reported: images/s, achieved GFLOP/s
 (training FLOP per image × images / s), its share of the sgemm rate measured just before and
-just after that round (their mean), peak RSS.
+just after that round (their mean), peak RSS, and the cache line's round trip between the
+two CPUs just before and just after the round (`nnlab devices`): a cloud machine moves its
+virtual CPUs between placements where it is ~100 or ~400 ns, and small models' two-thread
+steps differ by a third between the two (devices/cpu/core_latency.h).
 
   /usr/bin/python3 scripts/bench.py --models mlp,cnn --batches 64 --rounds 3 --threads 2
 """
@@ -139,6 +142,17 @@ def sgemm_rate(a):
     return float(re.search(r"median ([0-9.]+) GFLOP/s", text).group(1))
 
 
+def core_trip(a):
+    """The CPUs' cache-line round trip in ns, or None where it was not measurable."""
+    text, _ = run([a.nnlab, "devices", "--threads", str(a.threads)])
+    found = re.search(r"round trip takes ([0-9.]+) ns", text)
+    return float(found.group(1)) if found else None
+
+
+def trip_text(trips):
+    return "/".join("?" if t is None else f"{t:.0f}" for t in trips)
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--models", default="mlp")
@@ -178,8 +192,8 @@ def main():
           + ("; denormals flushed in both" if a.torch_flush_denormals else "; denormals: nnlab flushes, PyTorch keeps")
           + "".join(f"; {k}={os.environ[k]}" for k in OPENBLAS_ENV if k in os.environ))
     print("| model | batch | round | nnlab s (median) | PyTorch s (median) | ratio | nnlab img/s | GFLOP/s | "
-          "share of sgemm | nnlab RSS MiB | PyTorch RSS MiB |")
-    print("|---|---|---|---|---|---|---|---|---|---|---|")
+          "share of sgemm | nnlab RSS MiB | PyTorch RSS MiB | CPUs' round trip ns |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|")
     for model in a.models.split(","):
         for batch in (int(b) for b in a.batches.split(",")):
             ratios = []
@@ -189,7 +203,9 @@ def main():
                 # before and one just after it): this host's speed drifts by up to ±20% over minutes,
                 # and a rate taken once at the start would move every later share with the drift.
                 rate_next = sgemm_rate(a)
+                trips = [core_trip(a)]
                 res = (run_round_interleaved if a.interleave else run_round)(a, model, batch, order)
+                trips.append(core_trip(a))
                 rate_after = sgemm_rate(a)
                 rate = (rate_next + rate_after) / 2
                 ns, ts = statistics.median(res["nnlab"][0]), statistics.median(res["torch"][0])
@@ -201,14 +217,14 @@ def main():
                        "nnlab_epochs": res["nnlab"][0], "torch_epochs": res["torch"][0], "nnlab_median": ns,
                        "torch_median": ts, "ratio": ns / ts, "nnlab_images_per_s": n_img / ns,
                        "gflops": gflops, "sgemm_gflops": rate, "sgemm_gflops_around": [rate_next, rate_after],
-                       "nnlab_rss_mib": res["nnlab"][1],
+                       "nnlab_rss_mib": res["nnlab"][1], "core_round_trip_ns": trips,
                        "torch_rss_mib": res["torch"][1], "nnlab_acc": res["nnlab"][2], "torch_acc": res["torch"][2],
                        "python": platform.python_version(), "realtime": a.realtime,
                        "interleave": a.interleave,
                        "openblas_env": {k: os.environ[k] for k in OPENBLAS_ENV if k in os.environ}}
                 print(f"| {model} | {batch} | {r + 1} | {ns:.2f} | {ts:.2f} | {ns / ts:.2f} | {n_img / ns:.0f} | "
                       f"{gflops:.1f} | {100 * gflops / rate:.0f}% of {rate:.0f} | {res['nnlab'][1]:.0f} | "
-                      f"{res['torch'][1]:.0f} |", flush=True)
+                      f"{res['torch'][1]:.0f} | {trip_text(trips)} |", flush=True)
                 if a.out:
                     with open(a.out, "a") as f:
                         f.write(json.dumps(row) + "\n")
