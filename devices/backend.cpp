@@ -122,7 +122,7 @@ void Backend::conv2d_maxpool_relu_backward(const Conv2dGeometry& g, const Pool2d
   Tensor dz = Tensor::empty({g.n, g.k, g.p, g.q}, dy.dtype(), dy.device());
   maxpool2d_backward(pg, dy, argmax, dz);
   conv2d_backward_params(g, dz, x, dw, db);
-  conv2d_backward_data(g, dz, w, dx);
+  if (dx.defined()) conv2d_backward_data(g, dz, w, dx);
 }
 void Backend::conv2d_backward_data(const Conv2dGeometry&, const Tensor&, const Tensor&, Tensor&) {
   missing("conv2d_backward_data");

@@ -201,11 +201,12 @@ class Backend : public DeviceMemory {
   // Winograd kernel pools each output plane as it leaves the transform, still in the cache.
   virtual void conv2d_maxpool_relu_forward(const Conv2dGeometry& g, const Pool2dGeometry& pg, const Tensor& x,
                                            const Tensor& w, const Tensor* b, Tensor& y, Tensor& argmax);
-  // Its backward for x, w and b all needing gradients: dy, argmax (n, k, p', q') the pool's;
+  // Its backward for w and b needing gradients, and x too unless dx is undefined (a first
+  // layer): dy, argmax (n, k, p', q') the pool's;
   //   dz = dy routed to each window's winner;  dx, dw, db from dz as conv2d_backward_data and
   //   conv2d_backward_params compute them.
-  // The default stores dz and runs those kernels; the CPU's Winograd kernels make each plane of
-  // dz as they read it.
+  // The default stores dz and runs those kernels; the CPU's Winograd and direct row-layout
+  // kernels make each plane of dz as they read it.
   virtual void conv2d_maxpool_relu_backward(const Conv2dGeometry& g, const Pool2dGeometry& pg, const Tensor& dy,
                                             const Tensor& argmax, const Tensor& x, const Tensor& w, Tensor& dx,
                                             Tensor& dw, Tensor& db);

@@ -115,3 +115,52 @@ TEST_CASE("conv2d_max_pool2d_relu names a pool that does not fit the convolution
                     Catch::Contains("conv2d_max_pool2d_relu: a 3×3 window with padding 0 does not fit input the "
                                     "convolution's output float32[1, 3, 2, 2]"));
 }
+
+TEST_CASE("conv2d_max_pool2d_relu of a first layer (no input gradient) equals the ops one by one, bit for bit",
+          "[conv2d][pool2d][ops]") {
+  struct Case {
+    int64_t n, c, hw, k, r, pad;
+  };
+  // The direct row layout, pooled image by image: lenet5's c1 (1 channel, 5×5, 28×28 → 6), an
+  // odd 27×27 output (its last row and column in no window) with 3 channels; Winograd's filter
+  // gradient alone: 8 channels, 3×3.
+  const std::vector<Case> cases = {{3, 1, 28, 6, 5, 2}, {2, 3, 27, 5, 5, 2}, {2, 8, 16, 8, 3, 1}};
+  std::set<std::string> kernels;
+  for (int threads : {1, 2})
+    for_each_cpu_isa([&](CpuIsa isa) {
+      set_cpu_threads(threads);
+      for (const Case& c : cases)
+        for (DType dtype : {DType::Float32, DType::Float64}) {
+          INFO(cpu_isa_name(isa) << ", " << threads << " threads: " << c.n << "×" << c.c << "×" << c.hw << "² → "
+                                 << c.k << ", " << c.r << "×" << c.r << " pad " << c.pad << ", " << dtype_name(dtype));
+          const Tensor x = random_tensor({c.n, c.c, c.hw, c.hw}, kSeed, 5, dtype);
+          Tensor w = random_tensor({c.k, c.c, c.r, c.r}, kSeed, 6, dtype);
+          Tensor b = random_tensor({c.k}, kSeed, 7, dtype);
+          w.set_requires_grad(true);
+          b.set_requires_grad(true);
+          Tensor y_fused;
+          {
+            KernelLogScope log;
+            y_fused = conv2d_max_pool2d_relu(x, w, b, 1, c.pad, 2, 2, 0);
+            const Tensor dy = random_tensor(y_fused.shape(), kSeed, 8, dtype);
+            y_fused.backward(dy);
+            for (const KernelCall& call : take_kernel_calls()) kernels.insert(call.family);
+          }
+          const std::vector<double> w_fused = w.grad().to_vector<double>(), b_fused = b.grad().to_vector<double>();
+          w.set_grad(Tensor());
+          b.set_grad(Tensor());
+          Tensor y_plain = max_pool2d_relu(conv2d(x, w, b, 1, c.pad), 2, 2, 0);
+          y_plain.backward(random_tensor(y_plain.shape(), kSeed, 8, dtype));
+          CHECK(y_fused.to_vector<double>() == y_plain.to_vector<double>());
+          CHECK(w_fused == w.grad().to_vector<double>());
+          CHECK(b_fused == b.grad().to_vector<double>());
+          CHECK(!x.grad().defined());
+        }
+    });
+  set_cpu_threads(0);
+  check_paths_seen(kernels, {"maxpool2d_forward (in the convolution)", "maxpool2d_backward (in the convolution)",
+                             "winograd", "direct"});
+  // No plain pool ran: every case was fused both ways.
+  CHECK(kernels.count("maxpool2d_forward") == 0);
+  CHECK(kernels.count("maxpool2d_backward") == 0);
+}

@@ -96,11 +96,12 @@ class Conv2dMaxPoolReluBackward : public Conv2dBackward {
   Shape hidden_output_shape() const override { return {g_.n, g_.k, g_.p, g_.q}; }
   std::vector<Tensor> backward(const Tensor& dy) override {
     Backend& be = backend_for(dy.device());
-    if (needs_grad(0) && needs_grad(1) && needs_grad(2)) {
-      // All three from the pool's dy, without storing dz where the backend can (the CPU's
-      // Winograd kernels route each plane as they read it).
+    if (needs_grad(1) && needs_grad(2)) {
+      // The weights' and bias's gradients, and x's unless it needs none (a first layer), from
+      // the pool's dy, without storing dz where the backend can (the CPU's Winograd and direct
+      // kernels route each plane as they read it).
       const Tensor &x = inputs()[0], &w = inputs()[1];
-      Tensor dx = Tensor::empty(x.shape(), x.dtype(), x.device());
+      Tensor dx = needs_grad(0) ? Tensor::empty(x.shape(), x.dtype(), x.device()) : Tensor();
       Tensor dw = Tensor::empty(w.shape(), w.dtype(), w.device()), db = Tensor::empty({g_.k}, dy.dtype(), dy.device());
       be.conv2d_maxpool_relu_backward(g_, pg_, dy, argmax_, x, w, dx, dw, db);
       return {dx, dw, db};

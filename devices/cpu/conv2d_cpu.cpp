@@ -243,45 +243,66 @@ void CpuBackend::conv2d_relu_forward(const Conv2dGeometry& g, const Tensor& x, c
 
 namespace {
 
-// Whether the convolution runs Winograd in every direction given and the pool after it is the
-// 2×2 one of its whole output: then its planes are pooled (or unpooled) as the kernels pass.
+// Whether the pool after the convolution is the 2×2 one of its whole output, which the
+// Winograd and the direct row-layout kernels pool (or unpool) plane by plane as they pass.
+bool pools_2x2_whole_output(const Conv2dGeometry& g, const Pool2dGeometry& pg) {
+  return pg.kernel_h == 2 && pg.kernel_w == 2 && pg.stride_h == 2 && pg.stride_w == 2 && pg.pad_h == 0 &&
+         pg.pad_w == 0 && pg.h == g.p && pg.w == g.q;
+}
+
+// Whether the convolution runs Winograd in every direction given and the pool is that one.
 bool pools_winograd_planes(const Conv2dGeometry& g, const Pool2dGeometry& pg, DType dtype,
                            std::initializer_list<ConvDirection> directions) {
-  const bool pool_2x2 = pg.kernel_h == 2 && pg.kernel_w == 2 && pg.stride_h == 2 && pg.stride_w == 2 &&
-                        pg.pad_h == 0 && pg.pad_w == 0 && pg.h == g.p && pg.w == g.q;
   for (ConvDirection d : directions)
     if (cpu::choose_conv_algorithm(g, d, dtype, conv_impl()) != ConvAlgorithm::Winograd) return false;
-  return pool_2x2;
+  return pools_2x2_whole_output(g, pg);
+}
+
+// Whether the direct kernels' row layout runs the direction (forward or filter gradient: the
+// channel layout's planes are made for the whole batch at once) and the pool is that one.
+bool pools_direct_rows(const Conv2dGeometry& g, const Pool2dGeometry& pg, DType dtype, ConvDirection direction) {
+  if (cpu::choose_conv_algorithm(g, direction, dtype, conv_impl()) != ConvAlgorithm::Direct) return false;
+  const bool channels = direction == ConvDirection::Forward ? cpu::channel_forward_pays(g) : cpu::channel_layout_pays(g);
+  return !channels && pools_2x2_whole_output(g, pg);
 }
 
 }  // namespace
 
-// The convolution and the max-pool (+ ReLU) after it: where Winograd runs the forward and the
-// pool is the 2×2 one, each output plane is pooled as the output transform writes it, still
-// in the L1 cache, and the unpooled output (8 MB at cifar-cnn's c2) is never stored nor read
-// back; the values and winners are the two kernels' (the same plane loop as maxpool2d_forward).
-// Anything else: the convolution, then the pool (Backend's default).
+// The convolution and the max-pool (+ ReLU) after it: where Winograd or the direct row layout
+// runs the forward and the pool is the 2×2 one, each output plane is pooled as the kernel writes
+// it, still in the L1 cache, and the unpooled output (8 MB at cifar-cnn's c2, 1.2 MB at lenet5's
+// c1) is never stored nor read back; the values and winners are the two kernels' (the same plane
+// loop as maxpool2d_forward). Anything else: the convolution, then the pool (Backend's default).
 void CpuBackend::conv2d_maxpool_relu_forward(const Conv2dGeometry& g, const Pool2dGeometry& pg, const Tensor& x,
                                              const Tensor& w, const Tensor* b, Tensor& y, Tensor& argmax) {
-  if (!pools_winograd_planes(g, pg, x.dtype(), {ConvDirection::Forward}))
+  const bool winograd = pools_winograd_planes(g, pg, x.dtype(), {ConvDirection::Forward});
+  if (!winograd && !pools_direct_rows(g, pg, x.dtype(), ConvDirection::Forward))
     return Backend::conv2d_maxpool_relu_forward(g, pg, x, w, b, y, argmax);
   check_conv_dtypes("conv2d_forward", x, w, y);
   KernelTiming timing;  // for nnlab explain: the convolution's record times the whole call
   choose_and_log(g, ConvDirection::Forward, x.dtype(), timing);
   if (kernel_log_enabled()) record_kernel("maxpool2d_forward (in the convolution)", tensor_dims(y));
-  cpu::winograd_forward_maxpool(g, cpu::winograd_tile(g, ConvDirection::Forward), pg, x, w, b, y, argmax);
+  if (winograd)
+    cpu::winograd_forward_maxpool(g, cpu::winograd_tile(g, ConvDirection::Forward), pg, x, w, b, y, argmax);
+  else
+    cpu::direct_forward_maxpool(g, pg, x, w, b, y, argmax);
 }
 
 // Its backward: where Winograd runs both gradients, the pool's gradient is routed to the
 // winners plane by plane as the two kernels read dz (twice: 8 MB written and 16 MB read less at
-// cifar-cnn's c2); the bias sums come from those planes, in bias_backward's order.
+// cifar-cnn's c2); where the input needs no gradient (dx undefined: a first layer) and the direct
+// row layout runs the filter gradient, image by image as that kernel reads dz (lenet5's c1). The
+// bias sums come from those planes, in bias_backward's order.
 void CpuBackend::conv2d_maxpool_relu_backward(const Conv2dGeometry& g, const Pool2dGeometry& pg, const Tensor& dy,
                                               const Tensor& argmax, const Tensor& x, const Tensor& w, Tensor& dx,
                                               Tensor& dw, Tensor& db) {
-  if (!pools_winograd_planes(g, pg, dy.dtype(), {ConvDirection::BackwardData, ConvDirection::BackwardFilter}))
-    return Backend::conv2d_maxpool_relu_backward(g, pg, dy, argmax, x, w, dx, dw, db);
+  const bool want_dx = dx.defined();
+  const bool winograd =
+      want_dx ? pools_winograd_planes(g, pg, dy.dtype(), {ConvDirection::BackwardData, ConvDirection::BackwardFilter})
+              : pools_winograd_planes(g, pg, dy.dtype(), {ConvDirection::BackwardFilter});
+  const bool direct = !want_dx && !winograd && pools_direct_rows(g, pg, dy.dtype(), ConvDirection::BackwardFilter);
+  if (!winograd && !direct) return Backend::conv2d_maxpool_relu_backward(g, pg, dy, argmax, x, w, dx, dw, db);
   check_conv_dtypes("conv2d_backward_filter", dy, x, dw);
-  check_conv_dtypes("conv2d_backward_data", dy, w, dx);
   {
     KernelTiming timing;  // for nnlab explain
     choose_and_log(g, ConvDirection::BackwardFilter, dy.dtype(), timing);
@@ -289,9 +310,14 @@ void CpuBackend::conv2d_maxpool_relu_backward(const Conv2dGeometry& g, const Poo
       record_kernel("maxpool2d_backward (in the convolution)", tensor_dims(dy));
       record_kernel("bias_backward (in the filter gradient)", dims_text({g.n, g.k, g.p, g.q}));
     }
-    cpu::winograd_backward_filter_unpool(g, cpu::winograd_tile(g, ConvDirection::BackwardFilter), pg, dy, argmax, x,
-                                         dw, &db);
+    if (winograd)
+      cpu::winograd_backward_filter_unpool(g, cpu::winograd_tile(g, ConvDirection::BackwardFilter), pg, dy, argmax,
+                                           x, dw, &db);
+    else
+      cpu::direct_backward_filter_unpool(g, pg, dy, argmax, x, dw, &db);
   }
+  if (!want_dx) return;
+  check_conv_dtypes("conv2d_backward_data", dy, w, dx);
   KernelTiming timing;
   choose_and_log(g, ConvDirection::BackwardData, dy.dtype(), timing);
   cpu::winograd_backward_data_unpool(g, cpu::winograd_tile(g, ConvDirection::BackwardData), pg, dy, argmax, w, dx);

@@ -43,6 +43,14 @@ void direct_forward(const Conv2dGeometry& g, const Tensor& x, const Tensor& w, c
                     bool relu);
 void direct_backward_data(const Conv2dGeometry& g, const Tensor& dy, const Tensor& w, Tensor& dx);
 void direct_backward_filter(const Conv2dGeometry& g, const Tensor& dy, const Tensor& x, Tensor& dw, Tensor* db);
+// A 2×2 max-pool (with its ReLU) after a row-layout convolution (neither channel_forward_pays
+// nor, backward, channel_layout_pays): the forward pools each image's planes as it makes them
+// (y, argmax: maxpool2d_forward's), the filter gradient routes the pool's dy (n, k, p/2, q/2) to
+// the winners image by image; the convolution's output and its gradient are never stored.
+void direct_forward_maxpool(const Conv2dGeometry& g, const Pool2dGeometry& pool, const Tensor& x, const Tensor& w,
+                            const Tensor* b, Tensor& y, Tensor& argmax);
+void direct_backward_filter_unpool(const Conv2dGeometry& g, const Pool2dGeometry& pool, const Tensor& dy,
+                                   const Tensor& argmax, const Tensor& x, Tensor& dw, Tensor* db);
 
 // Each instruction set's own (conv2d_direct_cpu.cpp, compiled once per set).
 namespace avx2 {
@@ -50,12 +58,20 @@ void direct_forward(const Conv2dGeometry& g, const Tensor& x, const Tensor& w, c
                     bool relu);
 void direct_backward_data(const Conv2dGeometry& g, const Tensor& dy, const Tensor& w, Tensor& dx);
 void direct_backward_filter(const Conv2dGeometry& g, const Tensor& dy, const Tensor& x, Tensor& dw, Tensor* db);
+void direct_forward_maxpool(const Conv2dGeometry& g, const Pool2dGeometry& pool, const Tensor& x, const Tensor& w,
+                            const Tensor* b, Tensor& y, Tensor& argmax);
+void direct_backward_filter_unpool(const Conv2dGeometry& g, const Pool2dGeometry& pool, const Tensor& dy,
+                                   const Tensor& argmax, const Tensor& x, Tensor& dw, Tensor* db);
 }  // namespace avx2
 namespace avx512 {
 void direct_forward(const Conv2dGeometry& g, const Tensor& x, const Tensor& w, const Tensor* b, Tensor& y,
                     bool relu);
 void direct_backward_data(const Conv2dGeometry& g, const Tensor& dy, const Tensor& w, Tensor& dx);
 void direct_backward_filter(const Conv2dGeometry& g, const Tensor& dy, const Tensor& x, Tensor& dw, Tensor* db);
+void direct_forward_maxpool(const Conv2dGeometry& g, const Pool2dGeometry& pool, const Tensor& x, const Tensor& w,
+                            const Tensor* b, Tensor& y, Tensor& argmax);
+void direct_backward_filter_unpool(const Conv2dGeometry& g, const Pool2dGeometry& pool, const Tensor& dy,
+                                   const Tensor& argmax, const Tensor& x, Tensor& dw, Tensor* db);
 }  // namespace avx512
 
 }  // namespace nnlab::cpu

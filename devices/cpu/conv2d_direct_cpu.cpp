@@ -45,6 +45,7 @@
 #endif
 
 #include "devices/cpu/conv2d_direct_layout.h"
+#include "devices/cpu/pool2d.h"
 
 namespace nnlab::cpu::NNLAB_ISA {
 
@@ -167,6 +168,41 @@ void filter_sum(const T* in, const Bordered& b, const T* dy, long kblocks, long 
 
 }  // namespace
 
+namespace {
+
+// The row layout's forward, image by image. Unpooled: y (n, k, p, q), floored when relu, each
+// image as soon as it is written. Pooled (pool set): y and argmax (n, k, p/2, q/2), the 2×2
+// max-pool (with its ReLU) of each image's planes while they are still in the L1 cache; the
+// convolution's own output (1.2 MB at lenet5's first layer) lives only in a per-thread plane set.
+template <typename T>
+void forward_rows(const Conv2dGeometry& g, const Tensor& x, const Tensor& w, const Tensor* b, Tensor& y, bool relu,
+                  const Pool2dGeometry* pool, Tensor* argmax) {
+  const Bordered border = bordered(g.c, g.p, g.q, g.r, g.s, g.pad_h, g.h);
+  const long image = g.k * g.p * g.q, slot_floats = border.size() + (pool ? image : 0);
+  Tensor work = Tensor::empty({omp_get_max_threads() * slot_floats}, x.dtype(), x.device());
+  const T *x_data = x.data<T>(), *bias = b && b->defined() ? b->data<T>() : nullptr;
+  T *y_data = y.data<T>(), *ws = work.data<T>();
+  int32_t* winners = pool ? argmax->data<int32_t>() : nullptr;
+  with_channel_block(g.k, [&](auto block) {
+    constexpr long kB = decltype(block)::value;
+    const Tensor packed = pack_weights<T, kB>(w, g.k, g.c, g.r, g.s, false);
+    for_each_image(g.n, g.k * g.p * g.q * g.c * g.r * g.s, [&](long i, int slot) {
+      T* in = ws + slot * slot_floats;
+      copy_bordered(x_data + i * g.c * g.h * g.w, g.w, g.pad_w, border, in);
+      T* out = pool ? in + border.size() : y_data + i * image;
+      correlate<T, kB>(in, border, packed.data<T>(), g.k, g.r, g.s, bias, out, g.p, g.q);
+      if (relu) relu_in_place(out, image);
+      if (!pool) return;
+      const long pooled = pool->p * pool->q;
+      for (long o = 0; o < g.k; ++o)
+        maxpool_2x2_one_plane(*pool, out + o * g.p * g.q, y_data + (i * g.k + o) * pooled,
+                              winners + (i * g.k + o) * pooled);
+    });
+  });
+}
+
+}  // namespace
+
 // x: (n, c, h, w)  w: (k, c, r, s)  b: (k) or null  y: (n, k, p, q)
 // relu: y = max(0, y), each image's output as soon as it is written, still in the cache (in the
 // channel layout, each image after the whole batch is written).
@@ -174,27 +210,24 @@ void direct_forward(const Conv2dGeometry& g, const Tensor& x, const Tensor& w, c
                     bool relu) {
   dispatch_float("conv2d_forward", x, [&](auto tag) {
     using T = decltype(tag);
-    const Bordered border = bordered(g.c, g.p, g.q, g.r, g.s, g.pad_h, g.h);
     if (channel_forward_pays(g)) {
+      const Bordered border = bordered(g.c, g.p, g.q, g.r, g.s, g.pad_h, g.h);
       channel_forward(g, border, x, w, b, y);
       const long image = g.k * g.p * g.q;
       if (relu) for_each_image(g.n, image, [&](long i, int) { relu_in_place(y.data<T>() + i * image, image); });
       return;
     }
-    Tensor work = Tensor::empty({omp_get_max_threads() * border.size()}, x.dtype(), x.device());
-    const T *x_data = x.data<T>(), *bias = b && b->defined() ? b->data<T>() : nullptr;
-    T *y_data = y.data<T>(), *ws = work.data<T>();
-    with_channel_block(g.k, [&](auto block) {
-      constexpr long kB = decltype(block)::value;
-      const Tensor packed = pack_weights<T, kB>(w, g.k, g.c, g.r, g.s, false);
-      for_each_image(g.n, g.k * g.p * g.q * g.c * g.r * g.s, [&](long i, int slot) {
-        T* in = ws + slot * border.size();
-        copy_bordered(x_data + i * g.c * g.h * g.w, g.w, g.pad_w, border, in);
-        T* image = y_data + i * g.k * g.p * g.q;
-        correlate<T, kB>(in, border, packed.data<T>(), g.k, g.r, g.s, bias, image, g.p, g.q);
-        if (relu) relu_in_place(image, g.k * g.p * g.q);
-      });
-    });
+    forward_rows<T>(g, x, w, b, y, relu, nullptr, nullptr);
+  });
+}
+
+// pool: a 2×2, stride 2, unpadded max-pool of the whole output, with its ReLU (pool.relu);
+// y, argmax (n, k, p/2, q/2) as maxpool2d_forward's. The row layout only (direct_pools_rows).
+void direct_forward_maxpool(const Conv2dGeometry& g, const Pool2dGeometry& pool, const Tensor& x, const Tensor& w,
+                            const Tensor* b, Tensor& y, Tensor& argmax) {
+  dispatch_float("conv2d_forward", x, [&](auto tag) {
+    using T = decltype(tag);
+    forward_rows<T>(g, x, w, b, y, false, &pool, &argmax);
   });
 }
 
@@ -221,53 +254,92 @@ void direct_backward_data(const Conv2dGeometry& g, const Tensor& dy, const Tenso
   });
 }
 
+namespace {
+
+// The row layout's filter gradient (and bias gradient, db set). Pooled (pool set): dy and
+// argmax are a 2×2 max-pool's (n, k, p/2, q/2), and each image's dy planes are routed to their
+// winners in a per-thread plane set as the image is reached: the convolution's dy (1.2 MB at
+// lenet5's first layer) is never stored, nor read back.
+template <typename T>
+void backward_filter_rows(const Conv2dGeometry& g, const Tensor& dy, const Tensor& x, Tensor& dw, Tensor* db,
+                          const Pool2dGeometry* pool, const Tensor* argmax) {
+  const Bordered border = bordered(g.c, g.p, g.q, g.r, g.s, g.pad_h, g.h);
+  const long pq = g.p * g.q;
+  Tensor sums = db ? Tensor::empty({g.n * g.k * kBiasSums}, dy.dtype(), dy.device()) : Tensor();
+  T* sum_data = db ? sums.data<T>() : nullptr;
+  with_channel_block(g.k, [&](auto block) {
+    constexpr long kB = decltype(block)::value;
+    const long kblocks = (g.k + kB - 1) / kB, qp = round_up(g.q, kLanes);
+    const long dy_size = kblocks * kB * g.p * qp, lane_size = kblocks * g.c * g.r * g.s * kB * kLanes;
+    const long unpooled_size = pool ? g.k * pq : 0, slot_floats = border.size() + dy_size + unpooled_size;
+    const long threads = omp_get_max_threads();
+    Tensor work = Tensor::empty({threads * slot_floats}, x.dtype(), x.device());
+    Tensor lanes = Tensor::zeros({threads * lane_size}, x.dtype(), x.device());
+    const T *x_data = x.data<T>(), *dy_data = dy.data<T>();
+    const int32_t* winners = pool ? argmax->data<int32_t>() : nullptr;
+    T *ws = work.data<T>(), *acc = lanes.data<T>(), *dw_data = dw.data<T>();
+    for_each_image(g.n, g.k * g.p * g.q * g.c * g.r * g.s, [&](long i, int slot) {
+      T* in = ws + slot * slot_floats;
+      T* grad = in + border.size();
+      copy_bordered(x_data + i * g.c * g.h * g.w, g.w, g.pad_w, border, in);
+      // This image's dy planes (k, p, q): dy's own, or the pool's routed to their winners.
+      const T* planes = dy_data + i * g.k * pq;
+      if (pool) {
+        T* unpooled = grad + dy_size;
+        const long pooled = pool->p * pool->q;
+        for (long o = 0; o < g.k; ++o)
+          maxpool_2x2_one_plane_backward(*pool, dy_data + (i * g.k + o) * pooled, winners + (i * g.k + o) * pooled,
+                                         unpooled + o * pq);
+        planes = unpooled;
+      }
+      // dy[i] with zero columns up to qp and zero channels up to kblocks · kB.
+      const Bordered dyb{kblocks * kB, g.p, qp, 0, g.p};
+      std::fill(grad, grad + dy_size, T(0));
+      for (long o = 0; o < g.k; ++o)
+        for (long y = 0; y < g.p; ++y) {
+          const T* from = planes + (o * g.p + y) * g.q;
+          std::copy(from, from + g.q, grad + (o * dyb.rows + y) * dyb.stride);
+        }
+      if (sum_data)  // the planes just copied, from the cache
+        image_bias_sums<T, false>(planes, nullptr, nullptr, g.k, pq, sum_data + i * g.k * kBiasSums);
+      filter_sum<T, kB>(in, border, grad, kblocks, g.p, qp, g.r, g.s, acc + slot * lane_size);
+    });
+    // dw[o, ci, ri, si] = Σ_thread Σ_lane lanes[thread][o / kB][ci][ri][si][o % kB][lane]
+    const long crs = g.c * g.r * g.s;
+    for (long o = 0; o < g.k; ++o)
+      for (long j = 0; j < crs; ++j) {
+        T sum = T(0);
+        for (long t = 0; t < threads; ++t) {
+          const T* l = acc + t * lane_size + (((o / kB) * crs + j) * kB + o % kB) * kLanes;
+          for (long v = 0; v < kLanes; ++v) sum += l[v];
+        }
+        dw_data[o * crs + j] = sum;
+      }
+  });
+  if (db) bias_from_image_sums(sum_data, g.n, g.k, db->data<T>());
+}
+
+}  // namespace
+
 // dy: (n, k, p, q)  x: (n, c, h, w)  dw: (k, c, r, s)  db: (k) or null
 void direct_backward_filter(const Conv2dGeometry& g, const Tensor& dy, const Tensor& x, Tensor& dw, Tensor* db) {
   dispatch_float("conv2d_backward_filter", dy, [&](auto tag) {
     using T = decltype(tag);
-    const Bordered border = bordered(g.c, g.p, g.q, g.r, g.s, g.pad_h, g.h);
-    if (channel_layout_pays(g)) return channel_backward_filter(g, border, dy, x, dw, db);
-    const long pq = g.p * g.q;
-    Tensor sums = db ? Tensor::empty({g.n * g.k * kBiasSums}, dy.dtype(), dy.device()) : Tensor();
-    T* sum_data = db ? sums.data<T>() : nullptr;
-    with_channel_block(g.k, [&](auto block) {
-      constexpr long kB = decltype(block)::value;
-      const long kblocks = (g.k + kB - 1) / kB, qp = round_up(g.q, kLanes);
-      const long dy_size = kblocks * kB * g.p * qp, lane_size = kblocks * g.c * g.r * g.s * kB * kLanes;
-      const long threads = omp_get_max_threads();
-      Tensor work = Tensor::empty({threads * (border.size() + dy_size)}, x.dtype(), x.device());
-      Tensor lanes = Tensor::zeros({threads * lane_size}, x.dtype(), x.device());
-      const T *x_data = x.data<T>(), *dy_data = dy.data<T>();
-      T *ws = work.data<T>(), *acc = lanes.data<T>(), *dw_data = dw.data<T>();
-      for_each_image(g.n, g.k * g.p * g.q * g.c * g.r * g.s, [&](long i, int slot) {
-        T* in = ws + slot * (border.size() + dy_size);
-        T* grad = in + border.size();
-        copy_bordered(x_data + i * g.c * g.h * g.w, g.w, g.pad_w, border, in);
-        // dy[i] with zero columns up to qp and zero channels up to kblocks · kB.
-        const Bordered dyb{kblocks * kB, g.p, qp, 0, g.p};
-        std::fill(grad, grad + dy_size, T(0));
-        for (long o = 0; o < g.k; ++o)
-          for (long y = 0; y < g.p; ++y) {
-            const T* from = dy_data + ((i * g.k + o) * g.p + y) * g.q;
-            std::copy(from, from + g.q, grad + (o * dyb.rows + y) * dyb.stride);
-          }
-        if (sum_data)  // the planes just copied, from the cache
-          image_bias_sums<T, false>(dy_data + i * g.k * pq, nullptr, nullptr, g.k, pq, sum_data + i * g.k * kBiasSums);
-        filter_sum<T, kB>(in, border, grad, kblocks, g.p, qp, g.r, g.s, acc + slot * lane_size);
-      });
-      // dw[o, ci, ri, si] = Σ_thread Σ_lane lanes[thread][o / kB][ci][ri][si][o % kB][lane]
-      const long crs = g.c * g.r * g.s;
-      for (long o = 0; o < g.k; ++o)
-        for (long j = 0; j < crs; ++j) {
-          T sum = T(0);
-          for (long t = 0; t < threads; ++t) {
-            const T* l = acc + t * lane_size + (((o / kB) * crs + j) * kB + o % kB) * kLanes;
-            for (long v = 0; v < kLanes; ++v) sum += l[v];
-          }
-          dw_data[o * crs + j] = sum;
-        }
-    });
-    if (db) bias_from_image_sums(sum_data, g.n, g.k, db->data<T>());
+    if (channel_layout_pays(g)) {
+      const Bordered border = bordered(g.c, g.p, g.q, g.r, g.s, g.pad_h, g.h);
+      return channel_backward_filter(g, border, dy, x, dw, db);
+    }
+    backward_filter_rows<T>(g, dy, x, dw, db, nullptr, nullptr);
+  });
+}
+
+// The backward of direct_forward_maxpool's convolution for its weights and bias: dy and argmax
+// the pool's (n, k, p/2, q/2). The row layout only.
+void direct_backward_filter_unpool(const Conv2dGeometry& g, const Pool2dGeometry& pool, const Tensor& dy,
+                                   const Tensor& argmax, const Tensor& x, Tensor& dw, Tensor* db) {
+  dispatch_float("conv2d_backward_filter", dy, [&](auto tag) {
+    using T = decltype(tag);
+    backward_filter_rows<T>(g, dy, x, dw, db, &pool, &argmax);
   });
 }
 

@@ -49,6 +49,18 @@ void direct_backward_filter(const Conv2dGeometry& g, const Tensor& dy, const Ten
   use_avx512() ? avx512::direct_backward_filter(g, dy, x, dw, db) : avx2::direct_backward_filter(g, dy, x, dw, db);
 }
 
+void direct_forward_maxpool(const Conv2dGeometry& g, const Pool2dGeometry& pool, const Tensor& x, const Tensor& w,
+                            const Tensor* b, Tensor& y, Tensor& argmax) {
+  use_avx512() ? avx512::direct_forward_maxpool(g, pool, x, w, b, y, argmax)
+               : avx2::direct_forward_maxpool(g, pool, x, w, b, y, argmax);
+}
+
+void direct_backward_filter_unpool(const Conv2dGeometry& g, const Pool2dGeometry& pool, const Tensor& dy,
+                                   const Tensor& argmax, const Tensor& x, Tensor& dw, Tensor* db) {
+  use_avx512() ? avx512::direct_backward_filter_unpool(g, pool, dy, argmax, x, dw, db)
+               : avx2::direct_backward_filter_unpool(g, pool, dy, argmax, x, dw, db);
+}
+
 void winograd_forward(const Conv2dGeometry& g, WinogradTile tile, const Tensor& x, const Tensor& w, const Tensor* b,
                       Tensor& y, bool relu) {
   use_avx512() ? avx512::winograd_forward(g, tile, x, w, b, y, relu)
