@@ -7,6 +7,7 @@
 #include <atomic>
 #include <chrono>
 #include <thread>
+#include <utility>
 #include <vector>
 
 namespace nnlab {
@@ -41,7 +42,9 @@ std::pair<int, int> first_two_cpus() {
 }  // namespace
 
 std::optional<double> core_round_trip_ns() {
-  const auto [first, second] = first_two_cpus();
+  // Plain ints, not a structured binding: C++17 lambdas may not capture those (clang refuses).
+  const std::pair<int, int> cpus = first_two_cpus();
+  const int first = cpus.first, second = cpus.second;
   if (second < 0) return std::nullopt;
   // The line both threads write: odd values are the pinger's, even the ponger's answers. A
   // negative value tells the ponger to stop.

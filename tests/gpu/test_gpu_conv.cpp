@@ -115,10 +115,11 @@ TEST_CASE("gpu: max and average pooling match the CPU exactly", "[gpu][pool2d]")
 
 TEST_CASE("gpu: a convolution with its max-pool and ReLU fused matches the CPU's", "[gpu][conv2d][pool2d]") {
   // cifar-cnn's c4 on fewer images (the CPU pools each Winograd output plane as it makes it;
-  // CUDA runs the convolution, then the pool) and a 3×3 pool of stride 2 (the two kernels on
-  // both devices).
+  // CUDA runs the convolution, then the pool), lenet5's c1 (the CPU's direct row layout pools
+  // each image's planes) and a 3×3 pool of stride 2 (the two kernels on both devices).
   const std::vector<std::pair<Conv2dGeometry, Pool2dGeometry>> cases = {
       {conv_geometry(4, 64, 16, 16, 64, 3, 3, 1, 1, 1, 1), pool_geometry(4, 64, 16, 16, 2, 2, 2, 2, 0, 0)},
+      {conv_geometry(5, 1, 28, 28, 6, 5, 5, 1, 1, 2, 2), pool_geometry(5, 6, 28, 28, 2, 2, 2, 2, 0, 0)},
       {conv_geometry(2, 8, 12, 12, 8, 3, 3, 1, 1, 1, 1), pool_geometry(2, 8, 12, 12, 3, 3, 2, 2, 0, 0)}};
   for (auto [g, pg] : cases) {
     pg.relu = true;
@@ -147,6 +148,14 @@ TEST_CASE("gpu: a convolution with its max-pool and ReLU fused matches the CPU's
     require_allclose(gdx, dx, 1e-5, 1e-6 * static_cast<double>(g.k * g.r * g.s) + 1e-6, "pooled convolution's dx");
     require_allclose(gdw, dw, 1e-5, sum_atol, "pooled convolution's dw");
     require_allclose(gdb, db, 1e-5, sum_atol, "pooled convolution's db");
+    // A first layer's: no dx (the CPU's direct and Winograd filter gradients route dy alone).
+    Tensor no_dx, gpu_no_dx;
+    cpu().conv2d_maxpool_relu_backward(g, pg, dy, arg, x, w, no_dx, dw, db);
+    gpu().conv2d_maxpool_relu_backward(g, pg, on_gpu(dy), on_gpu(arg), on_gpu(x), on_gpu(w), gpu_no_dx, gdw, gdb);
+    CHECK(!no_dx.defined());
+    CHECK(!gpu_no_dx.defined());
+    require_allclose(gdw, dw, 1e-5, sum_atol, "first layer's pooled convolution's dw");
+    require_allclose(gdb, db, 1e-5, sum_atol, "first layer's pooled convolution's db");
   }
 }
 
