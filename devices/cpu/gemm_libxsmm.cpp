@@ -86,14 +86,40 @@ libxsmm_smmfunction block_kernel(bool trans_a, int64_t rows, int64_t cols, int64
   return libxsmm_smmdispatch(m_x, n_x, k_x, &lda_x, &ldb_x, &ldc_x, &alpha, &beta, &flags, nullptr);
 }
 
-// Rows [first, first + rows) of C, every column.
+// A product deeper than this runs as a sum of products kDepthChunk deep, where op(B) is
+// larger than kDeepPanel: libxsmm's kernel streams the whole depth of op(B) once for every few
+// rows of C, so a 1 MB op(B) (cifar-cnn's f1 forward, 4096 × 64 after its transpose) came from
+// the L3 cache some 40 times per thread; a 256-deep slice (64 KB) stays in the L2 cache.
+constexpr int64_t kDepthChunk = 256;
+constexpr double kDeepPanel = 256 * 1024;
+
+// The depth of each slice of a product k deep with op(B) of k × n floats: k itself, or kDepthChunk.
+int64_t depth_slice(int64_t k, int64_t n) {
+  return k > 2 * kDepthChunk && double(k) * double(n) * sizeof(float) > kDeepPanel ? kDepthChunk : k;
+}
+
+// Whether libxsmm takes every kernel product_rows will ask for: the first slice with beta, the
+// others (full slices and the last, shorter one) adding to C.
+bool rows_kernels_ready(bool trans_a, int64_t rows, int64_t n, int64_t k, int64_t lda, int64_t ldb, float beta) {
+  const int64_t slice = depth_slice(k, n), last = k - (k - 1) / slice * slice;
+  if (!block_kernel(trans_a, rows, n, n, std::min(slice, k), lda, ldb, beta)) return false;
+  if (slice == k) return true;
+  return block_kernel(trans_a, rows, n, n, slice, lda, ldb, 1.0f) && block_kernel(trans_a, rows, n, n, last, lda, ldb, 1.0f);
+}
+
+// Rows [first, first + rows) of C, every column, in depth slices (depth_slice): C = op(A)[:, s] ·
+// op(B)[s, :] summed over the slices s in order, so the bits depend on the shape alone.
 bool product_rows(bool trans_a, int64_t first, int64_t rows, int64_t n, int64_t k, const float* a, int64_t lda,
                   const float* b, int64_t ldb, float beta, float* c) {
-  const libxsmm_smmfunction kernel = block_kernel(trans_a, rows, n, n, k, lda, ldb, beta);
-  if (!kernel) return false;
-  // Row `first` of op(A): row `first` of A (NN), or column `first` of the stored k × m A (TN).
-  const float* a_rows = trans_a ? a + first : a + first * lda;
-  kernel(b, a_rows, c + first * n);
+  const int64_t slice = depth_slice(k, n);
+  for (int64_t k0 = 0; k0 < k; k0 += slice) {
+    const libxsmm_smmfunction kernel =
+        block_kernel(trans_a, rows, n, n, std::min(slice, k - k0), lda, ldb, k0 == 0 ? beta : 1.0f);
+    if (!kernel) return false;
+    // Row `first` of op(A) from column k0: A (NN) stored m × k, or column `first` of the stored k × m A (TN).
+    const float* a_rows = trans_a ? a + k0 * lda + first : a + first * lda + k0;
+    kernel(b + k0 * ldb, a_rows, c + first * n);
+  }
   return true;
 }
 
@@ -165,16 +191,14 @@ bool libxsmm_gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, f
     NNLAB_CHECK(done, "libxsmm refused a column chunk of a ", m, "×", n, "×", k, " product it had accepted");
     return true;
   }
-  if (threads <= 1) return product_rows(trans_a, 0, m, n, k, a, lda, b, ldb, beta, c);
-  // Each thread takes a contiguous block of C's rows; a shape libxsmm refuses is refused whole
-  // (checked first, so no thread has written anything when the caller falls back to BLAS).
-  const int64_t block = (m + threads - 1) / threads;
-  {
-    const libxsmm_blasint m_x = n, n_x = block, k_x = k, lda_x = ldb, ldb_x = lda, ldc_x = n;
-    const float one = 1.0f;
-    const int flags = trans_a ? LIBXSMM_GEMM_FLAG_TRANS_B : LIBXSMM_GEMM_FLAG_NONE;
-    if (!libxsmm_smmdispatch(m_x, n_x, k_x, &lda_x, &ldb_x, &ldc_x, &one, &beta, &flags, nullptr)) return false;
-  }
+  // A shape libxsmm refuses is refused whole (checked first, so nothing has been written when
+  // the caller falls back to BLAS). Each thread takes a contiguous block of C's rows.
+  if (threads <= 1) return rows_kernels_ready(trans_a, m, n, k, lda, ldb, beta) &&
+                           product_rows(trans_a, 0, m, n, k, a, lda, b, ldb, beta, c);
+  const int64_t block = (m + threads - 1) / threads, last_block = m - (threads - 1) * block;
+  if (!rows_kernels_ready(trans_a, block, n, k, lda, ldb, beta)) return false;
+  if (last_block > 0 && last_block != block && !rows_kernels_ready(trans_a, last_block, n, k, lda, ldb, beta))
+    return false;
   bool all_done = true;
 #pragma omp parallel for num_threads(threads) schedule(static) reduction(&& : all_done)
   for (int t = 0; t < threads; ++t) {
