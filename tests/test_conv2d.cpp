@@ -13,6 +13,8 @@
 #include "devices/conv_impl.h"
 #include "devices/kernel_log.h"
 #include "layers/conv2d.h"
+#include "cpu_paths_support.h"
+#include "devices/cpu/threads.h"
 #include "test_support.h"
 
 using namespace nnlab;
@@ -130,6 +132,25 @@ TEST_CASE("conv2d's input gradient with the images in the vector lanes matches d
   check_against_reference({20, 6, 16, 14, 14, 5, 5, 1, 1, 0, 0}, true);  // lenet5's c2
   check_against_reference({17, 7, 5, 11, 9, 5, 3, 1, 1, 2, 1}, false);   // 7 channels: a block of 8; odd rows
   check_against_reference({16, 2, 4, 7, 6, 5, 5, 1, 1, 4, 3}, true);    // padding up to r − 1
+}
+
+TEST_CASE("conv2d's filter gradient with the images in the vector lanes matches direct loops, both ISAs",
+          "[conv2d]") {
+  // Batches of at least 16 images and at most 8 output channels outside the channel layout:
+  // lenet5's c1 (a partial second group), 8 output channels (a whole block of 8 accumulators),
+  // 7 input channels over odd rows, and 1, 2 and 4 threads (the groups' sums are added in group
+  // order whatever the count: test_conv_pool_fusion.cpp compares the bits).
+  ConvImplScope scope(ConvImpl::Auto);
+  nnlab_test::for_each_cpu_isa([&](CpuIsa isa) {
+    INFO(cpu_isa_name(isa));
+    for (int threads : {1, 2, 4}) {
+      set_cpu_threads(threads);
+      check_against_reference({20, 1, 6, 28, 28, 5, 5, 1, 1, 2, 2}, true);
+      check_against_reference({16, 3, 8, 12, 12, 5, 5, 1, 1, 2, 2}, false);
+      check_against_reference({33, 7, 5, 11, 9, 5, 3, 1, 1, 2, 1}, true);
+    }
+  });
+  set_cpu_threads(0);
 }
 
 TEST_CASE("conv2d is right whether images or loops are spread over the threads", "[conv2d]") {

@@ -74,3 +74,18 @@ TEST_CASE("the direct input gradient puts images in the lanes only for whole vec
   const Conv2dGeometry large = layer(3, 16, 5, 128, 1, 0);
   CHECK(std::string(cpu::direct_method(large, ConvDirection::BackwardData)) == "vector loops over shifted rows");
 }
+
+TEST_CASE("the direct filter gradient puts images in the lanes for a first layer of few output channels",
+          "[conv2d][router]") {
+  Conv2dGeometry c1 = layer(1, 6, 5, 28, 1, 2);  // lenet5's c1, 64 images
+  CHECK(std::string(cpu::direct_method(c1, ConvDirection::BackwardFilter)) == "images in the vector lanes");
+  CHECK(std::string(cpu::direct_method(c1, ConvDirection::Forward)) == "vector loops over shifted rows");
+  c1.n = 8;  // too few images to fill the lanes
+  CHECK(std::string(cpu::direct_method(c1, ConvDirection::BackwardFilter)) == "vector loops over shifted rows");
+  // lenet5's c2: 16 output channels, the channel layout's
+  CHECK(std::string(cpu::direct_method(layer(6, 16, 5, 14, 1, 0), ConvDirection::BackwardFilter)) ==
+        "output channels in the vector lanes");
+  // 3 → 8 channels on 96×96: buffers of 16 · (3 · 100² + 2 · 8 · 96²) floats, past 1 MB
+  CHECK(std::string(cpu::direct_method(layer(3, 8, 5, 96, 1, 2), ConvDirection::BackwardFilter)) ==
+        "vector loops over shifted rows");
+}

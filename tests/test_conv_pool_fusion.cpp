@@ -121,10 +121,11 @@ TEST_CASE("conv2d_max_pool2d_relu of a first layer (no input gradient) equals th
   struct Case {
     int64_t n, c, hw, k, r, pad;
   };
-  // The direct row layout, pooled image by image: lenet5's c1 (1 channel, 5×5, 28×28 → 6), an
+  // The direct kernels, pooled image by image: lenet5's c1 (1 channel, 5×5, 28×28 → 6), an
   // odd 27×27 output (its last row and column in no window) with 3 channels; Winograd's filter
   // gradient alone: 8 channels, 3×3.
-  const std::vector<Case> cases = {{3, 1, 28, 6, 5, 2}, {2, 3, 27, 5, 5, 2}, {2, 8, 16, 8, 3, 1}};
+  // 20 images: the filter gradient with the images in the lanes (a partial second group).
+  const std::vector<Case> cases = {{3, 1, 28, 6, 5, 2}, {2, 3, 27, 5, 5, 2}, {2, 8, 16, 8, 3, 1}, {20, 1, 28, 6, 5, 2}};
   std::set<std::string> kernels;
   for (int threads : {1, 2})
     for_each_cpu_isa([&](CpuIsa isa) {

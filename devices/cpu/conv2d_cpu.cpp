@@ -123,10 +123,19 @@ bool images_layout_pays(const Conv2dGeometry& g) {
   return g.n >= kDirectLanes && floats <= kMostFloats;
 }
 
+bool images_filter_pays(const Conv2dGeometry& g) {
+  // The buffers: 16 images' bordered x, and their dy twice (unpooled planes, then interleaved).
+  constexpr int64_t kMostFloats = int64_t(1) << 18;
+  const int64_t floats =
+      kDirectLanes * (g.c * (g.h + 2 * g.pad_h) * (g.w + 2 * g.pad_w) + 2 * kDirectBlock * g.p * g.q);
+  return !channel_layout_pays(g) && g.k <= kDirectBlock && g.n >= kDirectLanes && floats <= kMostFloats;
+}
+
 const char* direct_method(const Conv2dGeometry& g, ConvDirection direction) {
   const bool channels = (direction == ConvDirection::BackwardFilter && channel_layout_pays(g)) ||
                         (direction == ConvDirection::Forward && channel_forward_pays(g));
   if (direction == ConvDirection::BackwardData && images_layout_pays(g)) return "images in the vector lanes";
+  if (direction == ConvDirection::BackwardFilter && images_filter_pays(g)) return "images in the vector lanes";
   return channels ? "output channels in the vector lanes" : "vector loops over shifted rows";
 }
 

@@ -35,6 +35,10 @@ bool channel_forward_pays(const Conv2dGeometry& g);
 // The input gradient puts the batch's images in the lanes (conv2d_direct_images_cpu.cpp)
 // where a batch fills whole vectors of them and 16 images' planes fit in 1 MB.
 bool images_layout_pays(const Conv2dGeometry& g);
+// The filter gradient does too for at most 8 output channels outside the channel layout (a
+// first layer: lenet5's c1), where a batch fills whole vectors of images and a thread's buffers
+// stay within 1 MB.
+bool images_filter_pays(const Conv2dGeometry& g);
 
 // The kernels of the instruction set cpu_isa() chose (isa_dispatch.cpp). The filter gradient
 // takes db (k), or null: the bias gradient too, from the per-image copies of dy it makes anyway,

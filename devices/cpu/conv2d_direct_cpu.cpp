@@ -329,6 +329,7 @@ void direct_backward_filter(const Conv2dGeometry& g, const Tensor& dy, const Ten
       const Bordered border = bordered(g.c, g.p, g.q, g.r, g.s, g.pad_h, g.h);
       return channel_backward_filter(g, border, dy, x, dw, db);
     }
+    if (images_filter_pays(g)) return images_backward_filter(g, dy, x, dw, db, nullptr, nullptr);
     backward_filter_rows<T>(g, dy, x, dw, db, nullptr, nullptr);
   });
 }
@@ -339,6 +340,7 @@ void direct_backward_filter_unpool(const Conv2dGeometry& g, const Pool2dGeometry
                                    const Tensor& argmax, const Tensor& x, Tensor& dw, Tensor* db) {
   dispatch_float("conv2d_backward_filter", dy, [&](auto tag) {
     using T = decltype(tag);
+    if (images_filter_pays(g)) return images_backward_filter(g, dy, x, dw, db, &pool, &argmax);
     backward_filter_rows<T>(g, dy, x, dw, db, &pool, &argmax);
   });
 }

@@ -109,6 +109,12 @@ void channel_forward(const Conv2dGeometry& g, const Bordered& b, const Tensor& x
 // geometries images_layout_pays() accepts.
 // dy: (n, k, p, q)  w: (k, c, r, s)  dx: (n, c, h, w)
 void images_backward_data(const Conv2dGeometry& g, const Tensor& dy, const Tensor& w, Tensor& dx);
+// The filter gradient with the images in the lanes, for the geometries images_filter_pays()
+// accepts; pooled (pool set): dy and argmax a 2×2 max-pool's (n, k, p/2, q/2), routed to the
+// winners group by group.
+// dy: (n, k, p, q)  x: (n, c, h, w)  dw: (k, c, r, s)  db: (k) or null
+void images_backward_filter(const Conv2dGeometry& g, const Tensor& dy, const Tensor& x, Tensor& dw, Tensor* db,
+                            const Pool2dGeometry* pool, const Tensor* argmax);
 // dy: (n, k, p, q)  x: (n, c, h, w)  dw: (k, c, r, s)
 void channel_backward_filter(const Conv2dGeometry& g, const Bordered& b, const Tensor& dy, const Tensor& x,
                              Tensor& dw, Tensor* db);
