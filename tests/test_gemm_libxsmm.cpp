@@ -92,9 +92,10 @@ TEST_CASE("libxsmm gemm: the same bits with 1 and 2 threads, and refusals of wha
 
 TEST_CASE("libxsmm gemm: a large B split by columns gives the reference and one thread's bits",
           "[gemm][libxsmm]") {
-  // B over 1 MB and C four times wider than tall: the threads take chunks of C's columns
+  // B over 512 KB and C four times wider than tall: the threads take chunks of C's columns
   // (cifar-cnn's f1 input gradient, 64 × 4096 × 512; a width that leaves partial chunks).
-  for (const auto& [m, n, k] : {std::tuple<int64_t, int64_t, int64_t>{64, 4096, 512}, {16, 4000, 80}})
+  // 100 × 2048 × 80: B of 640 KB, past half the L2 cache (the TN of cifar-cnn's f1 weight gradient).
+  for (const auto& [m, n, k] : {std::tuple<int64_t, int64_t, int64_t>{64, 4096, 512}, {16, 4000, 80}, {100, 2048, 80}})
     for (bool ta : {false, true})
       for (float beta : {0.0f, 1.0f}) {
         INFO(m << "×" << n << "×" << k << " trans_a " << ta << " beta " << beta);
