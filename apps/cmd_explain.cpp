@@ -13,6 +13,7 @@
 #include <cstdio>
 #include <map>
 #include <memory>
+#include <optional>
 #include <vector>
 
 #include "apps/commands.h"
@@ -23,7 +24,9 @@
 #include "autograd/grad_mode.h"
 #include "autograd/ops.h"
 #include "core/random.h"
+#include "devices/cpu/core_latency.h"
 #include "devices/cpu/cpu_isa.h"
+#include "devices/cpu/threads.h"
 #include "devices/kernel_log.h"
 #include "devices/registry.h"
 #include "layers/zoo.h"
@@ -405,6 +408,13 @@ void register_explain_command(CLI::App& app) {
     for (const RunVariant& v : usable) runs.push_back(explain_on(v, info, o->batch, o->seed));
     std::printf("nnlab explain: %s, batch %lld, one training step after two warm-up steps; cpu kernels: %s\n",
                 info.name.c_str(), static_cast<long long>(o->batch), cpu_isa_report().c_str());
+    // A two-thread CPU step meets the other thread at every barrier and hand-over; what that
+    // costs on this machine, now (core_latency.h: cloud machines change it between runs).
+    const bool on_cpu = std::any_of(usable.begin(), usable.end(),
+                                    [](const RunVariant& v) { return v.device_text.rfind("cpu", 0) == 0; });
+    if (on_cpu && cpu_threads() > 1)
+      if (const std::optional<double> trip = core_round_trip_ns())
+        std::printf("cpu: between its first two CPUs a cache line's round trip takes %.0f ns\n", *trip);
     if (World::get().distributed())
       std::printf("data parallel: %s; --batch %lld on every rank; the all-reduce's MB are what each rank sends in a "
                   "ring, 2(N-1)/N of the gradient bytes\n",

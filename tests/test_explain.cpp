@@ -255,3 +255,25 @@ TEST_CASE("explain and sweep refuse a model file whose recipe data set has no fi
   }
   std::filesystem::remove(path);
 }
+
+TEST_CASE("nnlab explain names the CPUs' cache-line round trip for a two-thread step, not for one thread",
+          "[explain]") {
+  const CliResult two = run_cli("explain --model mlp --batch 4 --threads 2");
+  REQUIRE(two.exit_code == 0);
+  const std::string line = "cpu: between its first two CPUs a cache line's round trip takes ";
+  const size_t at = two.output.find(line);
+  // Absent only on a machine that lets the process use one CPU, or keeps one busy throughout.
+  if (at != std::string::npos) {
+    const double ns = std::stod(two.output.substr(at + line.size()));
+    CHECK(ns > 1.0);
+    CHECK(ns < 1.0e7);
+  }
+  const CliResult one = run_cli("explain --model mlp --batch 4 --threads 1");
+  REQUIRE(one.exit_code == 0);
+  CHECK(one.output.find(line) == std::string::npos);
+  // One CPU in the affinity mask: no pair to measure, so no line.
+  const CliResult pinned = nnlab_test::run_shell("taskset -c 0 " + std::string(NNLAB_CLI_PATH) +
+                                                 " explain --model mlp --batch 4 --threads 2");
+  REQUIRE(pinned.exit_code == 0);
+  CHECK(pinned.output.find(line) == std::string::npos);
+}
