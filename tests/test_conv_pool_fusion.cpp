@@ -28,6 +28,21 @@ using nnlab_test::run_order_names;
 
 constexpr uint64_t kSeed = 83;
 
+// body(setting, dtype) for 1 and 2 threads, each instruction set this CPU has, float32 and
+// float64; setting names the first three for INFO. The default thread count comes back after.
+template <typename Body>
+void for_each_setting(Body&& body) {
+  for (int threads : {1, 2})
+    for_each_cpu_isa([&](CpuIsa isa) {
+      set_cpu_threads(threads);
+      for (DType dtype : {DType::Float32, DType::Float64})
+        body(std::string(cpu_isa_name(isa)) + ", " + std::to_string(threads) + " threads, " + dtype_name(dtype) +
+                 ": ",
+             dtype);
+    });
+  set_cpu_threads(0);
+}
+
 TEST_CASE("Sequential runs a Conv2d, a max-pool and its ReLU as one op", "[conv2d][pool2d][layers]") {
   // cifar-cnn's pattern (conv, ReLU, conv, ReLU, pool) and the other order of the pair
   Sequential cifar;
@@ -61,48 +76,43 @@ TEST_CASE("conv2d_max_pool2d_relu equals conv2d, then max_pool2d_relu, bit for b
   const std::vector<Case> cases = {{2, 8, 32, 8, 1, 2, 2}, {3, 16, 16, 12, 1, 2, 2}, {3, 8, 14, 16, 1, 2, 2},
                                    {2, 8, 9, 8, 1, 2, 2},  {2, 8, 12, 8, 1, 3, 2},  {3, 3, 16, 8, 1, 2, 2}};
   std::set<std::string> kernels;
-  for (int threads : {1, 2})
-    for_each_cpu_isa([&](CpuIsa isa) {
-      set_cpu_threads(threads);
-      for (const Case& c : cases)
-        for (DType dtype : {DType::Float32, DType::Float64}) {
-          INFO(cpu_isa_name(isa) << ", " << threads << " threads: " << c.n << "×" << c.c << "×" << c.hw << "² → "
-                                 << c.k << " pad " << c.pad << ", pool " << c.pool_kernel << " stride "
-                                 << c.pool_stride << ", " << dtype_name(dtype));
-          Tensor x = random_tensor({c.n, c.c, c.hw, c.hw}, kSeed, 1, dtype);
-          Tensor w = random_tensor({c.k, c.c, 3, 3}, kSeed, 2, dtype);
-          Tensor b = random_tensor({c.k}, kSeed, 3, dtype);
-          for (Tensor* t : {&x, &w, &b}) t->set_requires_grad(true);
-          Tensor y_fused;
-          {
-            KernelLogScope log;  // which kernels ran
-            y_fused = conv2d_max_pool2d_relu(x, w, b, 1, c.pad, c.pool_kernel, c.pool_stride, 0);
-            for (const KernelCall& call : take_kernel_calls()) kernels.insert(call.family);
-          }
-          const Tensor dy = random_tensor(y_fused.shape(), kSeed, 4, dtype);
-          {
-            KernelLogScope log;
-            y_fused.backward(dy);
-            for (const KernelCall& call : take_kernel_calls()) kernels.insert(call.family);
-          }
-          std::vector<std::vector<double>> fused_grads, plain_grads;
-          for (Tensor* t : {&x, &w, &b}) {
-            fused_grads.push_back(t->grad().to_vector<double>());
-            t->set_grad(Tensor());
-          }
-          Tensor y_plain = max_pool2d_relu(conv2d(x, w, b, 1, c.pad), c.pool_kernel, c.pool_stride, 0);
-          y_plain.backward(dy);
-          for (Tensor* t : {&x, &w, &b}) plain_grads.push_back(t->grad().to_vector<double>());
-          const std::vector<double> y_values = y_fused.to_vector<double>();
-          CHECK(y_values == y_plain.to_vector<double>());
-          CHECK(fused_grads == plain_grads);
-          size_t zeros = 0;  // the ReLU did cut whole 2×2 windows (of 9 cells, hardly any): no gradient there
-          for (double v : y_values) zeros += v == 0.0;
-          if (c.pool_kernel == 2) CHECK(zeros > 0);
-          CHECK(zeros < y_values.size());
-        }
-    });
-  set_cpu_threads(0);
+  for_each_setting([&](const std::string& setting, DType dtype) {
+    for (const Case& c : cases) {
+      INFO(setting << c.n << "×" << c.c << "×" << c.hw << "² → " << c.k << " pad " << c.pad << ", pool "
+                   << c.pool_kernel << " stride " << c.pool_stride);
+      Tensor x = random_tensor({c.n, c.c, c.hw, c.hw}, kSeed, 1, dtype);
+      Tensor w = random_tensor({c.k, c.c, 3, 3}, kSeed, 2, dtype);
+      Tensor b = random_tensor({c.k}, kSeed, 3, dtype);
+      for (Tensor* t : {&x, &w, &b}) t->set_requires_grad(true);
+      Tensor y_fused;
+      {
+        KernelLogScope log;  // which kernels ran
+        y_fused = conv2d_max_pool2d_relu(x, w, b, 1, c.pad, c.pool_kernel, c.pool_stride, 0);
+        for (const KernelCall& call : take_kernel_calls()) kernels.insert(call.family);
+      }
+      const Tensor dy = random_tensor(y_fused.shape(), kSeed, 4, dtype);
+      {
+        KernelLogScope log;
+        y_fused.backward(dy);
+        for (const KernelCall& call : take_kernel_calls()) kernels.insert(call.family);
+      }
+      std::vector<std::vector<double>> fused_grads, plain_grads;
+      for (Tensor* t : {&x, &w, &b}) {
+        fused_grads.push_back(t->grad().to_vector<double>());
+        t->set_grad(Tensor());
+      }
+      Tensor y_plain = max_pool2d_relu(conv2d(x, w, b, 1, c.pad), c.pool_kernel, c.pool_stride, 0);
+      y_plain.backward(dy);
+      for (Tensor* t : {&x, &w, &b}) plain_grads.push_back(t->grad().to_vector<double>());
+      const std::vector<double> y_values = y_fused.to_vector<double>();
+      CHECK(y_values == y_plain.to_vector<double>());
+      CHECK(fused_grads == plain_grads);
+      size_t zeros = 0;  // the ReLU did cut whole 2×2 windows (of 9 cells, hardly any): no gradient there
+      for (double v : y_values) zeros += v == 0.0;
+      if (c.pool_kernel == 2) CHECK(zeros > 0);
+      CHECK(zeros < y_values.size());
+    }
+  });
   // The pooled Winograd kernels ran, forward and backward, and so did the two kernels of the
   // other cases.
   check_paths_seen(kernels, {"maxpool2d_forward (in the convolution)", "maxpool2d_backward (in the convolution)",
@@ -127,38 +137,34 @@ TEST_CASE("conv2d_max_pool2d_relu of a first layer (no input gradient) equals th
   // 20 images: the filter gradient with the images in the lanes (a partial second group).
   const std::vector<Case> cases = {{3, 1, 28, 6, 5, 2}, {2, 3, 27, 5, 5, 2}, {2, 8, 16, 8, 3, 1}, {20, 1, 28, 6, 5, 2}};
   std::set<std::string> kernels;
-  for (int threads : {1, 2})
-    for_each_cpu_isa([&](CpuIsa isa) {
-      set_cpu_threads(threads);
-      for (const Case& c : cases)
-        for (DType dtype : {DType::Float32, DType::Float64}) {
-          INFO(cpu_isa_name(isa) << ", " << threads << " threads: " << c.n << "×" << c.c << "×" << c.hw << "² → "
-                                 << c.k << ", " << c.r << "×" << c.r << " pad " << c.pad << ", " << dtype_name(dtype));
-          const Tensor x = random_tensor({c.n, c.c, c.hw, c.hw}, kSeed, 5, dtype);
-          Tensor w = random_tensor({c.k, c.c, c.r, c.r}, kSeed, 6, dtype);
-          Tensor b = random_tensor({c.k}, kSeed, 7, dtype);
-          w.set_requires_grad(true);
-          b.set_requires_grad(true);
-          Tensor y_fused;
-          {
-            KernelLogScope log;
-            y_fused = conv2d_max_pool2d_relu(x, w, b, 1, c.pad, 2, 2, 0);
-            const Tensor dy = random_tensor(y_fused.shape(), kSeed, 8, dtype);
-            y_fused.backward(dy);
-            for (const KernelCall& call : take_kernel_calls()) kernels.insert(call.family);
-          }
-          const std::vector<double> w_fused = w.grad().to_vector<double>(), b_fused = b.grad().to_vector<double>();
-          w.set_grad(Tensor());
-          b.set_grad(Tensor());
-          Tensor y_plain = max_pool2d_relu(conv2d(x, w, b, 1, c.pad), 2, 2, 0);
-          y_plain.backward(random_tensor(y_plain.shape(), kSeed, 8, dtype));
-          CHECK(y_fused.to_vector<double>() == y_plain.to_vector<double>());
-          CHECK(w_fused == w.grad().to_vector<double>());
-          CHECK(b_fused == b.grad().to_vector<double>());
-          CHECK(!x.grad().defined());
-        }
-    });
-  set_cpu_threads(0);
+  for_each_setting([&](const std::string& setting, DType dtype) {
+    for (const Case& c : cases) {
+      INFO(setting << c.n << "×" << c.c << "×" << c.hw << "² → " << c.k << ", " << c.r << "×" << c.r << " pad "
+                   << c.pad);
+      const Tensor x = random_tensor({c.n, c.c, c.hw, c.hw}, kSeed, 5, dtype);
+      Tensor w = random_tensor({c.k, c.c, c.r, c.r}, kSeed, 6, dtype);
+      Tensor b = random_tensor({c.k}, kSeed, 7, dtype);
+      w.set_requires_grad(true);
+      b.set_requires_grad(true);
+      Tensor y_fused;
+      {
+        KernelLogScope log;
+        y_fused = conv2d_max_pool2d_relu(x, w, b, 1, c.pad, 2, 2, 0);
+        const Tensor dy = random_tensor(y_fused.shape(), kSeed, 8, dtype);
+        y_fused.backward(dy);
+        for (const KernelCall& call : take_kernel_calls()) kernels.insert(call.family);
+      }
+      const std::vector<double> w_fused = w.grad().to_vector<double>(), b_fused = b.grad().to_vector<double>();
+      w.set_grad(Tensor());
+      b.set_grad(Tensor());
+      Tensor y_plain = max_pool2d_relu(conv2d(x, w, b, 1, c.pad), 2, 2, 0);
+      y_plain.backward(random_tensor(y_plain.shape(), kSeed, 8, dtype));
+      CHECK(y_fused.to_vector<double>() == y_plain.to_vector<double>());
+      CHECK(w_fused == w.grad().to_vector<double>());
+      CHECK(b_fused == b.grad().to_vector<double>());
+      CHECK(!x.grad().defined());
+    }
+  });
   check_paths_seen(kernels, {"maxpool2d_forward (in the convolution)", "maxpool2d_backward (in the convolution)",
                              "winograd", "direct"});
   // No plain pool ran: every case was fused both ways.
