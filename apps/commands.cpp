@@ -23,6 +23,7 @@ void register_commands(CLI::App& app) {
   register_compare_command(app);
   register_sweep_command(app);
   register_report_command(app);
+  register_data_command(app);
 }
 
 int run_selected_command(CLI::App& app) {

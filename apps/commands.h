@@ -23,5 +23,6 @@ void register_explain_command(CLI::App& app);  // cmd_explain.cpp
 void register_compare_command(CLI::App& app);  // cmd_compare.cpp
 void register_sweep_command(CLI::App& app);    // cmd_sweep.cpp
 void register_report_command(CLI::App& app);   // cmd_report.cpp
+void register_data_command(CLI::App& app);     // cmd_data.cpp
 
 }  // namespace nnlab

@@ -13,7 +13,8 @@ void add_train_options(CLI::App& app, TrainConfig& c) {
   app.add_option("--data", c.data, "Data set: fashion-mnist, mnist, cifar10, folder (ROOT/<class>/*.png|jpg|bmp in --data-dir), "
                  "or synthetic-cifar10 (random CIFAR-shaped data, for timing) (default: the model's)");
   app.add_option("--data-dir", c.data_dir,
-                 "Folder with the data files (default for fashion-mnist: /usr/share/datasets/fashion-mnist)");
+                 "Folder with the data files (default: the copy nnlab data fetch installed; for fashion-mnist, else "
+                 "/usr/share/datasets/fashion-mnist)");
   app.add_option("--model", c.model, "Model from the zoo: " + model_names())->capture_default_str();
   app.add_option("--model-file", c.model_file,
                  "Your own model, described in a JSON file (docs/models.md; `nnlab models --show cnn` prints one)");
@@ -101,7 +102,7 @@ void finalize_train_config(const CLI::App& app, TrainConfig& c) {
               "' is not a known data set; choose fashion-mnist, mnist, cifar10, folder or synthetic-cifar10");
   if (c.data_dir.empty()) c.data_dir = default_data_dir(c.data);
   NNLAB_CHECK(!c.data_dir.empty() || c.data == "synthetic-cifar10", "--data-dir is required for --data ", c.data,
-              " (the folder holding its files; scripts/download-data.sh fetches them)");
+              " (the folder holding its files), or fetch the data set first: nnlab data fetch ", c.data);
   // A model that cannot be built for this data set fails here, before anything is written.
   InputSpec input;
   if (fixed_input(c.data, input)) check_model(c.model_spec, input);

@@ -21,8 +21,8 @@ std::vector<std::string> cifar_files(const std::string& split) {
 fs::path resolve_cifar_dir(const std::string& dir) {
   std::error_code ec;
   NNLAB_CHECK(fs::is_directory(dir, ec), "CIFAR-10 data directory ", dir,
-              " does not exist; download the binary version with scripts/download-data.sh cifar10 ", dir,
-              " (or pass --data-dir pointing at the folder holding data_batch_1.bin ... test_batch.bin)");
+              " does not exist; fetch the data set with nnlab data fetch cifar10 (or pass --data-dir pointing at the "
+              "folder holding data_batch_1.bin ... test_batch.bin)");
   const fs::path nested = fs::path(dir) / "cifar-10-batches-bin";
   return fs::is_directory(nested, ec) ? nested : fs::path(dir);
 }
@@ -66,7 +66,7 @@ Dataset load_cifar10(const std::string& dir, const std::string& split) {
   for (const std::string& name : names)
     if (!fs::is_regular_file(root / name, ec)) missing += (missing.empty() ? "" : ", ") + name;
   NNLAB_CHECK(missing.empty(), "CIFAR-10 ", split, " files missing in ", root.string(), ": ", missing,
-              "; download the binary version with scripts/download-data.sh cifar10 DIR");
+              "; fetch the data set with nnlab data fetch cifar10");
 
   // Sizes come from the file system, so the allocation matches data that really exists.
   std::vector<int64_t> counts;

@@ -8,6 +8,7 @@
 #include "core/error.h"
 #include "core/random.h"
 #include "datasets/cifar10.h"
+#include "datasets/data_store.h"
 #include "datasets/idx.h"
 #include "datasets/synthetic.h"
 #include "datasets/image_folder.h"
@@ -22,7 +23,14 @@ int64_t Dataset::height() const { return images.dim(2); }
 int64_t Dataset::width() const { return images.dim(3); }
 
 std::string default_data_dir(const std::string& name) {
-  return name == "fashion-mnist" ? "/usr/share/datasets/fashion-mnist" : "";
+  for (const DataSetSpec& spec : data_catalog()) {
+    if (spec.name != name) continue;
+    const std::string installed = installed_data_dir(spec, data_store_root());
+    if (!installed.empty()) return installed;
+    std::error_code ec;
+    return fs::is_directory(spec.debian_dir, ec) || name == "fashion-mnist" ? spec.debian_dir : "";
+  }
+  return "";
 }
 
 // x / 255 without a divide: q = x·(1/255), then one correction by its residual x − 255·q.
@@ -63,10 +71,8 @@ Tensor Dataset::images_as_float(int64_t first, int64_t count) const {
 namespace {
 
 std::string where_to_get(const std::string& name) {
-  if (name == "fashion-mnist")
-    return "install Debian's dataset-fashion-mnist package (it fills /usr/share/datasets/fashion-mnist) or pass "
-           "--data-dir with the folder holding train-images-idx3-ubyte.gz ...";
-  return "download it with scripts/download-data.sh " + name + " DIR and pass --data-dir DIR";
+  return "fetch it with nnlab data fetch " + name + " (then --data-dir is not needed), or pass --data-dir with "
+         "the folder holding its files";
 }
 
 // Fashion-MNIST and MNIST: <prefix>-images-idx3-ubyte[.gz] and <prefix>-labels-idx1-ubyte[.gz].

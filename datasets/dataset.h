@@ -42,8 +42,9 @@ Dataset load_dataset(const std::string& name, const std::string& dir, const std:
 // (purpose Split), become the validation set; both parts keep the original sample order.
 std::pair<Dataset, Dataset> split_validation(const Dataset& train, double val_fraction, uint64_t seed);
 
-// Default data directory for a data set ("/usr/share/datasets/fashion-mnist" for
-// fashion-mnist, where Debian's dataset-fashion-mnist installs it; "" otherwise).
+// Default data directory for a data set: its copy installed by `nnlab data fetch` in the data
+// store (data_store.h), else the folder a Debian package fills (fashion-mnist:
+// /usr/share/datasets/fashion-mnist, named even when absent so the error says so), else "".
 std::string default_data_dir(const std::string& name);
 
 // Raw 8-bit pixels -> float32 values p / 255 in [0, 1].

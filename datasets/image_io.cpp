@@ -77,15 +77,17 @@ ImageInfo info_from_memory(const std::string& path, const std::vector<unsigned c
 
 ImageInfo read_image_info(const std::string& path) { return info_from_memory(path, read_file_bytes(path)); }
 
-Image read_image(const std::string& path) {
-  const std::vector<unsigned char> bytes = read_file_bytes(path);
-  const ImageInfo info = info_from_memory(path, bytes);
+Image decode_image(const std::string& what, const std::vector<unsigned char>& bytes, int channels) {
+  NNLAB_CHECK(!bytes.empty(), "image '", what, "' is empty (0 bytes); expected a PNG, JPEG or BMP file");
+  NNLAB_CHECK(bytes.size() <= static_cast<size_t>(kMaxFileBytes), "image '", what, "' is ", bytes.size(),
+              " bytes; nnlab reads images up to 1 GiB");
+  const ImageInfo info = info_from_memory(what, bytes);
   // Ask stb for 1 or 3 channels: it drops the alpha channel for us.
-  const int want = info.channels >= 3 ? 3 : 1;
+  const int want = channels != 0 ? channels : info.channels >= 3 ? 3 : 1;
   int w = 0, h = 0, comp = 0;
   std::unique_ptr<unsigned char, void (*)(void*)> data(
       stbi_load_from_memory(bytes.data(), static_cast<int>(bytes.size()), &w, &h, &comp, want), stbi_image_free);
-  NNLAB_CHECK(data != nullptr, "cannot decode image '", path, "': ", stbi_failure_reason(),
+  NNLAB_CHECK(data != nullptr, "cannot decode image '", what, "': ", stbi_failure_reason(),
               " (the file is truncated or corrupt)");
   Image img;
   img.width = w;
@@ -94,6 +96,8 @@ Image read_image(const std::string& path) {
   img.pixels.assign(data.get(), data.get() + static_cast<size_t>(w) * h * want);
   return img;
 }
+
+Image read_image(const std::string& path) { return decode_image(path, read_file_bytes(path), 0); }
 
 void resize_bilinear(const float* src, int64_t in_h, int64_t in_w, float* dst, int64_t out_h, int64_t out_w) {
   // Source coordinate of destination pixel d: s = (d + ½)·in/out − ½, clamped to [0, in−1];

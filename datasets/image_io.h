@@ -37,6 +37,9 @@ struct Image {
 ImageInfo read_image_info(const std::string& path);
 // Decodes the file; alpha is dropped (gray+alpha → gray, RGBA → RGB).
 Image read_image(const std::string& path);
+// Decodes an image held in memory (`what` names it in errors), with the same checks; channels
+// 1 or 3 converts to that many, 0 keeps gray as gray and colour as RGB.
+Image decode_image(const std::string& what, const std::vector<unsigned char>& bytes, int channels);
 
 // float32 (channels, height, width) in [0, 1]: channel conversion, then bilinear resize.
 Tensor image_to_tensor(const Image& image, int64_t channels, int64_t height, int64_t width);

@@ -14,7 +14,7 @@ cd "$(dirname "$0")/.."
 packages=(
   libopenblas0-openmp libopenblas-openmp-dev libgfortran5 libquadmath0
   catch2 libspdlog-dev libspdlog1.10 libfmt-dev libfmt9
-  libstb-dev libcli11-dev nlohmann-json3-dev zlib1g-dev zlib1g
+  libstb-dev libcli11-dev nlohmann-json3-dev zlib1g-dev zlib1g libssl-dev libssl3
 )
 
 . /etc/os-release

@@ -18,7 +18,7 @@ mode=${1:-run}
 case "$mode" in run|test|build) ;; *) echo "usage: scripts/setup.sh run|test|build" >&2; exit 2 ;; esac
 
 packages=(build-essential cmake pkg-config git libopenblas-openmp-dev libxsmm-dev catch2 libspdlog-dev libstb-dev
-          libcli11-dev nlohmann-json3-dev zlib1g-dev dataset-fashion-mnist python3 python3-numpy
+          libcli11-dev nlohmann-json3-dev zlib1g-dev libssl-dev dataset-fashion-mnist python3 python3-numpy
           chromium  # the report tests draw every HTML report in headless Chromium (tests/report_browser_test.py)
           clang libomp-dev libclang-rt-14-dev  # these three: the sanitizer build (scripts/sanitize.sh)
           qemu-user  # runs the tests' AVX2-only and pre-AVX CPUs (scripts/qemu_isa.sh)

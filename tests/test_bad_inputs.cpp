@@ -122,7 +122,7 @@ TEST_CASE("bad inputs: CIFAR-10 folders with missing or cut batches", "[bad_inpu
   write_cifar(cifar, "data_batch_5.bin");
   expect_refusal("--data cifar10 --data-dir " + cifar.path.string(),
                  "CIFAR-10 train files missing in " + cifar.path.string() +
-                     ": data_batch_5.bin; download the binary version with scripts/download-data.sh cifar10 DIR");
+                     ": data_batch_5.bin; fetch the data set with nnlab data fetch cifar10");
   write_cifar(cifar);
   fs::resize_file(cifar / "data_batch_2.bin", 3000);
   expect_refusal("--data cifar10 --data-dir " + cifar.path.string(), "not a whole number of 3073-byte records");

@@ -86,7 +86,7 @@ TEST_CASE("cifar10: missing, truncated and corrupt files are rejected", "[cifar]
   const std::string d = dir.path.string();
   SECTION("missing directory") {
     CHECK_THROWS_WITH(load_cifar10(d + "/nope", "train"),
-                      Catch::Contains("does not exist") && Catch::Contains("download-data.sh cifar10"));
+                      Catch::Contains("does not exist") && Catch::Contains("nnlab data fetch cifar10"));
   }
   SECTION("missing batches are all named") {
     fs::remove(dir.path / "data_batch_4.bin");
