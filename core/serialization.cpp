@@ -1,5 +1,7 @@
 #include "core/serialization.h"
 
+#include "core/json_nesting.h"
+
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -185,6 +187,7 @@ Entry parse_entry(const std::string& path, const std::string& name, const Json& 
 // Parses and validates the header; entries come back sorted by data offset.
 std::vector<Entry> parse_header(const std::string& path, const std::string& text, uint64_t data_size,
                                 std::map<std::string, std::string>& metadata) {
+  check_json_nesting(text, "checkpoint " + path + "'s header");
   Json header;
   try {
     header = Json::parse(text);
@@ -198,6 +201,8 @@ std::vector<Entry> parse_header(const std::string& path, const std::string& text
       NNLAB_CHECK(value.is_object(), "checkpoint ", path, ": __metadata__ is not an object (corrupt header)");
       for (const auto& [k, v] : value.items()) {
         NNLAB_CHECK(v.is_string(), "checkpoint ", path, ": metadata '", k, "' is not a string (corrupt header)");
+        // Metadata values are JSON texts of their own (the model file, the configuration).
+        check_json_nesting(v.get<std::string>(), "checkpoint " + path + "'s metadata '" + k + "'");
         metadata[k] = v.get<std::string>();
       }
       continue;

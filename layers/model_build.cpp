@@ -29,6 +29,11 @@ using Json = nlohmann::json;
 using Dims = std::vector<int64_t>;  // one image: {channels, height, width}, or {features} once flat
 
 constexpr int64_t kMaxField = int64_t(1) << 31;  // no size field may exceed this
+// Bounds on a model's structure, far above any real small network (the zoo's deepest,
+// resnet8, has 26 layers, lists 3 deep); beyond them the walks below would take minutes or
+// run out of stack before saying anything.
+constexpr int64_t kMaxLayers = 10000;
+constexpr int kMaxListNesting = 16;
 const char* const kTypes =
     "linear, conv2d, maxpool2d, avgpool2d, global_avg_pool, batchnorm2d, dropout, flatten, relu, sigmoid, tanh, "
     "sequential, residual";
@@ -61,6 +66,8 @@ struct Walk {
   const InputSpec& input;
   bool build;               // false: read, infer and check only
   double parameters = 0;    // so far, in double: a file may ask for more than int64 holds
+  int64_t layers = 0;       // layers read so far, nested ones included
+  int nesting = 0;          // lists (sequential, residual) open around the one being read
   double memory = physical_memory_bytes();
 };
 
@@ -318,6 +325,9 @@ std::vector<Sequential::Child> walk_list(Walk& w, const Json& list, const std::s
   const std::string where = prefix.empty() ? "the model" : "layer '" + prefix + "'";
   NNLAB_CHECK(list.is_array(), w.file.origin, ": ", what, " of ", where, " must be a list of layers [{\"type\": ...}]");
   NNLAB_CHECK(!list.empty(), w.file.origin, ": ", what, " of ", where, " is empty; it needs at least one layer");
+  NNLAB_CHECK(w.nesting < kMaxListNesting, w.file.origin, ": ", what, " of ", where, " lies ", w.nesting + 1,
+              " lists deep; nnlab builds at most ", kMaxListNesting, " nested sequential/residual lists");
+  ++w.nesting;
   std::vector<Sequential::Child> out;
   std::set<std::string> names;
   for (size_t i = 0; i < list.size(); ++i) {
@@ -334,6 +344,8 @@ std::vector<Sequential::Child> walk_list(Walk& w, const Json& list, const std::s
       name = j["name"].get<std::string>();
     }
     const std::string path = prefix.empty() ? name : prefix + "." + name;
+    NNLAB_CHECK(++w.layers <= kMaxLayers, w.file.origin, ": layer '", path, "' is layer number ", w.layers,
+                "; nnlab builds models of at most ", kMaxLayers, " layers");
     NNLAB_CHECK(names.insert(name).second, w.file.origin, ": two layers of ", where, " are named '", name,
                 "'; names must differ (they name the parameters)");
     NNLAB_CHECK(j.contains("type"), w.file.origin, ": layer '", path, "' has no 'type'; the types are ", kTypes);
@@ -348,6 +360,7 @@ std::vector<Sequential::Child> walk_list(Walk& w, const Json& list, const std::s
               " for one image, more than this machine's ", gib(w.memory), " of memory");
     out.emplace_back(name, module);
   }
+  --w.nesting;
   return out;
 }
 

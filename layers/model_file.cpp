@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
+#include "core/json_nesting.h"
 #include "layers/dropout.h"
 
 namespace nnlab {
@@ -84,6 +85,7 @@ ModelFile parse_model_file(const std::string& text, const std::string& origin, c
   NNLAB_CHECK(text[first] == '{', origin,
               " is not a JSON model file: it does not start with '{' (a model file is a JSON object with a "
               "\"layers\" list; docs/models.md)");
+  check_json_nesting(text, origin);
   Json j;
   try {
     j = Json::parse(text);

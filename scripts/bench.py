@@ -16,10 +16,12 @@ steps differ by a third between the two (devices/cpu/core_latency.h).
 import argparse, json, os, platform, re, resource, statistics, subprocess, sys, tempfile, time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-# Training FLOP per image (forward + both backward GEMMs, multiply-add = 2 FLOP), as in
+# Training FLOP per image (forward + both backward GEMMs, multiply-add = 2 FLOP; no dx for the
+# first layer; BatchNorm, ReLU and adds left out: resnet8 has 12.5 M multiply-adds forward), as in
 # ../shared/peers/RESULTS.md.
-TRAIN_FLOP = {"mlp": 1.01e6, "lenet5": 2.26e6, "cnn": 25.0e6, "cnn-bn": 25.0e6, "cifar-cnn": 157.7e6}
-TRAIN_IMAGES = {"cifar-cnn": 50000}
+TRAIN_FLOP = {"mlp": 1.01e6, "lenet5": 2.26e6, "cnn": 25.0e6, "cnn-bn": 25.0e6, "cifar-cnn": 157.7e6, "resnet8": 74.1e6}
+TRAIN_IMAGES = {"cifar-cnn": 50000, "resnet8": 50000}
+CIFAR_MODELS = ("cifar-cnn", "resnet8")
 
 
 PREFIX = []  # e.g. ["chrt", "-f", "10"]: real-time priority for both frameworks alike
@@ -42,8 +44,8 @@ def nnlab_cmd(a, model, batch, metrics):
     cmd = [a.nnlab, "train", "--model", model, "--batch", str(batch), "--epochs", str(a.epochs),
            "--threads", str(a.threads), "--seed", "0", "--metrics", metrics, "--log-interval", "1000000"]
     cmd += ["--device", a.device] if a.device != "cpu" else []
-    if model == "cifar-cnn":
-        return cmd + ["--data", "synthetic-cifar10"]
+    if model in CIFAR_MODELS:
+        return cmd + (["--data", "cifar10", "--data-dir", a.cifar_dir] if a.cifar_dir else ["--data", "synthetic-cifar10"])
     return cmd + (["--data-dir", a.data_dir] if a.data_dir else [])
 
 
@@ -55,7 +57,8 @@ def nnlab_result(metrics, rss):
 def torch_cmd(a, model, batch):
     return [a.python, a.torch_script, "--model", model, "--batch", str(batch), "--epochs", str(a.epochs),
             "--threads", str(a.threads)] + (["--flush-denormals"] if a.torch_flush_denormals else []) + \
-           (["--device", a.device] if a.device != "cpu" else []) + (["--data", a.data_dir] if a.data_dir else [])
+           (["--device", a.device] if a.device != "cpu" else []) + (["--data", a.data_dir] if a.data_dir else []) + \
+           (["--cifar", a.cifar_dir] if a.cifar_dir and model in CIFAR_MODELS else [])
 
 
 def torch_result(text, rss):
@@ -169,6 +172,8 @@ def main():
                     help="cpu or cuda: both frameworks train there (on cuda the PyTorch script must take --device, "
                          "as ../shared/peers/torch_bench.py does; the share column is of the device's sgemm rate)")
     ap.add_argument("--data-dir", default="", help="Fashion-MNIST folder for both (default: each one's own default)")
+    ap.add_argument("--cifar-dir", default="", help="CIFAR-10 binary batches for the CIFAR models (default: random "
+                                                    "CIFAR-shaped data)")
     ap.add_argument("--out", default="", help="append the results as JSON lines to this file")
     ap.add_argument("--realtime", action="store_true",
                     help="run both frameworks under SCHED_FIFO (chrt -f 10, needs root) so background load on a "

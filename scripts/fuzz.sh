@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
-# Builds nnlab's libFuzzer targets (tests/fuzz/fuzz_*.cpp: IDX, CIFAR-10, image and
-# safetensors readers) with clang and -fsanitize=fuzzer,address,undefined, then runs each one
+# Builds nnlab's libFuzzer targets (tests/fuzz/fuzz_*.cpp: IDX, CIFAR-10, image, safetensors,
+# model-file and tar.gz readers) with clang and -fsanitize=fuzzer,address,undefined, then runs each one
 # for MINUTES minutes, starting from the seed corpus in tests/fuzz/corpus/<target>/.
 #
-#   scripts/fuzz.sh [target ...]      default: all four, one after the other
+#   scripts/fuzz.sh [target ...]      default: all six, one after the other
 #
 # Environment: MINUTES (default 10), BUILD_DIR (default build-fuzz), PARALLEL=1 runs the
 # targets at the same time, JOBS (build jobs, default: all cores).
@@ -16,7 +16,7 @@ cd "$(dirname "$0")/.."
 build_dir=${BUILD_DIR:-build-fuzz}
 minutes=${MINUTES:-10}
 targets=("$@")
-[ ${#targets[@]} -eq 0 ] && targets=(idx cifar image safetensors)
+[ ${#targets[@]} -eq 0 ] && targets=(idx cifar image safetensors model_file tar_gz)
 command -v clang++ >/dev/null || { echo "fuzz.sh: clang++ is missing: apt-get install clang libclang-rt-14-dev" >&2; exit 1; }
 
 cmake -S . -B "$build_dir" -DNNLAB_FUZZ=ON -DNNLAB_WITH_CUDA=OFF -DCMAKE_BUILD_TYPE=RelWithDebInfo \

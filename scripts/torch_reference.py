@@ -9,6 +9,7 @@ the figure. OPENBLAS_NUM_THREADS=1 unless set (PyTorch's oneDNN uses the cores; 
 fastest set-up on small machines). The last line printed is one JSON object.
 
   /usr/bin/python3 scripts/torch_reference.py --model cnn --threads 2 --epochs 4
+  /usr/bin/python3 scripts/torch_reference.py --model resnet8 --cifar ~/.local/share/nnlab/datasets/cifar10
 """
 import argparse, gzip, json, os, struct, sys, time
 
@@ -38,6 +39,22 @@ def idx_data(folder, split):
     x = read_idx(path("images-idx3-ubyte")).astype(np.float32)[:, None] / 255.0
     y = read_idx(path("labels-idx1-ubyte")).astype(np.int64)
     return torch.from_numpy(x), torch.from_numpy(y)
+
+
+def cifar_data(folder, split):
+    """CIFAR-10's binary batches (what `nnlab data fetch cifar10` installs): per record one
+    label byte, then 3x32x32 pixel bytes; scaled to [0,1] as nnlab's loader does."""
+    names = ["test_batch.bin"] if split == "test" else [f"data_batch_{i}.bin" for i in range(1, 6)]
+    raw = np.concatenate([np.fromfile(os.path.join(folder, n), np.uint8).reshape(-1, 3073) for n in names])
+    x = raw[:, 1:].reshape(-1, 3, 32, 32).astype(np.float32) / 255.0
+    return torch.from_numpy(x), torch.from_numpy(raw[:, 0].astype(np.int64))
+
+
+def zoo_twin(name):
+    """The twin of a zoo model file, built by scripts/torch_model.py (same layers and names)."""
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    import torch_model
+    return lambda: torch_model.build(torch_model.load_spec(name), 3, 32, 32, 10)
 
 
 def conv(i, o, k=3, p=1, bias=True, stride=1):
@@ -103,7 +120,8 @@ ZOO = {
     "cnn": (Cnn, lambda p: torch.optim.Adam(p, lr=1e-3), "idx"),
     "cnn-bn": (lambda: Cnn(bn=True), lambda p: torch.optim.Adam(p, lr=1e-3), "idx"),
     "lenet5": (LeNet5, lambda p: torch.optim.SGD(p, lr=0.05, momentum=0.9), "idx"),
-    "cifar-cnn": (CifarCnn, lambda p: torch.optim.SGD(p, lr=0.01, momentum=0.9), "random"),
+    "cifar-cnn": (CifarCnn, lambda p: torch.optim.SGD(p, lr=0.01, momentum=0.9), "cifar"),
+    "resnet8": (zoo_twin("resnet8"), lambda p: torch.optim.SGD(p, lr=0.05, momentum=0.9), "cifar"),
 }
 
 
@@ -115,6 +133,8 @@ def main():
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--data", default="/usr/share/datasets/fashion-mnist")
+    ap.add_argument("--cifar", default="", help="CIFAR-10 binary batches for the CIFAR models (default: seeded "
+                                                "random data, for timing only)")
     ap.add_argument("--pace-stdin", action="store_true",
                     help="before each epoch print 'ready for epoch N' and wait for a line on stdin, as nnlab train "
                          "--pace-stdin (scripts/bench.py --interleave alternates the two epoch by epoch)")
@@ -128,6 +148,8 @@ def main():
     build, make_opt, kind = ZOO[a.model]
     if kind == "idx":
         (x, y), (xt, yt) = idx_data(a.data, "train"), idx_data(a.data, "test")
+    elif a.cifar:
+        (x, y), (xt, yt) = cifar_data(a.cifar, "train"), cifar_data(a.cifar, "test")
     else:
         g = torch.Generator().manual_seed(1234)
         x, y = torch.rand(50000, 3, 32, 32, generator=g), torch.randint(0, 10, (50000,), generator=g)

@@ -15,6 +15,8 @@
 #include "datasets/cifar10.h"
 #include "datasets/idx.h"
 #include "datasets/image_io.h"
+#include "datasets/tar_gz.h"
+#include "layers/model_file.h"
 
 namespace fs = std::filesystem;
 using namespace nnlab;
@@ -61,6 +63,16 @@ TEST_CASE("fuzz corpora: every seed and past crash input loads or is refused cle
           image_to_tensor(im, 3, 32, 32);
         }) > 0);
   CHECK(replay("safetensors", [](const fs::path& f) { load_safetensors(f.string()); }) > 0);
+  CHECK(replay("model_file", [](const fs::path& f) {
+          const ModelFile m = read_model_file(f.string());
+          check_model(m, InputSpec{1, 28, 28, 10});
+          check_model(m, InputSpec{3, 32, 32, 10});
+        }) > 0);
+  CHECK(replay("tar_gz", [](const fs::path& f) {
+          TarGzReader tar(f.string());
+          TarEntry e;
+          while (tar.next(e)) REQUIRE(static_cast<int64_t>(tar.read(1 << 20).size()) == e.size);
+        }) > 0);
   // The CIFAR reader takes a folder: each input becomes its test_batch.bin.
   const fs::path dir = fs::temp_directory_path() / ("nnlab_fuzz_replay_" + std::to_string(getpid()));
   fs::create_directories(dir);

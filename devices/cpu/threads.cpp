@@ -11,6 +11,8 @@
 #include <fstream>
 #include <string>
 
+#include "core/error.h"
+
 extern "C" {
 void openblas_set_num_threads(int);
 char* openblas_get_config(void);
@@ -60,7 +62,11 @@ int cpu_cores() {
   return omp_get_num_procs();
 }
 
+int max_cpu_threads() { return std::max(1024, 2 * cpu_cores()); }
+
 void set_cpu_threads(int n) {
+  NNLAB_CHECK(n <= max_cpu_threads(), "--threads ", n, " is more than nnlab runs (at most ", max_cpu_threads(),
+              "; this machine has ", cpu_cores(), " cores, and 0 means all of them)");
   g_threads = n > 0 ? n : cpu_cores();
   omp_set_num_threads(g_threads);
   openblas_set_num_threads(g_threads);

@@ -6,7 +6,10 @@
 namespace nnlab {
 
 int cpu_cores();              // cores this process may run on (its affinity mask)
-void set_cpu_threads(int n);  // n <= 0 means cpu_cores()
+// n <= 0 means cpu_cores(); more than max_cpu_threads() is refused with an nnlab::Error (GNU
+// OpenMP crashed creating a pool of 65,536 threads: a segmentation fault with no message).
+void set_cpu_threads(int n);
+int max_cpu_threads();        // 1024, or twice the cores on a machine with more than 512
 int cpu_threads();
 
 // Denormal floats (0 < |x| < 1.2e-38 in float32) cost a microcode assist of about a hundred
