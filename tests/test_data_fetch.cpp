@@ -182,7 +182,7 @@ TEST_CASE("data fetch: a file with the wrong checksum is refused and an installe
   CHECK(fake.store_entries() == before);
 }
 
-TEST_CASE("data fetch: a folder of gzip files and a file:// download install; a bad download is refused", "[data]") {
+TEST_CASE("data fetch: a folder of gzip files and a file:// download install, a bad download is refused", "[data]") {
   FakeMnist fake;
   const std::string mirror = fake / "mirror";
   fs::create_directories(mirror);
