@@ -54,6 +54,12 @@ if [[ ! -d $default_data ]] && ls .deps/fashion-mnist/*-ubyte.gz >/dev/null 2>&1
   mkdir -p "$(dirname $default_data)" && ln -s "$root/.deps/fashion-mnist" "$default_data" &&
     say "Fashion-MNIST linked at $default_data"
 fi
+# Real MNIST, carried compressed by gpu-deps.sh: installed into nnlab's data folder (checked
+# file by file), so `--data mnist` needs no --data-dir there.
+if ls .deps/mnist/*-ubyte.gz >/dev/null 2>&1; then
+  "$build/nnlab" data fetch mnist --from .deps/mnist --no-npm --no-download >"$logs/mnist.log" 2>&1 &&
+    say "MNIST installed from .deps/mnist" || say "MNIST from .deps/mnist refused, see $logs/mnist.log"
+fi
 if [[ "${TESTS:-1}" == 0 ]]; then
   say "TESTS=0: built only"
   exit 0

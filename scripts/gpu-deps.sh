@@ -42,3 +42,15 @@ if ls "$data"/*-ubyte.gz >/dev/null 2>&1; then
 else
   echo "gpu-deps.sh: $data is missing (apt-get install dataset-fashion-mnist); gpu-build.sh will skip its training smoke test" >&2
 fi
+
+# Real MNIST too (issue 35's MNIST goal), gzip-compressed (11 MB; the carried folders share a
+# 64 MiB limit, which CIFAR-10's 180 MB would break): from the copy `nnlab data fetch mnist`
+# installed here. gpu-build.sh installs it there with `nnlab data fetch mnist --from`, which
+# checks every file against the same checksums.
+store=${NNLAB_DATA_DIR:-${XDG_DATA_HOME:-$HOME/.local/share}/nnlab/datasets}
+if ls "$store"/mnist/*-ubyte >/dev/null 2>&1; then
+  mkdir -p mnist && for f in "$store"/mnist/*-ubyte; do gzip -9 -n -c "$f" >"mnist/$(basename "$f").gz"; done
+  echo "gpu-deps.sh: MNIST compressed into $(pwd)/mnist"
+else
+  echo "gpu-deps.sh: no MNIST in $store (run nnlab data fetch mnist first); the GPU machine will have none" >&2
+fi
