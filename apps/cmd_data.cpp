@@ -24,8 +24,10 @@ struct DataOptions {
 int list_data_sets(const DataOptions& o) {
   const std::string root = o.root.empty() ? data_store_root() : o.root;
   std::printf("data folder: %s%s\n", root.c_str(), o.root.empty() ? " (NNLAB_DATA_DIR or --data-dir to change)" : "");
+  bool corrupt = false;
   for (const DataSetSpec& spec : data_catalog()) {
     const DataStatus s = check_installed(spec, root, !o.quick);
+    corrupt = corrupt || (s.present && !o.quick && !s.verified);
     const char* state = !s.present ? "missing" : s.verified ? "verified" : o.quick ? "present" : "CORRUPT";
     std::printf("  %-14s %-9s %s\n", spec.name.c_str(), state, spec.summary.c_str());
     if (s.present) std::printf("  %-14s           %s, from %s\n", "", s.dir.c_str(), s.source.c_str());
@@ -34,7 +36,8 @@ int list_data_sets(const DataOptions& o) {
       std::printf("  %-14s           (nnlab train also reads Debian's copy in %s)\n", "", spec.debian_dir.c_str());
   }
   std::printf("fetch one with: nnlab data fetch mnist|fashion-mnist|cifar10\n");
-  return 0;
+  if (corrupt) std::fprintf(stderr, "nnlab: error: an installed data set failed its checksums; fetch it again with --force\n");
+  return corrupt ? 1 : 0;
 }
 
 int fetch_data_sets(DataOptions o) {
