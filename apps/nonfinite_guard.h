@@ -1,4 +1,4 @@
-// The training loop's numerical-fault detection (shared/DESIGN.md, "Numerical faults"): one
+// The training loop's numerical-fault detection (docs/design.md, "Numerical faults"): one
 // non-finite flag (core/nonfinite.h) on the device, raised by the loss kernel and by a check
 // of every parameter's gradient after the backward pass, each marked with the step it belongs
 // to. The optimizer skips its update while the flag is raised, and nothing here waits for the

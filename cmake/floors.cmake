@@ -1,4 +1,4 @@
-# One library per floor (DESIGN.md, Floors): core → devices → autograd → layers, optim →
+# One library per floor (docs/design.md, Floors): core → devices → autograd → layers, optim →
 # datasets → app. Each links the floor below it PUBLIC, so the link line runs top-down as a
 # static link needs, and each sees the headers of its own floor and the floors below, never
 # those above.

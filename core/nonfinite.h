@@ -1,4 +1,4 @@
-// The non-finite flag (shared/DESIGN.md, "Numerical faults"): how a kernel that meets a NaN
+// The non-finite flag (docs/design.md, "Numerical faults"): how a kernel that meets a NaN
 // or ±inf tells the host *where* it happened without the host waiting for the device.
 //
 // The flag is an int32 tensor of two elements on the device, {step, source}, {0, 0} while all

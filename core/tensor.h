@@ -99,7 +99,7 @@ class Tensor {
   void set_grad(const Tensor& g) { impl().grad = g.impl_; }
   const std::shared_ptr<Node>& grad_fn() const { return impl().grad_fn; }
   void set_grad_fn(std::shared_ptr<Node> fn) { impl().grad_fn = std::move(fn); }
-  // Defined in autograd/engine.cpp: the engine sits a floor above core (DESIGN.md, Floors),
+  // Defined in autograd/engine.cpp: the engine sits a floor above core (docs/design.md, Floors),
   // so a program that calls backward() links the autograd library.
   void backward() const;
   void backward(const Tensor& seed) const;

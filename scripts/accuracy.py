@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """Test accuracy of a zoo model over several seeds, per epoch: the figures that
-docs/benchmarks.md compares with PyTorch's (../shared/peers/RESULTS.md).
+docs/benchmarks.md compares with PyTorch's (scripts/torch_reference.py --seed S prints its
+test accuracy per epoch).
 
   python3 scripts/accuracy.py --model mlp --epochs 5 --seeds 0-4 [-- extra nnlab train options]
 """

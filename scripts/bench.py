@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Times nnlab against its PyTorch reference on the same machine, by DESIGN.md's rules.
+"""Times nnlab against its PyTorch reference on the same machine, by docs/design.md's rules.
 
 For every model and batch size: R rounds; in each round both frameworks train E epochs
 (the first is warm-up, the rest are timed) one after the other, the order alternating
@@ -17,8 +17,8 @@ import argparse, json, os, platform, re, resource, statistics, subprocess, sys, 
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 # Training FLOP per image (forward + both backward GEMMs, multiply-add = 2 FLOP; no dx for the
-# first layer; BatchNorm, ReLU and adds left out: resnet8 has 12.5 M multiply-adds forward), as in
-# ../shared/peers/RESULTS.md.
+# first layer; BatchNorm, ReLU and adds left out: resnet8 has 12.5 M multiply-adds forward),
+# as the PyTorch yardstick (torch_bench.py, kept outside the repository) counts them.
 TRAIN_FLOP = {"mlp": 1.01e6, "lenet5": 2.26e6, "cnn": 25.0e6, "cnn-bn": 25.0e6, "cifar-cnn": 157.7e6, "resnet8": 74.1e6}
 TRAIN_IMAGES = {"cifar-cnn": 50000, "resnet8": 50000}
 CIFAR_MODELS = ("cifar-cnn", "resnet8")
@@ -170,7 +170,8 @@ def main():
                     help="PyTorch flushes denormals to zero too (nnlab's default; the yardstick keeps them)")
     ap.add_argument("--device", default="cpu",
                     help="cpu or cuda: both frameworks train there (on cuda the PyTorch script must take --device, "
-                         "as ../shared/peers/torch_bench.py does; the share column is of the device's sgemm rate)")
+                         "as the PyTorch yardstick torch_bench.py, kept outside the repository, does; "
+                         "scripts/torch_reference.py does not yet; the share column is of the device's sgemm rate)")
     ap.add_argument("--data-dir", default="", help="Fashion-MNIST folder for both (default: each one's own default)")
     ap.add_argument("--cifar-dir", default="", help="CIFAR-10 binary batches for the CIFAR models (default: random "
                                                     "CIFAR-shaped data)")

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Lists every project #include of the library and the app, resolved to its file and floor,
-and fails on one that runs up a floor (DESIGN.md, Floors).
+and fails on one that runs up a floor (docs/design.md, Floors).
 
     scripts/include_floors.py [--list] [ROOT]
 

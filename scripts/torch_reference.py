@@ -1,12 +1,12 @@
 #!/usr/bin/env python3
 """nnlab's PyTorch reference: the zoo models' twins, trained and timed by the same rules.
 
-It must agree with the yardstick ../shared/peers/torch_bench.py (same models, optimizers,
-data, timing): data held as tensors scaled to [0,1]; an epoch is one seeded permutation, one
-gather of the shuffled data, and all ceil(n/B) steps including the partial last one; no
-evaluation inside the timed epoch; the first epoch is warm-up and the median of the others is
-the figure. OPENBLAS_NUM_THREADS=1 unless set (PyTorch's oneDNN uses the cores; this is its
-fastest set-up on small machines). The last line printed is one JSON object.
+It must agree with the PyTorch yardstick (torch_bench.py, kept outside the repository) in
+models, optimizers, data and timing: data held as tensors scaled to [0,1]; an epoch is one
+seeded permutation, one gather of the shuffled data, and all ceil(n/B) steps including the
+partial last one; no evaluation inside the timed epoch; the first epoch is warm-up and the
+median of the others is the figure. OPENBLAS_NUM_THREADS=1 unless set (PyTorch's oneDNN uses the
+cores; this is its fastest set-up on small machines). The last line printed is one JSON object.
 
   /usr/bin/python3 scripts/torch_reference.py --model cnn --threads 2 --epochs 4
   /usr/bin/python3 scripts/torch_reference.py --model resnet8 --cifar ~/.local/share/nnlab/datasets/cifar10
