@@ -1,6 +1,6 @@
 // --check-numerics: finds the first layer whose output or gradient is not finite.
 //
-// The training loop's own fault detection (shared/DESIGN.md, "Numerical faults") never
+// The training loop's own fault detection (docs/design.md, "Numerical faults") never
 // synchronises inside a step: a device flag raised by the loss and gradient checks is read
 // once per log interval, which names the step but not the place. This checker trades speed
 // for the place: it runs the model one child at a time, reads back whether each layer's

@@ -1,6 +1,6 @@
 // The model zoo: six model files shipped with nnlab (layers/zoo/<name>.json, installed to
 // <prefix>/share/nnlab/zoo), read by the same code as a user's own file (model_file.h). Each
-// is identical to its twin in the PyTorch yardstick (shared/peers/torch_bench.py): same
+// is identical to its twin in the PyTorch yardstick (scripts/torch_reference.py): same
 // layers, same parameter names, same default training recipe.
 #pragma once
 #include <cstdint>

@@ -1,5 +1,5 @@
-// The model zoo: parameter counts and names as in the PyTorch twins (shared/peers/
-// torch_bench.py state_dict order), output shapes, recipes, seeding, and a few steps of
+// The model zoo: parameter counts and names as in the PyTorch twins (scripts/torch_reference.py,
+// scripts/torch_model.py: state_dict order), output shapes, recipes, seeding, and a few steps of
 // training on a fixed batch for the models with BatchNorm, Dropout and residual blocks.
 #include <catch2/catch.hpp>
 

@@ -1,4 +1,4 @@
-// Finiteness checks for the numerical-fault machinery (shared/DESIGN.md, "Numerical
+// Finiteness checks for the numerical-fault machinery (docs/design.md, "Numerical
 // faults"; the flag's layout is in core/nonfinite.h). Not differentiable: they look at values
 // (activations, gradients) and raise a flag, they never produce a tensor that enters the graph.
 #include <vector>

@@ -23,7 +23,7 @@
 // --conv-impl im2col applies rule 3 to every call; reference runs the teaching loops.
 //
 // Which zoo layer takes which path under auto (mlp has no convolution), with the measurements
-// behind the rules (docs/benchmarks.md; per step at batch 64 unless said):
+// behind the rules (docs/benchmarks-history.md; per step at batch 64 unless said):
 //   cnn, cnn-bn  c1  1→32 3×3 p1    im2col+small_gemm forward and filter gradient (no data
 //                                   gradient: the input needs none). One input channel is too
 //                                   few for Winograd, 9 taps too few for direct: its direct

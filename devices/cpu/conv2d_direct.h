@@ -23,7 +23,7 @@ constexpr long kDirectBlock = 8;
 // least kDirectMinTaps values per receptive field. The filter gradient only for at most 8
 // output channels or planes of at most 256 outputs: it reloads dy for every filter tap, and
 // for many channels over large planes im2col + sgemm was faster (scripts/bench_conv.cpp,
-// docs/benchmarks.md).
+// docs/benchmarks-history.md).
 bool direct_applies(const Conv2dGeometry& g, ConvDirection direction);
 // How the direct loops lay out a direction's work, for `nnlab explain`.
 const char* direct_method(const Conv2dGeometry& g, ConvDirection direction);

@@ -25,7 +25,7 @@ namespace {
 // stored (out, in). Both operands run along k, which suits small_gemm_nt's blocks of dot
 // products (small_gemm.h) and no outer-product kernel: libxsmm's need A and C transposed into
 // copies first (gemm_libxsmm.cpp), two more passes over memory and two more parallel regions.
-// On the 2 Zen 5 threads (scripts/bench_gemm_linear.cpp, docs/benchmarks.md) the dot products ran
+// On the 2 Zen 5 threads (scripts/bench_gemm_linear.cpp, docs/benchmarks-history.md) the dot products ran
 // the mlp's first layer (64 × 256 × 784) at 490–500 GFLOP/s against libxsmm's 460–463, its
 // second at 428–438 against 348–352, lenet5's at 458–467 against 372–377; cnn's f1 (k = 3136)
 // tied, and cifar-cnn's (k = 4096) was libxsmm's (371–401 against 434–449): past kLargestDepth

@@ -174,7 +174,7 @@ bool libxsmm_gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, f
   // a chunk at a time, in the L2 cache. The chunks are the same for any thread count, so are the
   // bits (one long kernel and its chunks differed in the last bit at k = 80). cifar-cnn's f1 on
   // 2 Zen 5 threads (best of 20 calls, three alternated runs): 265–267 GFLOP/s warm and 230–275
-  // cold by rows, 409–415 and 373–375 by chunks (docs/benchmarks.md, 2026-11-26).
+  // cold by rows, 409–415 and 373–375 by chunks (docs/benchmarks-history.md, 2026-11-26).
   if (double(k) * double(n) * sizeof(float) > kLargeB && n >= 4 * m) {
     const int64_t chunks = (n + kColumnChunk - 1) / kColumnChunk, last = n - (chunks - 1) * kColumnChunk;
     for (const int64_t width : {std::min(kColumnChunk, n), last})

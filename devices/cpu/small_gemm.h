@@ -13,7 +13,7 @@
 // product is 0.6 MFLOP), and the machine's OPENBLAS_CORETYPE may pin it to 256-bit kernels.
 // OpenBLAS's Haswell kernels reach 84–109 GFLOP/s on these shapes on one Zen 5 core; the
 // register-blocked AVX-512 loops reach 203–230 (nn) and 170–196 (nt), out of the core's 247
-// (docs/benchmarks.md, 2026-11-23 night). The AVX2 kernels (cpu_isa.h) call cblas_sgemm, whose
+// (docs/benchmarks-history.md, 2026-11-23 night). The AVX2 kernels (cpu_isa.h) call cblas_sgemm, whose
 // Haswell kernels are as fast as 256-bit loops of our own would be.
 //
 // nn: an 8 × 32 block of C lives in 16 registers; each step p broadcasts A[i][p] for its 8 rows

@@ -7,7 +7,7 @@
 // deschedules one of nnlab's threads now and then, and every barrier it has not reached
 // waits for it to get a core back: a scheduler time slice, milliseconds. Measured on this
 // project's 2-core machine beside a busy 2-thread program, an mlp step took 72 ms with 2
-// threads and under 1 ms with 1 thread (docs/benchmarks.md). One thread has no barriers.
+// threads and under 1 ms with 1 thread (docs/benchmarks-history.md). One thread has no barriers.
 //
 // What: the governor measures instead of guessing. It times a few steps with 1 thread and a
 // few with all threads, keeps the faster, and checks again later:
