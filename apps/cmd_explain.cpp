@@ -392,7 +392,7 @@ void register_explain_command(CLI::App& app) {
     NNLAB_CHECK(o->batch >= 1 && o->batch <= 65536, "--batch must lie in 1..65536, got ", o->batch);
     NNLAB_CHECK(sub->count("--model") == 0 || o->model_file.empty(), "give --model NAME or --model-file FILE, not both");
     const ModelFile info = o->model_file.empty() ? model_info(o->model) : read_model_file(o->model_file);
-    check_model(info, recipe_input(info, "explain"));
+    check_model(info, recipe_input(info, "explain"), o->batch);
     std::vector<RunVariant> variants = parse_variants(o->devices, o->threads, parse_conv_impl(o->conv));
     std::vector<RunVariant> usable;
     for (const RunVariant& v : variants) {

@@ -3,6 +3,7 @@
 // not the pixels) on each run variant over batch sizes, model width multipliers and math
 // modes, with the crossover batch marked: below it the first variant (the CPU) is faster.
 // On a machine without a GPU the second "device" is another CPU thread count.
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -148,7 +149,8 @@ SweepPlan plan_sweep(const SweepOptions& o) {
   plan.batches = parse_numbers<int64_t>(o.batches, "--batches", 1, 65536);
   plan.widths = parse_numbers<double>(o.widths, "--widths", 0.0625, 16);
   for (const ModelFile& m : plan.models)
-    for (double w : plan.widths) check_model(scale_widths(m, w), recipe_input(m, "sweep"));  // a model that cannot fit fails now
+    for (double w : plan.widths)  // a model or batch that cannot fit fails now
+      check_model(scale_widths(m, w), recipe_input(m, "sweep"), *std::max_element(plan.batches.begin(), plan.batches.end()));
   plan.maths = split_list(o.maths);
   for (const std::string& m : plan.maths)
     NNLAB_CHECK(m == "fp32" || m == "tf32", "--math: '", m, "' is not fp32 or tf32");

@@ -104,9 +104,10 @@ void finalize_train_config(const CLI::App& app, TrainConfig& c) {
   NNLAB_CHECK(!c.data_dir.empty() || c.data == "synthetic-cifar10", "--data-dir is required for --data ", c.data,
               " (the folder holding its files), or fetch the data set first: nnlab data fetch ", c.data);
   // A model that cannot be built for this data set fails here, before anything is written.
-  InputSpec input;
-  if (fixed_input(c.data, input)) check_model(c.model_spec, input);
   if (app.count("--batch") == 0) c.batch = recipe.batch;
+  NNLAB_CHECK(c.batch > 0, "--batch must be at least 1, got ", c.batch);
+  InputSpec input;
+  if (fixed_input(c.data, input)) check_model(c.model_spec, input, c.batch);
   if (app.count("--optimizer") == 0) c.optimizer.name = recipe.optimizer;
   if (app.count("--lr") == 0) c.optimizer.lr = recipe.lr;
   if (app.count("--momentum") == 0) c.optimizer.momentum = c.optimizer.name == "sgd" ? recipe.momentum : 0.0;
@@ -115,7 +116,6 @@ void finalize_train_config(const CLI::App& app, TrainConfig& c) {
               "--optimizer '", c.optimizer.name, "' is not known; choose sgd, adam or adamw");
   if (c.optimizer.name == "adamw" && app.count("--weight-decay") == 0) c.optimizer.weight_decay = 0.01;
   NNLAB_CHECK(c.epochs > 0, "--epochs must be at least 1, got ", c.epochs);
-  NNLAB_CHECK(c.batch > 0, "--batch must be at least 1, got ", c.batch);
   NNLAB_CHECK(c.log_interval > 0, "--log-interval must be at least 1, got ", c.log_interval);
   NNLAB_CHECK(c.max_steps >= 0, "--max-steps must be >= 0, got ", c.max_steps);
   NNLAB_CHECK(c.metrics_every >= 0, "--metrics-every must be >= 0, got ", c.metrics_every);

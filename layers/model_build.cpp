@@ -55,6 +55,15 @@ std::string gib(double bytes) {
   return buf;
 }
 
+// Bytes in the unit that reads best: KiB, MiB or GiB.
+std::string size_str(double bytes) {
+  if (bytes >= 1024.0 * 1024.0 * 1024.0) return gib(bytes);
+  char buf[32];
+  const bool mib = bytes >= 1024.0 * 1024.0;
+  std::snprintf(buf, sizeof buf, "%.3g %s", bytes / (mib ? 1024.0 * 1024.0 : 1024.0), mib ? "MiB" : "KiB");
+  return buf;
+}
+
 std::string count_str(double count) {
   char buf[32];
   std::snprintf(buf, sizeof buf, "%.3g", count);
@@ -66,6 +75,8 @@ struct Walk {
   const InputSpec& input;
   bool build;               // false: read, infer and check only
   double parameters = 0;    // so far, in double: a file may ask for more than int64 holds
+  int64_t batch = 1;        // images a step holds at once (check_model's batch)
+  double activations = 0;   // elements of every layer's output per image, summed
   int64_t layers = 0;       // layers read so far, nested ones included
   int nesting = 0;          // lists (sequential, residual) open around the one being read
   double memory = physical_memory_bytes();
@@ -355,6 +366,7 @@ std::vector<Sequential::Child> walk_list(Walk& w, const Json& list, const std::s
     auto module = walk_layer(e, j["type"].get<std::string>(), shape);
     double elements = 1;
     for (int64_t d : shape) elements *= double(d);
+    w.activations += elements;
     if (4.0 * elements > w.memory)
       e.error("its output of ", dims_str(shape), " per image would take ", gib(4.0 * elements),
               " for one image, more than this machine's ", gib(w.memory), " of memory");
@@ -375,13 +387,21 @@ std::vector<Sequential::Child> walk_model(Walk& w) {
   NNLAB_CHECK(shape == Dims{in.classes}, w.file.origin, ": the network ends in ", dims_str(shape),
               " per image, but it must end in one score per class (", in.classes,
               " for this data set); end it with a flatten and a linear layer with \"out_features\": \"classes\"");
+  // A lower bound on one step's memory: every layer's float32 output, stored once (backward
+  // keeps most of them; fused layers skip a few). A batch past it cannot run; below it, the
+  // allocator's own out-of-memory message covers the rest.
+  const double batch_bytes = 4.0 * w.activations * double(w.batch);
+  NNLAB_CHECK(batch_bytes <= w.memory, w.file.origin, ": a batch of ", w.batch, " images needs at least ",
+              gib(batch_bytes), " for its layers' outputs (", size_str(4.0 * w.activations), " an image), more than this ",
+              "machine's ", gib(w.memory), " of memory; use a smaller --batch");
   return children;
 }
 
 }  // namespace
 
-void check_model(const ModelFile& file, const InputSpec& input) {
+void check_model(const ModelFile& file, const InputSpec& input, int64_t batch) {
   Walk w{file, input, false};
+  w.batch = batch;
   walk_model(w);
 }
 

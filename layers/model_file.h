@@ -53,9 +53,9 @@ ModelFile parse_model_file(const std::string& text, const std::string& origin, c
 
 // Reads every layer's fields and infers every layer's input and output shape for `input`;
 // throws one message naming the file, the layer and the shapes at the first that does not fit
-// (or whose parameters or activations could not fit in this machine's memory). Allocates
-// nothing.
-void check_model(const ModelFile& file, const InputSpec& input);
+// (or whose parameters, or the layers' outputs for a batch of `batch` images, could not fit in
+// this machine's memory). Allocates nothing.
+void check_model(const ModelFile& file, const InputSpec& input, int64_t batch = 1);
 
 // check_model (so a network that cannot fit is refused before anything is allocated), then the
 // network built. Parameters are left at zero; make_model initialises them.

@@ -1,7 +1,8 @@
 // Inputs that are well-formed but absurd, each refused with one message before it can crash
 // the program (they used to end in a segmentation fault with no message): a thread count
 // GNU OpenMP cannot create, JSON nested deeper than any stack walks, models with more layers
-// or deeper lists than nnlab builds. docs/reliability.md, "Bounds", lists them.
+// or deeper lists than nnlab builds; and a batch that cannot fit in memory (it ran until the
+// kernel killed the process). docs/reliability.md lists each with its message.
 #include <catch2/catch.hpp>
 #include <cstdint>
 #include <fstream>
@@ -73,4 +74,12 @@ TEST_CASE("bounds: a thread count past what OpenMP can create is refused", "[bou
   const CliResult cmp = run_cli("compare --model mlp --devices cpu:threads=1,cpu:threads=99999 --max-steps 1");
   CHECK(cmp.exit_code == 1);
   CHECK_THAT(cmp.output, Catch::Contains("99999 is more than nnlab runs"));
+}
+
+TEST_CASE("bounds: a batch whose layer outputs cannot fit in memory is refused before training", "[bounds]") {
+  // cnn on 3×32×32 images keeps 449 KiB of layer outputs an image: a billion need 428 TiB.
+  const CliResult r = run_cli("train --model cnn --data synthetic-cifar10 --batch 1000000000 --max-steps 1");
+  CHECK(r.exit_code == 1);
+  CHECK_THAT(r.output, Catch::Contains("a batch of 1000000000 images needs at least") &&
+                           Catch::Contains("(449 KiB an image)") && Catch::Contains("use a smaller --batch"));
 }
