@@ -12,6 +12,7 @@ using nnlab_test::CliResult;
 using nnlab_test::run_cli;
 using nnlab_test::step_losses;
 using nnlab_test::TempDir;
+using nnlab_test::ScopedEnv;
 namespace fs = std::filesystem;
 
 namespace {
@@ -51,6 +52,8 @@ TEST_CASE("train mlp: the loss falls and a seed repeats exactly", "[cli]") {
 TEST_CASE("bad options fail with one clear message and write nothing", "[cli]") {
   const TempDir dir("nnlab_cli");
   const std::string metrics = dir / "bad.jsonl";
+  // An empty data folder: `--data mnist` must not find a copy `nnlab data fetch` installed.
+  const ScopedEnv no_store("NNLAB_DATA_DIR", dir / "no-store");
   const std::vector<std::pair<std::string, std::string>> cases = {
       {"train --batch 0", "--batch must be at least 1"},
       {"train --batch -5", "--batch must be at least 1"},

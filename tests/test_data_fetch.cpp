@@ -304,14 +304,17 @@ TEST_CASE("data fetch: label arrays and archives are read strictly", "[data]") {
 
 TEST_CASE("data fetch: the data folder and the default data directory", "[data]") {
   FakeMnist fake;
-  setenv("NNLAB_DATA_DIR", fake.root.c_str(), 1);
-  CHECK(data_store_root() == fake.root);
-  CHECK(default_data_dir("mnist").empty());
-  CHECK(default_data_dir("fashion-mnist") == "/usr/share/datasets/fashion-mnist");
-  unsetenv("NNLAB_DATA_DIR");
-  setenv("XDG_DATA_HOME", fake.path.c_str(), 1);
-  CHECK(data_store_root() == (fake.path / "nnlab" / "datasets").string());
-  unsetenv("XDG_DATA_HOME");
+  {
+    const nnlab_test::ScopedEnv store("NNLAB_DATA_DIR", fake.root);
+    CHECK(data_store_root() == fake.root);
+    CHECK(default_data_dir("mnist").empty());
+    CHECK(default_data_dir("fashion-mnist") == "/usr/share/datasets/fashion-mnist");
+  }
+  {
+    const nnlab_test::ScopedEnv no_store("NNLAB_DATA_DIR", "");
+    const nnlab_test::ScopedEnv xdg("XDG_DATA_HOME", fake.path.string());
+    CHECK(data_store_root() == (fake.path / "nnlab" / "datasets").string());
+  }
   CHECK_THROWS_WITH(data_spec("mnist2"), Catch::Contains("mnist, fashion-mnist and cifar10"));
   CHECK_THROWS_WITH(digest_kind_of("abc"), Catch::Contains("not a checksum"));
 }

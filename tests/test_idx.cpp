@@ -246,8 +246,8 @@ TEST_CASE("idx: inconsistent image and label files are rejected", "[idx]") {
 }
 
 TEST_CASE("idx: the real Fashion-MNIST loads when installed", "[idx][fashion]") {
-  const std::string dir = default_data_dir("fashion-mnist");
-  if (!fs::exists(dir + "/train-images-idx3-ubyte.gz")) {
+  const std::string dir = default_data_dir("fashion-mnist");  // nnlab data fetch's copy, or Debian's
+  if (!fs::exists(dir + "/train-images-idx3-ubyte.gz") && !fs::exists(dir + "/train-images-idx3-ubyte")) {
     WARN("Fashion-MNIST not installed at " << dir << " (apt-get install dataset-fashion-mnist); not checked");
     return;
   }
@@ -269,4 +269,20 @@ TEST_CASE("idx: the real Fashion-MNIST loads when installed", "[idx][fashion]") 
   double first_image = 0;
   for (int i = 0; i < 784; ++i) first_image += x[i];
   CHECK(first_image == Approx(76247).margin(0.01));
+}
+
+TEST_CASE("idx: the real MNIST loads when nnlab data fetch installed it", "[idx][mnist]") {
+  const std::string dir = default_data_dir("mnist");
+  if (dir.empty()) {
+    WARN("MNIST is not installed (nnlab data fetch mnist; scripts/setup.sh does it); not checked");
+    return;
+  }
+  const Dataset train = load_dataset("mnist", dir, "train");
+  const Dataset test = load_dataset("mnist", dir, "test");
+  CHECK(train.images.shape() == Shape{60000, 1, 28, 28});
+  CHECK(test.images.shape() == Shape{10000, 1, 28, 28});
+  // LeCun's first labels of each split.
+  const auto y = train.labels.to_vector<int32_t>(), yt = test.labels.to_vector<int32_t>();
+  CHECK(std::vector<int32_t>(y.begin(), y.begin() + 10) == std::vector<int32_t>{5, 0, 4, 1, 9, 2, 1, 3, 1, 4});
+  CHECK(std::vector<int32_t>(yt.begin(), yt.begin() + 10) == std::vector<int32_t>{7, 2, 1, 0, 4, 1, 4, 9, 5, 9});
 }

@@ -14,6 +14,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <filesystem>
 #include <string>
 #include <vector>
@@ -50,6 +51,20 @@ struct TempDir {
   TempDir(const TempDir&) = delete;
   TempDir& operator=(const TempDir&) = delete;
   std::string operator/(const std::string& name) const { return (path / name).string(); }
+};
+
+// Sets an environment variable for the scope's life (children the test starts inherit it),
+// then restores what was there.
+struct ScopedEnv {
+  std::string name, old;
+  bool had = false;
+  ScopedEnv(const std::string& n, const std::string& value) : name(n) {
+    if (const char* v = std::getenv(n.c_str())) had = true, old = v;
+    setenv(n.c_str(), value.c_str(), 1);
+  }
+  ~ScopedEnv() { had ? (void)setenv(name.c_str(), old.c_str(), 1) : (void)unsetenv(name.c_str()); }
+  ScopedEnv(const ScopedEnv&) = delete;
+  ScopedEnv& operator=(const ScopedEnv&) = delete;
 };
 
 // The largest |got − want| / (atol + rtol·|want|) of equal-length vectors and where it is
