@@ -50,7 +50,7 @@ Json meta_json(const std::map<std::string, std::string>& meta, const std::string
               "'; it was not written by this version of nnlab's trainer");
   try {
     return Json::parse(it->second);
-  } catch (const Json::parse_error&) {
+  } catch (const Json::exception&) {
     fail("checkpoint ", path, " has corrupt metadata '", key, "': ", it->second);
   }
 }

@@ -95,6 +95,8 @@ RunLog read_run_log(const std::string& path) {
       }
       fail(where, " is not JSON (syntax error at byte ", e.byte, " of the line); ", kWhatItIs,
            ", one JSON object per line");
+    } catch (const nlohmann::json::exception& e) {  // e.g. a number no double holds: 1e999
+      fail(where, " is not JSON nnlab can read (", e.what(), "); ", kWhatItIs, ", one JSON object per line");
     }
     NNLAB_CHECK(j.is_object(), where, " is not a JSON object; ", kWhatItIs, ", one JSON object per line");
     if (!log.run.is_object()) {

@@ -191,7 +191,7 @@ std::vector<Entry> parse_header(const std::string& path, const std::string& text
   Json header;
   try {
     header = Json::parse(text);
-  } catch (const Json::parse_error& e) {
+  } catch (const Json::exception& e) {  // a syntax error, or a number no double holds
     fail("checkpoint ", path, " has a corrupt JSON header (", e.what(), "); the file is damaged or not safetensors");
   }
   NNLAB_CHECK(header.is_object(), "checkpoint ", path, " has a corrupt header: not a JSON object");

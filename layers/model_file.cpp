@@ -34,12 +34,13 @@ void reject_unknown(const Json& object, const Fields& known, const std::string& 
   }
 }
 
-// nlohmann's parse_error reads "[json.exception.parse_error.101] parse error at line 3,
-// column 7: syntax error while parsing ..."; the user needs the part after the tag.
-std::string parse_error_text(const Json::parse_error& e) {
+// nlohmann's errors read "[json.exception.parse_error.101] parse error at line 3, column 7:
+// syntax error while parsing ..." or "[json.exception.out_of_range.406] number overflow
+// parsing '1e999'" (a number no double holds); the user needs the part after the tag.
+std::string parse_error_text(const Json::exception& e) {
   const std::string what = e.what();
-  const auto at = what.find("parse error");
-  return at == std::string::npos ? what : what.substr(at);
+  const auto at = what.find("] ");
+  return at == std::string::npos ? what : what.substr(at + 2);
 }
 
 ModelRecipe read_recipe(const Json& r, const std::string& origin) {
@@ -89,7 +90,7 @@ ModelFile parse_model_file(const std::string& text, const std::string& origin, c
   Json j;
   try {
     j = Json::parse(text);
-  } catch (const Json::parse_error& e) {
+  } catch (const Json::exception& e) {
     fail(origin, " is not valid JSON: ", parse_error_text(e));
   }
   NNLAB_CHECK(j.is_object(), origin, " must hold one JSON object with a \"layers\" list");

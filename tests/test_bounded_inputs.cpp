@@ -49,6 +49,19 @@ TEST_CASE("bounds: model files nested or sized past nnlab's limits are refused",
                     Catch::Contains("layer '10000' is layer number 10001; nnlab builds models of at most 10000 layers"));
 }
 
+TEST_CASE("bounds: a number no double holds is a JSON error naming the file", "[bounds]") {
+  // Found by fuzz_model_file: nlohmann throws out_of_range (not parse_error) for 1e999, which
+  // escaped the reader as "[json.exception.out_of_range.406] …" with no file named.
+  const std::string text = "{\"layers\":[{\"type\":\"dropout\",\"p\":44.4e440}]}";
+  CHECK_THROWS_WITH(nnlab::parse_model_file(text, "model file big.json", "big"),
+                    Catch::Equals("model file big.json is not valid JSON: number overflow parsing '44.4e440'"));
+  TempDir dir("nnlab_bounds");
+  std::ofstream(dir / "run.jsonl") << "{\"type\":\"run\",\"x\":1e999}\n";
+  const CliResult r = run_cli("report " + (dir / "run.jsonl") + " -o " + (dir / "r.html"));
+  CHECK(r.exit_code == 1);
+  CHECK_THAT(r.output, Catch::Contains("line 1 is not JSON nnlab can read") && Catch::Contains("number overflow"));
+}
+
 TEST_CASE("bounds: deep JSON in a checkpoint header or a run record is refused", "[bounds]") {
   TempDir dir("nnlab_bounds");
   // safetensors: 8-byte little-endian header length, then the JSON header.
