@@ -1,8 +1,8 @@
 // Inputs that are well-formed but absurd, each refused with one message before it can crash
 // the program (they used to end in a segmentation fault with no message): a thread count
 // GNU OpenMP cannot create, JSON nested deeper than any stack walks, models with more layers
-// or deeper lists than nnlab builds; and a batch that cannot fit in memory (it ran until the
-// kernel killed the process). docs/reliability.md lists each with its message.
+// or deeper lists than nnlab builds; and a batch whose layer outputs cannot fit in memory.
+// docs/reliability.md lists each with its message.
 #include <catch2/catch.hpp>
 #include <cstdint>
 #include <fstream>
