@@ -57,7 +57,8 @@ def nnlab_result(metrics, rss):
 def torch_cmd(a, model, batch):
     return [a.python, a.torch_script, "--model", model, "--batch", str(batch), "--epochs", str(a.epochs),
             "--threads", str(a.threads)] + (["--flush-denormals"] if a.torch_flush_denormals else []) + \
-           (["--device", a.device] if a.device != "cpu" else []) + (["--data", a.data_dir] if a.data_dir else []) + \
+           (["--device", a.device] if a.device != "cpu" else []) + \
+           (["--mode", a.torch_mode] if a.torch_mode != "eager" else []) + (["--data", a.data_dir] if a.data_dir else []) + \
            (["--cifar", a.cifar_dir] if a.cifar_dir and model in CIFAR_MODELS else [])
 
 
@@ -169,9 +170,9 @@ def main():
     ap.add_argument("--torch-flush-denormals", action="store_true",
                     help="PyTorch flushes denormals to zero too (nnlab's default; the yardstick keeps them)")
     ap.add_argument("--device", default="cpu",
-                    help="cpu or cuda: both frameworks train there (on cuda the PyTorch script must take --device, "
-                         "as the PyTorch yardstick torch_bench.py, kept outside the repository, does; "
-                         "scripts/torch_reference.py does not yet; the share column is of the device's sgemm rate)")
+                    help="cpu or cuda: both frameworks train there (the share column is of the device's sgemm rate)")
+    ap.add_argument("--torch-mode", choices=("eager", "graph", "compile"), default="eager",
+                    help="how PyTorch runs its step (scripts/torch_reference.py --mode; graph and compile need cuda)")
     ap.add_argument("--data-dir", default="", help="Fashion-MNIST folder for both (default: each one's own default)")
     ap.add_argument("--cifar-dir", default="", help="CIFAR-10 binary batches for the CIFAR models (default: random "
                                                     "CIFAR-shaped data)")
@@ -194,6 +195,7 @@ def main():
     print(f"# {time.strftime('%Y-%m-%d %H:%M')}  {cpu}, {os.cpu_count()} cores, threads {a.threads}, "
           f"commit {commit}, sgemm 1024³ {rate_before:.0f} GFLOP/s"
           + (", both under SCHED_FIFO (chrt -f 10)" if a.realtime else "")
+          + (f", device {a.device}, PyTorch mode {a.torch_mode}" if a.device != "cpu" else "")
           + (", alternated epoch by epoch" if a.interleave else ", alternated run by run")
           + ("; denormals flushed in both" if a.torch_flush_denormals else "; denormals: nnlab flushes, PyTorch keeps")
           + "".join(f"; {k}={os.environ[k]}" for k in OPENBLAS_ENV if k in os.environ))
@@ -226,7 +228,7 @@ def main():
                        "nnlab_rss_mib": res["nnlab"][1], "core_round_trip_ns": trips,
                        "torch_rss_mib": res["torch"][1], "nnlab_acc": res["nnlab"][2], "torch_acc": res["torch"][2],
                        "python": platform.python_version(), "realtime": a.realtime,
-                       "interleave": a.interleave,
+                       "interleave": a.interleave, "device": a.device, "torch_mode": a.torch_mode,
                        "openblas_env": {k: os.environ[k] for k in OPENBLAS_ENV if k in os.environ}}
                 print(f"| {model} | {batch} | {r + 1} | {ns:.2f} | {ts:.2f} | {ns / ts:.2f} | {n_img / ns:.0f} | "
                       f"{gflops:.1f} | {100 * gflops / rate:.0f}% of {rate:.0f} | {res['nnlab'][1]:.0f} | "

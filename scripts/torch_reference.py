@@ -10,6 +10,13 @@ cores; this is its fastest set-up on small machines). The last line printed is o
 
   /usr/bin/python3 scripts/torch_reference.py --model cnn --threads 2 --epochs 4
   /usr/bin/python3 scripts/torch_reference.py --model resnet8 --cifar ~/.local/share/nnlab/datasets/cifar10
+  python3 scripts/torch_reference.py --model cnn --device cuda --mode graph   # on a GPU machine
+
+On a GPU (--device cuda) the data set is held on the device, the permutation and gather run
+there, and the device is synchronised before each clock reading. --mode picks PyTorch's way
+of running the step: eager (one launch per op), graph (the whole step -- forward, backward and
+optimizer -- captured once as a CUDA graph and replayed; the short last batch runs eager), or
+compile (torch.compile of the model, mode max-autotune-no-cudagraphs).
 """
 import argparse, gzip, json, os, struct, sys, time
 
@@ -125,6 +132,32 @@ ZOO = {
 }
 
 
+class CapturedStep:
+    """A training step recorded as one CUDA graph: static input buffers, the loss it leaves."""
+    def __init__(self, graph, inputs, loss):
+        self.graph, self.inputs, self.loss = graph, inputs, loss
+
+    def replay(self):
+        self.graph.replay()
+
+
+def capture_step(step, xb, yb):
+    """PyTorch's whole-network capture: a few eager steps on a side stream (they create the
+    optimizer state and warm up cuDNN/cuBLAS), then one step recorded into a graph. The
+    warm-up steps train on the first batch; the timed epochs come after, so they are not timed."""
+    inputs = (xb.clone(), yb.clone())
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        for _ in range(3):
+            step(*inputs)
+    torch.cuda.current_stream().wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        loss = step(*inputs)
+    return CapturedStep(graph, inputs, loss)
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--model", choices=sorted(ZOO), default="cnn")
@@ -138,6 +171,9 @@ def main():
     ap.add_argument("--pace-stdin", action="store_true",
                     help="before each epoch print 'ready for epoch N' and wait for a line on stdin, as nnlab train "
                          "--pace-stdin (scripts/bench.py --interleave alternates the two epoch by epoch)")
+    ap.add_argument("--device", default="cpu", help="cpu or cuda")
+    ap.add_argument("--mode", choices=("eager", "graph", "compile"), default="eager",
+                    help="how the step runs (graph and compile need --device cuda)")
     ap.add_argument("--flush-denormals", action="store_true",
                     help="torch.set_flush_denormal(True), as nnlab's default --denormals flush (the yardstick keeps them)")
     a = ap.parse_args()
@@ -154,9 +190,35 @@ def main():
         g = torch.Generator().manual_seed(1234)
         x, y = torch.rand(50000, 3, 32, 32, generator=g), torch.randint(0, 10, (50000,), generator=g)
         xt = yt = None
-    model = build()
+    dev = torch.device(a.device)
+    # Strict float32 on the GPU, as nnlab's default (PyTorch lets cuDNN use TF32 unless told),
+    # and cuDNN's algorithms chosen by measurement, as nnlab's algorithm cache does.
+    torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = False
+    torch.backends.cudnn.benchmark = True
+    if a.mode != "eager" and dev.type != "cuda":
+        sys.exit(f"--mode {a.mode} needs --device cuda")
+    x, y = x.to(dev), y.to(dev)
+    if xt is not None:
+        xt, yt = xt.to(dev), yt.to(dev)
+    model = build().to(dev)
     opt = make_opt(model.parameters())
-    gen = torch.Generator().manual_seed(a.seed)
+    if a.mode == "graph" and "capturable" in opt.defaults:
+        # Adam's step counter must live on the device to be updated inside a graph.
+        opt = type(opt)(model.parameters(), **{**opt.defaults, "capturable": True})
+    forward = torch.compile(model, mode="max-autotune-no-cudagraphs") if a.mode == "compile" else model
+
+    def step(xb, yb):
+        opt.zero_grad(set_to_none=True)
+        loss = F.cross_entropy(forward(xb), yb)
+        loss.backward()
+        opt.step()
+        return loss.detach()
+
+    graph = None
+    if a.mode == "graph":
+        graph = capture_step(step, x[:a.batch], y[:a.batch])
+    sync = torch.cuda.synchronize if dev.type == "cuda" else (lambda: None)
+    gen = torch.Generator(device=dev).manual_seed(a.seed)
     n, records = x.shape[0], []
     for epoch in range(1, a.epochs + 1):
         if a.pace_stdin:
@@ -164,17 +226,22 @@ def main():
             if not sys.stdin.readline():
                 sys.exit(f"--pace-stdin: standard input closed before epoch {epoch}")
         model.train()
+        sync()
         start = time.perf_counter()
-        order = torch.randperm(n, generator=gen)
+        order = torch.randperm(n, generator=gen, device=dev)
         xs, ys = x[order], y[order]
-        total, steps = torch.zeros(()), 0
+        total, steps = torch.zeros((), device=dev), 0
         for i in range(0, n, a.batch):
-            opt.zero_grad(set_to_none=True)
-            loss = F.cross_entropy(model(xs[i:i + a.batch]), ys[i:i + a.batch])
-            loss.backward()
-            opt.step()
-            total += loss.detach()
+            xb, yb = xs[i:i + a.batch], ys[i:i + a.batch]
+            if graph is not None and xb.shape[0] == a.batch:
+                graph.inputs[0].copy_(xb)
+                graph.inputs[1].copy_(yb)
+                graph.replay()
+                total += graph.loss
+            else:
+                total += step(xb, yb)
             steps += 1
+        sync()
         seconds = time.perf_counter() - start
         acc = None
         if xt is not None:
@@ -188,6 +255,8 @@ def main():
               + (f"  test acc {100 * acc:.2f}%" if acc is not None else ""), flush=True)
     timed = records[1:] or records
     print(json.dumps({"framework": "pytorch " + torch.__version__, "model": a.model, "batch": a.batch,
+                      "device": a.device, "mode": a.mode,
+                      "device_name": torch.cuda.get_device_name() if dev.type == "cuda" else "cpu",
                       "threads": a.threads, "params": sum(p.numel() for p in model.parameters()),
                       "epoch_seconds_median": float(np.median([r["seconds"] for r in timed])),
                       "epochs": records}))
