@@ -19,6 +19,14 @@ void register_train_command(CLI::App& app) {
                   "Convolution kernels: auto (the device's own choice per layer; `nnlab explain` names it), reference "
                   "(readable direct loops), im2col (CPU) or cudnn (CUDA)")
       ->capture_default_str();
+  sub->add_option("--cuda-graphs", config->cuda_graphs,
+                  "CUDA: record each full batch's forward and backward once as a CUDA graph and replay it (one launch "
+                  "instead of one per kernel, same results): auto (where the model allows: no Dropout, no "
+                  "--check-numerics, one process), on (an error where it cannot), off")
+      ->capture_default_str();
+  sub->add_option("--test-images", config->test_images,
+                  "Evaluate on the first N test images (0 = all; the accuracy is then of those N only)")
+      ->capture_default_str();
   // Train only: compare and sweep measure steps, which this slows down.
   sub->add_flag("--check-numerics", config->check_numerics,
                 "Check every layer's output and gradient at every step and stop at the first that is NaN or "

@@ -99,6 +99,7 @@ Trainer::Trainer(TrainConfig config) : config_(std::move(config)) {
                 " applies to CUDA devices only; the CPU always computes in strict float32");
     requested_conv = parse_conv_impl(config_.conv_impl);
     check_conv_impl(requested_conv, device_);
+    graphs_mode_ = parse_cuda_graphs(config_.cuda_graphs);
   });
   set_conv_impl(requested_conv);
   if (device_.is_cpu() && config_.threads == 0 && cpu_threads() >= 2) {
@@ -110,6 +111,11 @@ Trainer::Trainer(TrainConfig config) : config_(std::move(config)) {
   if (device_.is_cuda()) set_cuda_options({config_.math == "tf32", config_.deterministic});
   train_ = load_dataset(config_.data, config_.data_dir, "train");
   test_ = load_dataset(config_.data, config_.data_dir, "test");
+  NNLAB_CHECK(config_.test_images >= 0, "--test-images must be >= 0, got ", config_.test_images);
+  if (config_.test_images > 0 && config_.test_images < test_.size()) {
+    test_.images = test_.images.rows(0, config_.test_images);
+    test_.labels = test_.labels.rows(0, config_.test_images);
+  }
   // The validation set comes out of the training set; the test set is never selected on.
   if (config_.val_split > 0) std::tie(train_, val_) = split_validation(train_, config_.val_split, config_.seed);
   const InputSpec input{train_.channels(), train_.height(), train_.width(), train_.classes};
@@ -143,6 +149,16 @@ Trainer::Trainer(TrainConfig config) : config_(std::move(config)) {
     parallel_ = std::make_unique<DataParallel>(world, optimizer_->params(),
                                                parse_allreduce_mode(config_.check_numerics ? "step" : config_.allreduce),
                                                decide_allreduce_backend(world, device_, allreduce_backend));
+  if (graphs_mode_ != CudaGraphs::Off) {
+    const std::string obstacle = graph_obstacle(device_, *model_, config_.check_numerics, world.distributed());
+    NNLAB_CHECK(obstacle.empty() || graphs_mode_ != CudaGraphs::On, "--cuda-graphs on: cannot record the step as a "
+                "CUDA graph: ", obstacle, " (use --cuda-graphs auto or off)");
+    if (obstacle.empty())
+      graphed_ = std::make_unique<GraphedStep>(
+          device_, [this](const Tensor& images, const Tensor& labels) { return forward_backward_for_graph(images, labels); });
+    else if (device_.is_cuda())
+      spdlog::info("CUDA graphs: off, {}", obstacle);
+  }
   if (!config_.resume.empty()) resume_from(config_.resume);
   if (parallel_) parallel_->check_same_start(config_record(config_), *model_);
   // Ranks step in lockstep, so one rank's step time is mostly waiting for the others: the
@@ -256,17 +272,20 @@ Tensor Trainer::train_step(const Batch& batch, PhaseSeconds& phases) {
   if (numerics_) numerics_->set_step(guard_->describe_step(this_step));
   // In a distributed run a rank can get no sample of a small last batch; it adds zeros.
   const int64_t mine = batch.images.dim(0);
-  Tensor loss;
-  if (mine > 0) {
+  Tensor loss = graphed_ && mine > 0 ? graphed_forward_backward(batch, this_step) : Tensor();
+  const bool graphed = loss.defined();
+  if (graphed) {
+    phases.forward += seconds_since(t);  // the replay's launch: forward and backward together
+  } else if (mine > 0) {
     const Tensor logits = numerics_ ? numerics_->forward(*model_, batch.images) : model_->forward(batch.images);
     loss = cross_entropy(logits, batch.labels, &guard_->flag(), guard_->loss_mark(this_step));
     if (numerics_) numerics_->check_loss(loss);
   }
-  phases.forward += seconds_since(t);
+  if (!graphed) phases.forward += seconds_since(t);
 
   t = Clock::now();
   if (parallel_) parallel_->begin_step(batch.whole, mine, loss, g_stop_signal != 0);
-  if (mine > 0) loss.backward();
+  if (mine > 0 && !graphed) loss.backward();
   double reduce_seconds = 0;  // its own phase, not backward's
   if (parallel_) {
     // Every rank now holds the global batch's mean gradient, and its mean loss.
@@ -290,6 +309,42 @@ Tensor Trainer::train_step(const Batch& batch, PhaseSeconds& phases) {
   else optimizer_->step_checked(guard_->gradient_marks(this_step));
   phases.optimizer += seconds_since(t);
   if (numerics_) stop_if_faulty("; no update was applied.");  // it synchronises anyway
+  return loss;
+}
+
+Tensor Trainer::forward_backward_for_graph(const Tensor& images, const Tensor& labels) {
+  optimizer_->zero_grad();
+  // No non-finite flag here: its mark names the step, which a replay would not update; the
+  // loss is checked after each replay instead (graphed_forward_backward).
+  Tensor loss = cross_entropy(model_->forward(images), labels);
+  loss.backward();
+  return loss;
+}
+
+Tensor Trainer::graphed_forward_backward(const Batch& batch, int64_t this_step) {
+  if (!graphed_->fits(batch)) return Tensor();  // the short last batch: eager
+  if (!graphed_->captured() && eager_full_steps_++ < 1) return Tensor();  // cuDNN picks its algorithms eagerly first
+  const bool capture_now = !graphed_->captured();
+  Tensor loss;
+  try {
+    loss = graphed_->run(batch);
+  } catch (const Error& e) {
+    if (graphs_mode_ == CudaGraphs::On || !capture_now) throw;
+    spdlog::warn("CUDA graphs: off, the step could not be captured: {}", e.what());
+    graphed_.reset();
+    return Tensor();
+  }
+  // The graph writes its own gradient buffers: the parameters point at them again (an eager
+  // step in between, the short last batch, gave them others).
+  std::vector<Tensor> params = optimizer_->params();
+  if (capture_now)
+    for (const Tensor& p : params) graph_grads_.push_back(p.grad());
+  for (size_t i = 0; i < params.size(); ++i) params[i].set_grad(graph_grads_[i]);
+  if (capture_now)
+    spdlog::info("CUDA graphs: on, forward and backward of each {}-image batch replayed as one graph of {} nodes "
+                 "({:.1f} MiB of device memory kept for it)",
+                 batch.images.dim(0), graphed_->nodes(), static_cast<double>(graphed_->pool_bytes()) / (1 << 20));
+  raise_if_any_not_finite({loss}, guard_->flag(), {guard_->loss_mark(this_step)});
   return loss;
 }
 

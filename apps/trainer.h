@@ -6,6 +6,7 @@
 #include "apps/distributed/data_parallel.h"
 #include "apps/nonfinite_guard.h"
 #include "apps/run_records.h"
+#include "apps/step_graph.h"
 #include "apps/train_config.h"
 #include "datasets/dataloader.h"
 #include "datasets/dataset.h"
@@ -67,6 +68,11 @@ class Trainer {
   void save_epoch_checkpoints(const EpochResult& r);
   // One training step: forward, loss, backward, gradient check, optimizer.
   Tensor train_step(const Batch& batch, PhaseSeconds& phases);
+  // Its forward and backward through the CUDA graph; an empty tensor when the step must run
+  // eagerly instead (another shape, the first steps, or, with auto, a capture that failed).
+  Tensor graphed_forward_backward(const Batch& batch, int64_t this_step);
+  // The step's forward and backward as the graph records them (no host argument that changes).
+  Tensor forward_backward_for_graph(const Tensor& images, const Tensor& labels);
   // Hands the step's wall time to the governor and applies the thread count it advises.
   void adapt_threads(double step_seconds);
   // Reads the non-finite flag back and, when it is raised, stops the run with one message
@@ -90,6 +96,11 @@ class Trainer {
   std::unique_ptr<ThreadGovernor> governor_;
   int config_max_threads_ = 0;  // the governor's upper count
   std::unique_ptr<DataParallel> parallel_;   // only when mpirun started several ranks
+  // --cuda-graphs: the step's forward and backward as one CUDA graph (null: eager steps only).
+  std::unique_ptr<GraphedStep> graphed_;
+  CudaGraphs graphs_mode_ = CudaGraphs::Auto;
+  int64_t eager_full_steps_ = 0;
+  std::vector<Tensor> graph_grads_;  // the gradients the graph writes, in params() order  // full-batch steps run eagerly (the first one chooses cuDNN's algorithms)
   int64_t global_step_ = 0;
   // Where a resumed run picks up: this epoch, after this many of its steps, with this loss sum.
   int64_t start_epoch_ = 1, start_step_ = 0;

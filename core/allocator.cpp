@@ -61,8 +61,13 @@ void* CachingAllocator::allocate(size_t bytes) {
   const size_t size = round_size(bytes);
   std::lock_guard<std::mutex> lock(mutex_);
   void* ptr = nullptr;
+  auto own = capturing_pool_ ? pool_free_[capturing_pool_].find(size) : free_blocks_.end();
   auto it = free_blocks_.find(size);
-  if (it != free_blocks_.end()) {
+  if (capturing_pool_ && own != pool_free_[capturing_pool_].end()) {  // the pool's own block first
+    ptr = own->second;
+    pool_free_[capturing_pool_].erase(own);
+    stats_.cached_bytes -= size;
+  } else if (it != free_blocks_.end()) {
     ptr = it->second;
     free_blocks_.erase(it);
     stats_.cached_bytes -= size;
@@ -82,6 +87,7 @@ void* CachingAllocator::allocate(size_t bytes) {
     poison(static_cast<char*>(ptr) + bytes, size - bytes);
   });
   live_blocks_[ptr] = size;
+  if (capturing_pool_) block_pool_[ptr] = capturing_pool_;
   stats_.current_bytes += size;
   if (stats_.current_bytes > stats_.peak_bytes) stats_.peak_bytes = stats_.current_bytes;
   return ptr;
@@ -97,7 +103,52 @@ void CachingAllocator::deallocate(void* ptr) {
   stats_.current_bytes -= size;
   stats_.cached_bytes += size;
   in_device_order([ptr, size] { poison(ptr, size); });
-  free_blocks_.emplace(size, ptr);
+  auto pool = block_pool_.find(ptr);
+  if (pool != block_pool_.end())
+    pool_free_[pool->second].emplace(size, ptr);
+  else
+    free_blocks_.emplace(size, ptr);
+}
+
+int CachingAllocator::begin_capture_pool() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  NNLAB_CHECK(capturing_pool_ == 0, "allocator on ", device_name_, ": a capture is under way already");
+  capturing_pool_ = next_pool_++;
+  pool_free_[capturing_pool_];
+  return capturing_pool_;
+}
+
+void CachingAllocator::end_capture_pool() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  capturing_pool_ = 0;
+}
+
+void CachingAllocator::release_pool(int pool) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (capturing_pool_ == pool) capturing_pool_ = 0;
+  auto free = pool_free_.find(pool);
+  if (free == pool_free_.end()) return;
+  for (const auto& [size, ptr] : free->second) {
+    block_pool_.erase(ptr);
+    free_blocks_.emplace(size, ptr);
+  }
+  pool_free_.erase(free);
+  for (auto it = block_pool_.begin(); it != block_pool_.end();)  // live blocks go to the cache when freed
+    it = it->second == pool ? block_pool_.erase(it) : std::next(it);
+}
+
+size_t CachingAllocator::pool_bytes(int pool) const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  size_t bytes = 0;
+  for (const auto& [ptr, p] : block_pool_)
+    if (p == pool) {
+      auto live = live_blocks_.find(ptr);
+      if (live != live_blocks_.end()) bytes += live->second;
+    }
+  auto free = pool_free_.find(pool);
+  if (free != pool_free_.end())
+    for (const auto& [size, ptr] : free->second) bytes += size;
+  return bytes;
 }
 
 void CachingAllocator::set_device_order(DeviceOrder order) {

@@ -38,6 +38,17 @@ class CachingAllocator {
   AllocatorStats stats() const;
   void reset_peak();
 
+  // Private pools, for work captured into a CUDA graph. A graph replays its kernels on the
+  // addresses they had at capture, so the blocks its step used (even those the step freed
+  // again) must not go to anyone else while the graph lives: between begin_capture_pool()
+  // and end_capture_pool() every block handed out belongs to a new pool, and a pool block
+  // freed at any time goes back to that pool's free list, which serves only the pool's next
+  // capture. release_pool() (the graph is destroyed) returns the pool's blocks to the cache.
+  int begin_capture_pool();
+  void end_capture_pool();
+  void release_pool(int pool);
+  size_t pool_bytes(int pool) const;  // held by the pool: its free blocks and its live ones
+
   // Sizes are rounded up to one of four steps per power of two (at least 256 bytes), so
   // blocks of nearby sizes share a free list while waste stays under 25%.
   static size_t round_size(size_t bytes);
@@ -61,6 +72,10 @@ class CachingAllocator {
   mutable std::mutex mutex_;
   std::multimap<size_t, void*> free_blocks_;   // rounded size -> block
   std::map<void*, size_t> live_blocks_;        // block -> rounded size
+  std::map<void*, int> block_pool_;            // block -> its private pool (absent: the shared cache)
+  std::map<int, std::multimap<size_t, void*>> pool_free_;  // pool -> its free blocks
+  int capturing_pool_ = 0;                     // the pool of the capture under way, 0 for none
+  int next_pool_ = 1;
   AllocatorStats stats_;
 };
 

@@ -27,6 +27,7 @@ void Backend::missing(const char* kernel) const {
 }
 
 void Backend::copy_from_host(Tensor&, const void*) { missing("copy_from_host"); }
+std::unique_ptr<StepGraph> Backend::capture(const std::function<void()>&) { missing("capture (CUDA graphs)"); }
 void Backend::copy_to_host(const Tensor&, void*) { missing("copy_to_host"); }
 void Backend::copy(const Tensor&, Tensor&) { missing("copy"); }
 void Backend::fill(Tensor&, double) { missing("fill"); }
@@ -90,6 +91,9 @@ void Backend::sgd_step(Tensor&, const Tensor&, Tensor&, const SgdParams&, bool, 
 }
 void Backend::adam_step(Tensor&, const Tensor&, Tensor&, Tensor&, const AdamParams&, int64_t, const Tensor*) {
   missing("adam_step");
+}
+void Backend::adam_step_all(const std::vector<AdamSlot>& slots, const AdamParams& hp, const Tensor* skip_flag) {
+  for (const AdamSlot& s : slots) adam_step(*s.param, *s.grad, *s.exp_avg, *s.exp_avg_sq, hp, s.step, skip_flag);
 }
 void Backend::conv2d_forward(const Conv2dGeometry&, const Tensor&, const Tensor&, const Tensor*, Tensor&) {
   missing("conv2d_forward");

@@ -12,6 +12,8 @@
 //   naming the kernel and the device. There is no silent fallback to another device.
 #pragma once
 #include <cstdint>
+#include <functional>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -69,6 +71,28 @@ struct AdamParams {
   bool decoupled_weight_decay;  // AdamW: p ← p·(1 − lr·wd) instead of adding wd·p to the gradient
 };
 
+// One parameter of an Adam step over a list (Backend::adam_step_all).
+struct AdamSlot {
+  Tensor* param;
+  const Tensor* grad;
+  Tensor* exp_avg;
+  Tensor* exp_avg_sq;
+  int64_t step;  // this parameter's step t, 1-based
+};
+
+// A device's work recorded once (Backend::capture) and replayed as one launch: a CUDA graph.
+// A replay runs the recorded kernels on the recorded addresses with the recorded scalar
+// arguments; inputs change between replays only through the memory the kernels read.
+class StepGraph {
+ public:
+  virtual ~StepGraph() = default;
+  virtual void replay() = 0;
+  // The graph's nodes: kernels, copies, memsets and library calls (for launch counts).
+  virtual size_t nodes() const = 0;
+  // Device memory kept for the graph's own use while it lives (its private pool).
+  virtual size_t pool_bytes() const = 0;
+};
+
 // Whether CUDA can be used here and, if not, why (devices/registry.h's cuda_status(); the
 // CUDA backend's probe fills it in).
 struct CudaStatus {
@@ -88,6 +112,12 @@ class Backend : public DeviceMemory {
   virtual std::string name() const = 0;
   // Waits for queued work (a no-op on the CPU). Only the host's read-backs need it.
   virtual void synchronize() {}
+  // Runs `work` while recording everything it queues on this device into a graph, instead of
+  // running it; nothing of it runs until replay(). Memory the work allocates comes from a pool
+  // the graph keeps. Throws (and discards the recording) when the work does what a graph
+  // cannot hold: a read-back to the host, a synchronisation, a host-to-device copy from
+  // memory the host may change. Devices without graphs (the CPU) throw.
+  virtual std::unique_ptr<StepGraph> capture(const std::function<void()>& work);
 
   // ---- memory: copy, fill, cast --------------------------------------------------------
   void copy_from_host(Tensor& dst, const void* src) override;
@@ -185,6 +215,9 @@ class Backend : public DeviceMemory {
   //   p −= lr/(1−β1ᵗ) · m / (√v/√(1−β2ᵗ) + eps)
   virtual void adam_step(Tensor& param, const Tensor& grad, Tensor& exp_avg, Tensor& exp_avg_sq,
                          const AdamParams& hp, int64_t step, const Tensor* skip_flag);
+  // adam_step on every parameter of a step. The default steps one parameter after another;
+  // CUDA updates up to 32 parameters per launch.
+  virtual void adam_step_all(const std::vector<AdamSlot>& slots, const AdamParams& hp, const Tensor* skip_flag);
 
   // ---- convolution (conv2d_cpu.cpp / conv2d_cuda.cu) -----------------------------------
   // x: (n, c, h, w)  w: (k, c, r, s)  b: (k) or undefined  y: (n, k, p, q)

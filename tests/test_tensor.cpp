@@ -71,6 +71,31 @@ TEST_CASE("caching allocator reuses blocks and counts bytes", "[allocator]") {
   CHECK(a.stats().underlying_frees == 2);
 }
 
+// A CUDA graph replays on the blocks its capture used: they stay the pool's until released.
+TEST_CASE("caching allocator keeps a capture's blocks in the capture's pool", "[allocator]") {
+  CachingAllocator a(
+      "test", [](size_t n) { return std::malloc(n); }, [](void* p) { std::free(p); });
+  void* cached = a.allocate(1000);
+  a.deallocate(cached);  // in the shared cache
+  const int pool = a.begin_capture_pool();
+  void* scratch = a.allocate(1000);  // the cached block, now the pool's
+  CHECK(scratch == cached);
+  void* kept = a.allocate(4000);  // stays live after the capture (a gradient)
+  a.deallocate(scratch);           // freed inside the capture: back to the pool, not the cache
+  a.end_capture_pool();
+  CHECK(a.pool_bytes(pool) == CachingAllocator::round_size(1000) + CachingAllocator::round_size(4000));
+  void* other = a.allocate(1000);
+  CHECK(other != scratch);  // nobody else gets the pool's block
+  a.deallocate(kept);       // a pool block freed later goes back to the pool too
+  void* other_big = a.allocate(4000);
+  CHECK(other_big != kept);
+  a.release_pool(pool);     // the graph is gone: its blocks serve everyone again
+  CHECK(a.pool_bytes(pool) == 0);
+  void* reused = a.allocate(1000);
+  CHECK(reused == scratch);
+  for (void* p : {other, other_big, reused}) a.deallocate(p);
+}
+
 TEST_CASE("round_size keeps waste under 25%", "[allocator]") {
   for (size_t n : {1, 255, 256, 257, 1000, 4097, 100000, 3136 * 64 * 4}) {
     const size_t r = CachingAllocator::round_size(n);

@@ -187,6 +187,7 @@ CudaBackend::~CudaBackend() {
   if (c.fault_host) cudaFreeHost(c.fault_host);
   if (c.cudnn) cudnnDestroy(c.cudnn);
   if (c.cublas) cublasDestroy(c.cublas);
+  if (c.cublas_workspace) cudaFree(c.cublas_workspace);
   if (c.stream) cudaStreamDestroy(c.stream);
 }
 

@@ -53,6 +53,8 @@ class CudaBackend final : public Backend {
   CachingAllocator& allocator() override { return *allocator_; }
   void synchronize() override;
   cuda::Context& context() { return *ctx_; }
+  // graph_cuda.cpp
+  std::unique_ptr<StepGraph> capture(const std::function<void()>& work) override;
 
   // memory_cuda.cu
   void copy_from_host(Tensor& dst, const void* src) override;
@@ -90,12 +92,15 @@ class CudaBackend final : public Backend {
                              Tensor& dlogits) override;
   void count_correct(const Tensor& logits, const Tensor& labels, Tensor& correct) override;
   void check_finite(const Tensor& x, Tensor& flag, NonFiniteMark mark) override;
+  void check_finite_all(const std::vector<Tensor>& xs, Tensor& flag, const std::vector<NonFiniteMark>& marks) override;
 
   // optim_cuda.cu
   void sgd_step(Tensor& param, const Tensor& grad, Tensor& momentum_buf, const SgdParams& hp, bool first_step,
                 const Tensor* skip_flag) override;
   void adam_step(Tensor& param, const Tensor& grad, Tensor& exp_avg, Tensor& exp_avg_sq, const AdamParams& hp,
                  int64_t step, const Tensor* skip_flag) override;
+  void sgd_step_all(const std::vector<SgdSlot>& slots, const SgdParams& hp, Tensor* skip_flag) override;
+  void adam_step_all(const std::vector<AdamSlot>& slots, const AdamParams& hp, const Tensor* skip_flag) override;
 
   // conv2d_cuda.cu
   void conv2d_forward(const Conv2dGeometry& g, const Tensor& x, const Tensor& w, const Tensor* b,

@@ -56,6 +56,9 @@ struct Context {
   cudaStream_t stream = nullptr;
   cublasHandle_t cublas = nullptr;
   cudnnHandle_t cudnn = nullptr;
+  // cuBLAS's scratch, fixed for the handle's life from the first graph capture on: cuBLAS
+  // then allocates none of its own, which a capture requires (graph_cuda.cpp).
+  void* cublas_workspace = nullptr;
   CachingAllocator* allocator = nullptr;
   bool cublas_tf32 = false;  // the math mode last applied to the cuBLAS handle
   // Mapped, pinned host memory written by kernels: {fault, value, index, bound}.
@@ -79,6 +82,9 @@ struct Context {
   // kMaxUploadBuffers are still in flight).
   Staging& upload_buffer(size_t bytes);
   std::map<ConvKey, std::unique_ptr<ConvPlan>> conv_plans;
+  // A graph capture is under way on the stream (graph_cuda.cpp): copies between the host and
+  // the device are refused with a message that says why.
+  bool capturing = false;
 
   // Throws the first fault a kernel recorded (after a synchronisation), then clears it.
   void raise_device_fault();

@@ -111,6 +111,10 @@ Context::Staging& Context::upload_buffer(size_t bytes) {
 
 void CudaBackend::copy_from_host(Tensor& dst, const void* src) {
   cuda::Context& c = *ctx_;
+  // A graph would replay the copy from the staging buffer, whose bytes belong to a later
+  // upload by then: the step's inputs must be on the device before the capture.
+  NNLAB_CHECK(!c.capturing, "copy_from_host(", dst.describe(), ") inside a captured CUDA graph step: host data ",
+              "cannot enter a graph (upload it before the step; a replay would read stale bytes)");
   const size_t total = dst.nbytes();
   const char* from = static_cast<const char*>(src);
   char* to = static_cast<char*>(dst.raw_data());
@@ -127,6 +131,8 @@ void CudaBackend::copy_from_host(Tensor& dst, const void* src) {
 // large read-back does not pin a buffer of its size.
 void CudaBackend::copy_to_host(const Tensor& src, void* dst) {
   cuda::Context& c = *ctx_;
+  NNLAB_CHECK(!c.capturing, "copy_to_host(", src.describe(), ") inside a captured CUDA graph step: a read-back ",
+              "waits for the device, and a graph's step must not (read results after the replay)");
   const size_t total = src.nbytes();
   constexpr size_t kMaxStaging = size_t(64) << 20;
   const size_t want = total < kMaxStaging ? total : kMaxStaging;

@@ -1,6 +1,9 @@
-// Fused optimizer steps on CUDA: one kernel per parameter tensor, PyTorch's update rules term
-// for term (the twin of devices/cpu/optim_cpu.cpp). The skip flag is read by the kernel on
-// the device, so a non-finite loss stops the update without the host waiting for the GPU.
+// Fused optimizer steps on CUDA, PyTorch's update rules term for term (the twin of
+// devices/cpu/optim_cpu.cpp): one kernel per parameter tensor (sgd_step, adam_step), or one
+// kernel for up to 32 of them (sgd_step_all, adam_step_all: blockIdx.y picks the tensor), so
+// a small model's optimizer is one launch, not one per tensor. The skip flag is read by the
+// kernel on the device, so a non-finite loss stops the update without the host waiting.
+#include <algorithm>
 #include <cmath>
 
 #include "devices/cuda/cuda_backend.h"
@@ -22,39 +25,107 @@ struct AdamArgs {
   bool decoupled;
 };
 
+constexpr int kListTensors = 32;
+struct SgdList {  // up to 32 parameters, passed by value (about 1 KB of kernel parameters)
+  float* p[kListTensors];
+  const float* g[kListTensors];
+  float* buf[kListTensors];
+  int64_t n[kListTensors];
+  bool first[kListTensors];
+  int count;
+};
+struct AdamList {
+  float* p[kListTensors];
+  const float* g[kListTensors];
+  float *m[kListTensors], *v[kListTensors];
+  int64_t n[kListTensors];
+  float step_size[kListTensors], bc2_sqrt[kListTensors];  // per parameter: each has its own step t
+  int count;
+};
+
 // ---- kernels ----------------------------------------------------------------------------
 
-// p, g, buf: (n)   g += wd·p;  buf = first ? g : m·buf + (1 − dampening)·g;
-//                  g = nesterov ? g + m·buf : buf;  p −= lr·g      (buf may be null: m = 0)
-__global__ void sgd_step_kernel(float* p, const float* grad, float* buf, SgdArgs a, int64_t n, const int32_t* skip) {
-  if (skip && *skip) return;
-  NNLAB_GRID_STRIDE(i, n) {
-    float g = grad[i];
-    if (a.weight_decay != 0.0f) g += a.weight_decay * p[i];
-    if (buf) {
-      buf[i] = a.first_step ? g : a.momentum * buf[i] + a.keep * g;
-      g = a.nesterov ? g + a.momentum * buf[i] : buf[i];
-    }
-    p[i] -= a.lr * g;
+// One element: g += wd·p;  buf = first ? g : m·buf + (1 − dampening)·g;
+//              g = nesterov ? g + m·buf : buf;  p −= lr·g      (buf may be null: m = 0)
+__device__ void sgd_update(float& p, float g, float* buf, const SgdArgs& a, bool first) {
+  if (a.weight_decay != 0.0f) g += a.weight_decay * p;
+  if (buf) {
+    *buf = first ? g : a.momentum * *buf + a.keep * g;
+    g = a.nesterov ? g + a.momentum * *buf : *buf;
   }
+  p -= a.lr * g;
 }
 
-// p, g, m, v: (n)   m = β1·m + (1 − β1)·g;  v = β2·v + (1 − β2)·g²;
-//                   p −= lr/(1 − β1ᵗ) · m / (√v / √(1 − β2ᵗ) + eps)
+// One element: m = β1·m + (1 − β1)·g;  v = β2·v + (1 − β2)·g²;
+//              p −= lr/(1 − β1ᵗ) · m / (√v / √(1 − β2ᵗ) + eps)
 // AdamW decays p by (1 − lr·wd) first; Adam adds wd·p to the gradient.
+__device__ void adam_update(float& p, float g, float& m, float& v, const AdamArgs& a, float step_size,
+                            float bc2_sqrt) {
+  if (a.weight_decay != 0.0f) {
+    if (a.decoupled) p *= a.decay;
+    else g += a.weight_decay * p;
+  }
+  m = a.beta1 * m + a.one_minus_beta1 * g;
+  v = a.beta2 * v + a.one_minus_beta2 * g * g;
+  p -= step_size * (m / (sqrtf(v) / bc2_sqrt + a.eps));
+}
+
+// p, g, buf: (n)
+__global__ void sgd_step_kernel(float* p, const float* grad, float* buf, SgdArgs a, int64_t n, const int32_t* skip) {
+  if (skip && *skip) return;
+  NNLAB_GRID_STRIDE(i, n) { sgd_update(p[i], grad[i], buf ? buf + i : nullptr, a, a.first_step); }
+}
+
+// tensor t = blockIdx.y of the list: p_t, g_t, buf_t: (n_t)
+__global__ void sgd_step_list_kernel(SgdList list, SgdArgs a, const int32_t* skip) {
+  if (skip && *skip) return;
+  const int t = static_cast<int>(blockIdx.y);
+  float* p = list.p[t];
+  const float* g = list.g[t];
+  float* buf = list.buf[t];
+  NNLAB_GRID_STRIDE(i, list.n[t]) { sgd_update(p[i], g[i], buf ? buf + i : nullptr, a, list.first[t]); }
+}
+
+// p, g, m, v: (n)
 __global__ void adam_step_kernel(float* p, const float* grad, float* m, float* v, AdamArgs a, int64_t n,
                                  const int32_t* skip) {
   if (skip && *skip) return;
-  NNLAB_GRID_STRIDE(i, n) {
-    float g = grad[i];
-    if (a.weight_decay != 0.0f) {
-      if (a.decoupled) p[i] *= a.decay;
-      else g += a.weight_decay * p[i];
-    }
-    m[i] = a.beta1 * m[i] + a.one_minus_beta1 * g;
-    v[i] = a.beta2 * v[i] + a.one_minus_beta2 * g * g;
-    p[i] -= a.step_size * (m[i] / (sqrtf(v[i]) / a.bc2_sqrt + a.eps));
-  }
+  NNLAB_GRID_STRIDE(i, n) { adam_update(p[i], grad[i], m[i], v[i], a, a.step_size, a.bc2_sqrt); }
+}
+
+// tensor t = blockIdx.y of the list: p_t, g_t, m_t, v_t: (n_t)
+__global__ void adam_step_list_kernel(AdamList list, AdamArgs a, const int32_t* skip) {
+  if (skip && *skip) return;
+  const int t = static_cast<int>(blockIdx.y);
+  float* p = list.p[t];
+  const float* g = list.g[t];
+  float* m = list.m[t];
+  float* v = list.v[t];
+  NNLAB_GRID_STRIDE(i, list.n[t]) { adam_update(p[i], g[i], m[i], v[i], a, list.step_size[t], list.bc2_sqrt[t]); }
+}
+
+// The bias corrections are scalars, computed in double on the host as on the CPU:
+// step size lr/(1 − β1ᵗ) and √(1 − β2ᵗ).
+void adam_corrections(const AdamParams& hp, int64_t step, float* step_size, float* bc2_sqrt) {
+  const double bc1 = 1.0 - std::pow(hp.beta1, static_cast<double>(step));
+  const double bc2 = 1.0 - std::pow(hp.beta2, static_cast<double>(step));
+  *step_size = static_cast<float>(hp.lr / bc1);
+  *bc2_sqrt = static_cast<float>(std::sqrt(bc2));
+}
+
+AdamArgs adam_args(const AdamParams& hp, int64_t step) {
+  AdamArgs a{0.0f,
+             0.0f,
+             static_cast<float>(hp.beta1),
+             static_cast<float>(hp.beta2),
+             static_cast<float>(hp.eps),
+             static_cast<float>(hp.weight_decay),
+             static_cast<float>(1.0 - hp.lr * hp.weight_decay),
+             static_cast<float>(1.0 - hp.beta1),
+             static_cast<float>(1.0 - hp.beta2),
+             hp.decoupled_weight_decay};
+  adam_corrections(hp, step, &a.step_size, &a.bc2_sqrt);
+  return a;
 }
 
 const int32_t* skip_ptr(const Tensor* skip_flag) {
@@ -85,22 +156,68 @@ void CudaBackend::adam_step(Tensor& param, const Tensor& grad, Tensor& exp_avg, 
   NNLAB_LOG_KERNEL("adam_step", param);  // nnlab explain: record the call
   cuda::require_f32("adam_step", param);
   if (!param.numel()) return;
-  // The bias corrections are scalars, computed in double on the host as on the CPU.
-  const double bc1 = 1.0 - std::pow(hp.beta1, static_cast<double>(step));
-  const double bc2 = 1.0 - std::pow(hp.beta2, static_cast<double>(step));
-  const AdamArgs a{static_cast<float>(hp.lr / bc1),
-                   static_cast<float>(std::sqrt(bc2)),
-                   static_cast<float>(hp.beta1),
-                   static_cast<float>(hp.beta2),
-                   static_cast<float>(hp.eps),
-                   static_cast<float>(hp.weight_decay),
-                   static_cast<float>(1.0 - hp.lr * hp.weight_decay),
-                   static_cast<float>(1.0 - hp.beta1),
-                   static_cast<float>(1.0 - hp.beta2),
-                   hp.decoupled_weight_decay};
+  const AdamArgs a = adam_args(hp, step);
   cuda::launch("adam_step_kernel", adam_step_kernel, cuda::grid_for(param.numel()), cuda::kThreads, ctx_->stream,
                cuda::ptr<float>(param), cuda::ptr<float>(grad), cuda::ptr<float>(exp_avg), cuda::ptr<float>(exp_avg_sq),
                a, param.numel(), skip_ptr(skip_flag));
+}
+
+// Up to 32 parameters per launch, after one check of the gradients that asked for it.
+void CudaBackend::sgd_step_all(const std::vector<SgdSlot>& slots, const SgdParams& hp, Tensor* skip_flag) {
+  std::vector<Tensor> checked;
+  std::vector<NonFiniteMark> marks;
+  for (const SgdSlot& s : slots)
+    if (s.check_grad) checked.push_back(*s.grad), marks.push_back(s.grad_mark);
+  NNLAB_CHECK(checked.empty() || (skip_flag && skip_flag->defined()),
+              "sgd_step_all: checking gradients needs a non-finite flag to raise");
+  if (!checked.empty()) check_finite_all(checked, *skip_flag, marks);
+  const SgdArgs a{static_cast<float>(hp.lr),          static_cast<float>(hp.momentum),
+                  static_cast<float>(1.0 - hp.dampening), static_cast<float>(hp.weight_decay),
+                  hp.nesterov,                         false};
+  for (size_t from = 0; from < slots.size(); from += kListTensors) {
+    SgdList list{};
+    int64_t most = 0;
+    for (size_t i = from; i < slots.size() && i < from + kListTensors; ++i) {
+      const SgdSlot& s = slots[i];
+      NNLAB_LOG_KERNEL("sgd_step", *s.param);  // nnlab explain: one record per parameter, as before
+      cuda::require_f32("sgd_step_all", *s.param);
+      list.p[list.count] = cuda::ptr<float>(*s.param);
+      list.g[list.count] = cuda::ptr<float>(*s.grad);
+      list.buf[list.count] = s.momentum_buf->defined() ? cuda::ptr<float>(*s.momentum_buf) : nullptr;
+      list.n[list.count] = s.param->numel();
+      list.first[list.count++] = s.first_step;
+      most = std::max(most, s.param->numel());
+    }
+    if (!most) continue;
+    const dim3 grid(std::min<unsigned>(cuda::grid_for(most), 1024), static_cast<unsigned>(list.count));
+    cuda::launch("sgd_step_list_kernel", sgd_step_list_kernel, grid, cuda::kThreads, ctx_->stream, list, a,
+                 skip_ptr(skip_flag));
+  }
+}
+
+void CudaBackend::adam_step_all(const std::vector<AdamSlot>& slots, const AdamParams& hp, const Tensor* skip_flag) {
+  const AdamArgs a = adam_args(hp, 1);  // the per-parameter corrections go in the list
+  for (size_t from = 0; from < slots.size(); from += kListTensors) {
+    AdamList list{};
+    int64_t most = 0;
+    for (size_t i = from; i < slots.size() && i < from + kListTensors; ++i) {
+      const AdamSlot& s = slots[i];
+      NNLAB_LOG_KERNEL("adam_step", *s.param);  // nnlab explain: one record per parameter, as before
+      cuda::require_f32("adam_step_all", *s.param);
+      const int t = list.count++;
+      list.p[t] = cuda::ptr<float>(*s.param);
+      list.g[t] = cuda::ptr<float>(*s.grad);
+      list.m[t] = cuda::ptr<float>(*s.exp_avg);
+      list.v[t] = cuda::ptr<float>(*s.exp_avg_sq);
+      list.n[t] = s.param->numel();
+      adam_corrections(hp, s.step, &list.step_size[t], &list.bc2_sqrt[t]);
+      most = std::max(most, s.param->numel());
+    }
+    if (!most) continue;
+    const dim3 grid(std::min<unsigned>(cuda::grid_for(most), 1024), static_cast<unsigned>(list.count));
+    cuda::launch("adam_step_list_kernel", adam_step_list_kernel, grid, cuda::kThreads, ctx_->stream, list, a,
+                 skip_ptr(skip_flag));
+  }
 }
 
 }  // namespace nnlab

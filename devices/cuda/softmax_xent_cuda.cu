@@ -3,6 +3,8 @@
 // reduced by one block in a fixed order (no float atomics), so it repeats bit for bit. A
 // label outside [0, c) does not trap: it records a fault the host raises at its next
 // read-back, and makes the loss NaN (which raises the non-finite flag).
+#include <algorithm>
+
 #include "devices/cuda/block_reduce.cuh"
 #include "devices/cuda/cuda_backend.h"
 #include "devices/cuda/cuda_context.h"
@@ -112,6 +114,34 @@ __global__ void check_finite_kernel(const float* x, int64_t n, int32_t* flag, No
   }
 }
 
+// Up to kListTensors tensors checked by one launch: blockIdx.y picks the tensor, the blocks
+// along x stride over its elements. Passed by value (1 KB of kernel parameters).
+constexpr int kListTensors = 32;
+struct FiniteList {
+  const float* x[kListTensors];
+  int64_t n[kListTensors];
+  NonFiniteMark mark[kListTensors];
+  int count;
+};
+
+// first: int32, all bits 0x7f beforehand   first = min { t : x_t holds a NaN or ±inf }
+__global__ void find_first_nonfinite_kernel(FiniteList list, int32_t* first) {
+  const int t = static_cast<int>(blockIdx.y);
+  const float* x = list.x[t];
+  NNLAB_GRID_STRIDE(i, list.n[t]) {
+    if (!isfinite(x[i])) {
+      atomicMin(first, t);
+      return;
+    }
+  }
+}
+
+// flag = list.mark[first] if a tensor was bad and the flag is not raised yet: the first bad
+// tensor in list order names the fault, whichever thread found its NaN first.
+__global__ void raise_first_mark_kernel(FiniteList list, const int32_t* first, int32_t* flag) {
+  if (threadIdx.x == 0 && *first < list.count) raise_nonfinite_flag(flag, list.mark[*first]);
+}
+
 int64_t rows_of(const Tensor& t) { return t.ndim() ? t.dim(0) : 1; }
 int64_t cols_of(const Tensor& t) { return t.numel() / (rows_of(t) ? rows_of(t) : 1); }
 
@@ -173,6 +203,34 @@ void CudaBackend::count_correct(const Tensor& logits, const Tensor& labels, Tens
   if (!n || !c) return;
   cuda::launch("count_correct_kernel", count_correct_kernel, cuda::grid_for(n), cuda::kThreads, ctx_->stream,
                cuda::ptr<float>(logits), cuda::ptr<int32_t>(labels), n, c, cuda::ptr<int32_t>(correct));
+}
+
+// Three launches per 32 tensors (a memset, the scan, the mark) instead of one per tensor.
+void CudaBackend::check_finite_all(const std::vector<Tensor>& xs, Tensor& flag,
+                                   const std::vector<NonFiniteMark>& marks) {
+  NNLAB_CHECK(xs.size() == marks.size(), "check_finite_all: ", xs.size(), " tensors but ", marks.size(), " marks");
+  check_dtype("check_finite_all", flag, DType::Int32);
+  cuda::Context& c = *ctx_;
+  for (size_t from = 0; from < xs.size(); from += kListTensors) {
+    FiniteList list{};
+    int64_t most = 0;
+    for (size_t i = from; i < xs.size() && i < from + kListTensors; ++i) {
+      NNLAB_LOG_KERNEL("check_finite", xs[i]);  // nnlab explain: one record per tensor, as before
+      cuda::require_f32("check_finite_all", xs[i]);
+      list.x[list.count] = cuda::ptr<float>(xs[i]);
+      list.n[list.count] = xs[i].numel();
+      list.mark[list.count++] = marks[i];
+      most = std::max(most, xs[i].numel());
+    }
+    if (!most) continue;
+    cuda::Scratch first(*c.allocator, sizeof(int32_t));
+    NNLAB_CUDA_CHECK(cudaMemsetAsync(first.as<int32_t>(), 0x7f, sizeof(int32_t), c.stream));
+    const dim3 grid(std::min<unsigned>(cuda::grid_for(most), 1024), static_cast<unsigned>(list.count));
+    cuda::launch("find_first_nonfinite_kernel", find_first_nonfinite_kernel, grid, cuda::kThreads, c.stream, list,
+                 first.as<int32_t>());
+    cuda::launch("raise_first_mark_kernel", raise_first_mark_kernel, 1, 32, c.stream, list,
+                 static_cast<const int32_t*>(first.as<int32_t>()), cuda::ptr<int32_t>(flag));
+  }
 }
 
 void CudaBackend::check_finite(const Tensor& x, Tensor& flag, NonFiniteMark mark) {

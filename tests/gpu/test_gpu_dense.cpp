@@ -269,9 +269,9 @@ TEST_CASE("gpu: a raised skip flag stops the optimizer on the device", "[gpu][op
   CHECK(gp.to_vector<float>() != p.to_vector<float>());
 }
 
-// SGD checking its gradients as it steps (sgd_step_all with check_grad; CUDA: the default, the
-// finiteness check, then the steps, which read the flag on the device): finite, the CPU's values;
-// a NaN in the second gradient raises its mark and moves nothing.
+// SGD checking its gradients as it steps (sgd_step_all with check_grad; CUDA: one finiteness
+// check over the list, then one step launch for the list, which reads the flag on the device):
+// finite, the CPU's values; a NaN in the second gradient raises its mark and moves nothing.
 TEST_CASE("gpu: SGD's checked step matches the CPU and skips on a bad gradient", "[gpu][optim]") {
   const SgdParams hp{0.05, 0.9, 0.0, 1e-4, false};
   Tensor p1 = fresh_tensor({70000}), p2 = fresh_tensor({33}), m1 = Tensor::zeros({70000}), m2 = Tensor::zeros({33});
@@ -293,6 +293,52 @@ TEST_CASE("gpu: SGD's checked step matches the CPU and skips on a bad gradient",
   gpu().sgd_step_all({{&gp1, &gg1, &gm1, false, true, {7, 1}}, {&gp2, &gg2, &gm2, false, true, {7, 2}}}, hp, &gflag);
   CHECK(gflag.to_vector<int32_t>() == std::vector<int32_t>{7, 2});
   require_equal<float>(gp1, before, "parameters after a bad gradient");
+}
+
+// Adam over a list of parameters (CUDA: one launch), each with its own step count: the CPU's
+// one-by-one values.
+TEST_CASE("gpu: Adam over a list matches the CPU parameter by parameter", "[gpu][optim]") {
+  const AdamParams hp{1e-3, 0.9, 0.999, 1e-8, 1e-2, true};
+  std::vector<Tensor> p, m, v, gp, gm, gv;
+  for (int64_t n : {70000, 33, 1}) {
+    p.push_back(fresh_tensor({n}));
+    m.push_back(Tensor::zeros({n}));
+    v.push_back(Tensor::zeros({n}));
+    gp.push_back(on_gpu(p.back()));
+    gm.push_back(on_gpu(m.back()));
+    gv.push_back(on_gpu(v.back()));
+  }
+  for (int64_t step = 1; step <= 3; ++step) {
+    std::vector<Tensor> g, gg;
+    std::vector<AdamSlot> slots;
+    for (size_t i = 0; i < p.size(); ++i) {
+      g.push_back(fresh_tensor(p[i].shape()));
+      gg.push_back(on_gpu(g.back()));
+      cpu().adam_step(p[i], g[i], m[i], v[i], hp, step + static_cast<int64_t>(i), nullptr);
+    }
+    for (size_t i = 0; i < p.size(); ++i) slots.push_back({&gp[i], &gg[i], &gm[i], &gv[i], step + static_cast<int64_t>(i)});
+    gpu().adam_step_all(slots, hp, nullptr);
+  }
+  for (size_t i = 0; i < p.size(); ++i) {
+    require_allclose(gp[i], p[i], 1e-5, 1e-6, "adam_step_all param");
+    require_allclose(gv[i], v[i], 1e-5, 1e-9, "adam_step_all exp_avg_sq");
+  }
+}
+
+// Several bad tensors in one list: the mark is the first one's in list order, whichever
+// thread found its NaN first (a large first tensor, its NaN near the end).
+TEST_CASE("gpu: a list's finiteness check names the first bad tensor in list order", "[gpu][optim]") {
+  Tensor a = fresh_tensor({200000}), b = fresh_tensor({10}), c = fresh_tensor({10});
+  a.data<float>()[199999] = std::nanf("");
+  c.data<float>()[0] = INFINITY;
+  Tensor flag = on_gpu(Tensor::zeros({2}, DType::Int32));
+  gpu().check_finite_all({on_gpu(a), on_gpu(b), on_gpu(c)}, flag, {{3, 1}, {3, 2}, {3, 3}});
+  CHECK(flag.to_vector<int32_t>() == std::vector<int32_t>{3, 1});
+  gpu().check_finite_all({on_gpu(c)}, flag, {{4, 9}});  // raised already: stays
+  CHECK(flag.to_vector<int32_t>() == std::vector<int32_t>{3, 1});
+  Tensor clear = on_gpu(Tensor::zeros({2}, DType::Int32));
+  gpu().check_finite_all({on_gpu(b), on_gpu(c)}, clear, {{5, 1}, {5, 2}});
+  CHECK(clear.to_vector<int32_t>() == std::vector<int32_t>{5, 2});
 }
 
 // A Linear layer's two backward products in one call: the CPU's paired products against CUDA's

@@ -97,6 +97,15 @@ cublasStatus_t cublasSetStream_v2(cublasHandle_t handle, cudaStream_t streamId) 
   return CUBLAS_STATUS_SUCCESS;
 }
 
+// The simulated products need no scratch; the workspace is checked as cuBLAS would use it.
+cublasStatus_t cublasSetWorkspace_v2(cublasHandle_t handle, void* workspace, size_t workspaceSizeInBytes) {
+  if (!live(handle)) return CUBLAS_STATUS_NOT_INITIALIZED;
+  if (workspaceSizeInBytes && !nnlab::sim::check_device_access("cublasSetWorkspace", "the workspace", workspace,
+                                                               workspaceSizeInBytes))
+    return CUBLAS_STATUS_INVALID_VALUE;
+  return CUBLAS_STATUS_SUCCESS;
+}
+
 cublasStatus_t cublasGetStream_v2(cublasHandle_t handle, cudaStream_t* streamId) {
   if (!live(handle)) return CUBLAS_STATUS_NOT_INITIALIZED;
   if (!streamId) return CUBLAS_STATUS_INVALID_VALUE;

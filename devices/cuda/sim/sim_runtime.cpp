@@ -225,6 +225,11 @@ const char* cudaGetErrorName(cudaError_t error) {
     case cudaErrorNotReady: return "cudaErrorNotReady";
     case cudaErrorIllegalAddress: return "cudaErrorIllegalAddress";
     case cudaErrorLaunchFailure: return "cudaErrorLaunchFailure";
+    case cudaErrorStreamCaptureUnsupported: return "cudaErrorStreamCaptureUnsupported";
+    case cudaErrorStreamCaptureInvalidated: return "cudaErrorStreamCaptureInvalidated";
+    case cudaErrorStreamCaptureImplicit: return "cudaErrorStreamCaptureImplicit";
+    case cudaErrorStreamCaptureWrongThread: return "cudaErrorStreamCaptureWrongThread";
+    case cudaErrorIllegalState: return "cudaErrorIllegalState";
   }
   return "cudaErrorUnknown";
 }
@@ -243,6 +248,12 @@ const char* cudaGetErrorString(cudaError_t error) {
     case cudaErrorNotReady: return "device not ready";
     case cudaErrorIllegalAddress: return "an illegal memory access was encountered";
     case cudaErrorLaunchFailure: return "unspecified launch failure";
+    case cudaErrorStreamCaptureUnsupported: return "operation not permitted when stream is capturing";
+    case cudaErrorStreamCaptureInvalidated: return "operation failed due to a previous error during capture";
+    case cudaErrorStreamCaptureImplicit:
+      return "operation would make the legacy stream depend on a capturing blocking stream";
+    case cudaErrorStreamCaptureWrongThread: return "attempt to terminate a thread-local capture sequence from another thread";
+    case cudaErrorIllegalState: return "the operation cannot be performed in the present state";
   }
   return "unknown error";
 }
@@ -317,6 +328,7 @@ cudaError_t cudaMalloc(void** ptr, size_t bytes) {
   if (!ptr) return fail_call(cudaErrorInvalidValue, "cudaMalloc: null argument");
   *ptr = nullptr;
   if (const cudaError_t sticky = sticky_or(cudaSuccess); sticky != cudaSuccess) return sticky;
+  if (const cudaError_t e = nnlab::sim::refuse_during_capture("cudaMalloc", nullptr, true)) return e;
   {
     std::lock_guard<std::mutex> lock(nnlab::sim::g_memory_mutex);
     if (bytes > nnlab::sim::device_memory_bytes() - std::min(nnlab::sim::device_memory_bytes(),
@@ -341,6 +353,7 @@ cudaError_t cudaMalloc(void** ptr, size_t bytes) {
 // Frees memory the simulator registered as `kind`; cudaFree waits for the device, as on a GPU.
 static cudaError_t free_region(const char* call, void* ptr, bool device) {
   if (!ptr) return sticky_or(cudaSuccess);
+  if (const cudaError_t e = nnlab::sim::refuse_during_capture(call, nullptr, false)) return e;
   nnlab::sim::drain_all();
   {
     std::lock_guard<std::mutex> lock(nnlab::sim::g_memory_mutex);
@@ -399,12 +412,16 @@ cudaError_t cudaMemcpyAsync(void* dst, const void* src, size_t bytes, cudaMemcpy
   nnlab::sim::enqueue(stream, [dst, src, bytes] { std::memcpy(dst, src, bytes); });
   // To ordinary (pageable) host memory the call returns only once the copy is done.
   nnlab::sim::Region r;
-  if (kind != cudaMemcpyHostToDevice && kind != cudaMemcpyDeviceToDevice && !nnlab::sim::find_region(dst, &r))
+  if (kind != cudaMemcpyHostToDevice && kind != cudaMemcpyDeviceToDevice && !nnlab::sim::find_region(dst, &r)) {
+    if (const cudaError_t e = nnlab::sim::refuse_during_capture("cudaMemcpyAsync to pageable host memory", stream, false))
+      return e;
     nnlab::sim::drain(stream);
+  }
   return sticky_or(cudaSuccess);
 }
 
 cudaError_t cudaMemcpy(void* dst, const void* src, size_t bytes, cudaMemcpyKind kind) {
+  if (const cudaError_t e = nnlab::sim::refuse_during_capture("cudaMemcpy", nullptr, true)) return e;
   nnlab::sim::drain_all();
   const cudaError_t e = cudaMemcpyAsync(dst, src, bytes, kind, nullptr);
   nnlab::sim::drain(nullptr);
@@ -420,6 +437,7 @@ cudaError_t cudaMemsetAsync(void* ptr, int value, size_t bytes, cudaStream_t str
 }
 
 cudaError_t cudaMemset(void* ptr, int value, size_t bytes) {
+  if (const cudaError_t e = nnlab::sim::refuse_during_capture("cudaMemset", nullptr, true)) return e;
   const cudaError_t e = cudaMemsetAsync(ptr, value, bytes, nullptr);
   nnlab::sim::drain(nullptr);
   return e;

@@ -2,7 +2,10 @@
 #pragma once
 #include <cuda_runtime.h>
 
+#include <functional>
+#include <memory>
 #include <string>
+#include <vector>
 
 namespace nnlab::sim {
 
@@ -14,6 +17,19 @@ cudaError_t fail_call(cudaError_t error, std::string detail);
 bool is_stream(cudaStream_t stream);
 void drain(cudaStream_t stream);  // waits until everything queued on the stream has run
 void drain_all();                 // ... on every stream (cudaDeviceSynchronize)
+
+// What a stream capture recorded: the work items in stream order (sim_graphs.cpp makes a
+// graph of it; launching the graph queues them again, with the arguments they were recorded with).
+struct CapturedWork {
+  std::vector<std::function<void()>> nodes;
+};
+cudaError_t begin_capture(cudaStream_t stream, cudaStreamCaptureMode mode);
+cudaError_t end_capture(cudaStream_t stream, std::shared_ptr<CapturedWork>* work);
+cudaStreamCaptureStatus capture_status(cudaStream_t stream);
+// A call that would wait for work being captured (stream; nullptr: any stream), or an unsafe
+// call a Global/ThreadLocal capture forbids (unsafe_only): invalidates the capture and returns
+// cudaErrorStreamCaptureUnsupported; cudaSuccess when no capture is affected.
+cudaError_t refuse_during_capture(const char* call, cudaStream_t stream, bool unsafe_only);
 
 // A GPU keeps float32 denormals unless built with -ftz; nnlab's CPU threads flush them
 // (devices/cpu/threads.h). The simulator's own threads keep them, as the GPU does.

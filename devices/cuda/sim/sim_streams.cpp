@@ -4,6 +4,8 @@
 // on a GPU: a missing synchronisation, or a host buffer freed while a copy from it is still
 // queued, shows up on the simulator too (AddressSanitizer reports the freed read).
 // NNLAB_SIM_SYNC=1 runs every call at once on the caller's thread instead (for a debugger).
+// A stream in capture (cudaStreamBeginCapture) queues nothing: its work is recorded into the
+// graph being built, and a call that would wait for it is refused, as CUDA refuses it.
 #include <chrono>
 #include <condition_variable>
 #include <cstdlib>
@@ -11,7 +13,9 @@
 #include <deque>
 #include <mutex>
 #include <set>
+#include <string>
 #include <thread>
+#include <vector>
 
 #include "devices/cuda/sim/sim.h"
 #include "devices/cuda/sim/sim_runtime_state.h"
@@ -23,6 +27,12 @@ struct CUstream_st {
   bool running = false;  // the worker is inside a queued item
   bool stop = false;
   std::thread worker;
+  // Stream capture: the graph being recorded (null when not capturing), how, by whom, and
+  // why it became invalid (empty while it is valid).
+  std::shared_ptr<nnlab::sim::CapturedWork> capture;
+  cudaStreamCaptureMode capture_mode = cudaStreamCaptureModeGlobal;
+  std::thread::id capture_thread;
+  std::string capture_broken;
 };
 
 struct CUevent_st {
@@ -91,11 +101,86 @@ bool is_stream(cudaStream_t s) {
 }
 
 void enqueue(cudaStream_t stream, std::function<void()> work) {
-  if (run_synchronously()) return work();
   cudaStream_t s = resolve(stream);
+  {
+    std::lock_guard<std::mutex> lock(s->mutex);
+    if (s->capture) {  // recorded, not run (an invalidated capture records nothing more)
+      if (s->capture_broken.empty()) s->capture->nodes.push_back(std::move(work));
+      return;
+    }
+  }
+  if (run_synchronously()) return work();
   std::lock_guard<std::mutex> lock(s->mutex);
   s->queue.push_back(std::move(work));
   s->changed.notify_all();
+}
+
+// ---- stream capture ---------------------------------------------------------------------
+
+cudaError_t begin_capture(cudaStream_t stream, cudaStreamCaptureMode mode) {
+  if (!stream)
+    return fail_call(cudaErrorStreamCaptureUnsupported,
+                     "cudaStreamBeginCapture: the legacy default stream cannot be captured; use a stream of your own");
+  if (!is_stream(stream)) return fail_call(cudaErrorInvalidResourceHandle, "cudaStreamBeginCapture: not a stream");
+  std::lock_guard<std::mutex> lock(stream->mutex);
+  if (stream->capture)
+    return fail_call(cudaErrorIllegalState, "cudaStreamBeginCapture: the stream is capturing already");
+  stream->capture = std::make_shared<CapturedWork>();
+  stream->capture_mode = mode;
+  stream->capture_thread = std::this_thread::get_id();
+  stream->capture_broken.clear();
+  return sticky_or(cudaSuccess);
+}
+
+cudaError_t end_capture(cudaStream_t stream, std::shared_ptr<CapturedWork>* work) {
+  if (!stream || !is_stream(stream)) return fail_call(cudaErrorInvalidResourceHandle, "cudaStreamEndCapture: not a stream");
+  std::lock_guard<std::mutex> lock(stream->mutex);
+  if (!stream->capture) return fail_call(cudaErrorIllegalState, "cudaStreamEndCapture: the stream is not capturing");
+  if (stream->capture_thread != std::this_thread::get_id() && stream->capture_mode != cudaStreamCaptureModeRelaxed)
+    return fail_call(cudaErrorStreamCaptureWrongThread, "cudaStreamEndCapture: called from another thread than "
+                                                        "cudaStreamBeginCapture");
+  std::shared_ptr<CapturedWork> done = std::move(stream->capture);
+  stream->capture = nullptr;
+  if (!stream->capture_broken.empty())
+    return fail_call(cudaErrorStreamCaptureInvalidated, "cudaStreamEndCapture: the capture was invalidated by " +
+                                                            stream->capture_broken);
+  *work = std::move(done);
+  return sticky_or(cudaSuccess);
+}
+
+cudaStreamCaptureStatus capture_status(cudaStream_t stream) {
+  if (!stream) return cudaStreamCaptureStatusNone;
+  std::lock_guard<std::mutex> lock(stream->mutex);
+  if (!stream->capture) return cudaStreamCaptureStatusNone;
+  return stream->capture_broken.empty() ? cudaStreamCaptureStatusActive : cudaStreamCaptureStatusInvalidated;
+}
+
+// A call that would wait for captured work, or that the capture's mode forbids: the capture
+// becomes invalid (cudaStreamEndCapture will say why) and the call fails, as on a GPU.
+// `stream`: the stream it waits for; nullptr for a device-wide call (any capture counts).
+// `unsafe_only`: an allocation, which only Global and (on the capturing thread) ThreadLocal
+// captures forbid.
+cudaError_t refuse_during_capture(const char* call, cudaStream_t stream, bool unsafe_only) {
+  std::vector<cudaStream_t> streams;
+  {
+    std::lock_guard<std::mutex> lock(g_streams_mutex);
+    if (stream && !all_streams().count(stream)) return cudaSuccess;
+    if (stream) streams.push_back(stream);
+    else streams.assign(all_streams().begin(), all_streams().end());
+  }
+  for (cudaStream_t s : streams) {
+    std::lock_guard<std::mutex> lock(s->mutex);
+    if (!s->capture) continue;
+    if (unsafe_only && (s->capture_mode == cudaStreamCaptureModeRelaxed ||
+                        (s->capture_mode == cudaStreamCaptureModeThreadLocal &&
+                         s->capture_thread != std::this_thread::get_id())))
+      continue;
+    const std::string why = std::string(call) + (unsafe_only ? " (not permitted during a capture in this mode)"
+                                                             : " (it would wait for work still being captured)");
+    if (s->capture_broken.empty()) s->capture_broken = why;
+    return fail_call(cudaErrorStreamCaptureUnsupported, why + ": the stream is capturing a graph");
+  }
+  return cudaSuccess;
 }
 
 void drain(cudaStream_t stream) {
@@ -147,17 +232,20 @@ cudaError_t cudaStreamDestroy(cudaStream_t stream) {
 cudaError_t cudaStreamSynchronize(cudaStream_t stream) {
   if (!nnlab::sim::is_stream(stream))
     return nnlab::sim::fail_call(cudaErrorInvalidResourceHandle, "cudaStreamSynchronize: not a stream");
+  if (const cudaError_t e = nnlab::sim::refuse_during_capture("cudaStreamSynchronize", stream, false)) return e;
   nnlab::sim::drain(stream);
   return sticky_or(cudaSuccess);
 }
 
 cudaError_t cudaStreamQuery(cudaStream_t stream) {
+  if (const cudaError_t e = nnlab::sim::refuse_during_capture("cudaStreamQuery", stream, false)) return e;
   cudaStream_t s = nnlab::sim::resolve(stream);
   std::lock_guard<std::mutex> lock(s->mutex);
   return sticky_or(s->queue.empty() && !s->running ? cudaSuccess : cudaErrorNotReady);
 }
 
 cudaError_t cudaDeviceSynchronize() {
+  if (const cudaError_t e = nnlab::sim::refuse_during_capture("cudaDeviceSynchronize", nullptr, false)) return e;
   nnlab::sim::drain_all();
   return sticky_or(cudaSuccess);
 }
@@ -181,6 +269,14 @@ cudaError_t cudaEventDestroy(cudaEvent_t event) {
 
 cudaError_t cudaEventRecord(cudaEvent_t event, cudaStream_t stream) {
   if (!event) return nnlab::sim::fail_call(cudaErrorInvalidResourceHandle, "cudaEventRecord: event is null");
+  if (nnlab::sim::capture_status(stream) != cudaStreamCaptureStatusNone) {
+    // Recorded into the graph: each replay stamps the time; nobody waits for it from outside.
+    nnlab::sim::enqueue(stream, [event] {
+      std::lock_guard<std::mutex> lock(event->mutex);
+      event->when = std::chrono::steady_clock::now();
+    });
+    return sticky_or(cudaSuccess);
+  }
   uint64_t ticket;
   {
     std::lock_guard<std::mutex> lock(event->mutex);

@@ -65,6 +65,8 @@ cublasStatus_t cublasDestroy_v2(cublasHandle_t handle);
 cublasStatus_t cublasGetProperty(libraryPropertyType type, int* value);
 cublasStatus_t cublasSetStream_v2(cublasHandle_t handle, cudaStream_t streamId);
 cublasStatus_t cublasGetStream_v2(cublasHandle_t handle, cudaStream_t* streamId);
+// Scratch memory of the handle's own (a graph capture must not let cuBLAS allocate any).
+cublasStatus_t cublasSetWorkspace_v2(cublasHandle_t handle, void* workspace, size_t workspaceSizeInBytes);
 cublasStatus_t cublasGetPointerMode_v2(cublasHandle_t handle, cublasPointerMode_t* mode);
 cublasStatus_t cublasSetPointerMode_v2(cublasHandle_t handle, cublasPointerMode_t mode);
 cublasStatus_t cublasGetMathMode(cublasHandle_t handle, cublasMath_t* mode);
@@ -80,6 +82,7 @@ cublasStatus_t cublasSgemm_v2(cublasHandle_t handle, cublasOperation_t transa, c
 #define cublasDestroy cublasDestroy_v2
 #define cublasSetStream cublasSetStream_v2
 #define cublasGetStream cublasGetStream_v2
+#define cublasSetWorkspace cublasSetWorkspace_v2
 #define cublasGetPointerMode cublasGetPointerMode_v2
 #define cublasSetPointerMode cublasSetPointerMode_v2
 #define cublasSgemm cublasSgemm_v2

@@ -1,0 +1,54 @@
+// --cuda-graphs: the training step's forward and backward recorded once as a CUDA graph
+// (Backend::capture) and replayed for every full batch, one launch instead of one per kernel.
+//
+// What stays outside the graph, and why: the batch's copy into the graph's input buffers (the
+// graph reads fixed addresses), the loss's finiteness check and the optimizer step (their
+// arguments change from step to step: the step number in the non-finite mark, the learning
+// rate of a schedule, Adam's bias correction), and the short last batch of an epoch (another
+// shape). The replay gives the bits eager mode gives: the same kernels in the same order on
+// the same data (tests/gpu/test_gpu_graphs.cpp compares them step by step).
+#pragma once
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "core/tensor.h"
+#include "datasets/dataloader.h"
+#include "devices/backend.h"
+#include "layers/module.h"
+
+namespace nnlab {
+
+enum class CudaGraphs { Auto, On, Off };
+CudaGraphs parse_cuda_graphs(const std::string& text);  // auto | on | off, else an Error naming the option
+
+// Why this run's step cannot be a graph ("" when it can): not CUDA, a Dropout layer (its mask
+// seed is a host argument that changes every step), --check-numerics (it reads every layer
+// back), or several ranks (the gradient all-reduce sits inside the step).
+std::string graph_obstacle(const Device& device, Module& model, bool check_numerics, bool distributed);
+
+class GraphedStep {
+ public:
+  // forward_backward: the step without the optimizer, reading the images and labels it is
+  // given and returning the loss (after its backward ran).
+  using Body = std::function<Tensor(const Tensor& images, const Tensor& labels)>;
+  GraphedStep(const Device& device, Body body);
+
+  // Whether `batch` can use the graph: the shape it was captured for (or the first shape seen).
+  bool fits(const Batch& batch) const;
+  bool captured() const { return graph_ != nullptr; }
+  // Copies the batch into the graph's inputs and replays the graph, capturing it first when
+  // it is not captured yet. Returns the step's loss, on the device (the next replay overwrites it).
+  Tensor run(const Batch& batch);
+  size_t nodes() const { return graph_ ? graph_->nodes() : 0; }
+  size_t pool_bytes() const { return graph_ ? graph_->pool_bytes() : 0; }
+
+ private:
+  Device device_;
+  Body body_;
+  Tensor images_, labels_, loss_;
+  std::unique_ptr<StepGraph> graph_;
+};
+
+}  // namespace nnlab

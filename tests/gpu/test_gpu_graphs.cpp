@@ -1,0 +1,122 @@
+// CUDA graphs (devices/cuda/graph_cuda.cpp, apps/step_graph.h): a capture runs nothing and
+// records what the work queued; a replay runs exactly that, with the capture's addresses and
+// scalar arguments; what a graph cannot hold (a synchronisation, a read-back, an upload) is
+// refused with a message; the memory a graph uses is its own; and `nnlab train` with graphs
+// gives eager mode's losses, step for step, bit for bit. On the simulator all of it runs in CI.
+#include "gpu/gpu_support.h"
+
+#include <filesystem>
+#include <string>
+
+#include "cli_support.h"
+
+using namespace nnlab;
+using namespace nnlab::gputest;
+
+namespace {
+
+float first_value(const Tensor& t) { return t.to(Device::cpu()).to_vector<float>()[0]; }
+
+}  // namespace
+
+TEST_CASE("gpu: a captured graph runs nothing until replayed, then what was recorded", "[gpu][graphs]") {
+  Backend& b = gpu();
+  const Tensor ones = Tensor::full({4096}, 1.0, DType::Float32, Device::cuda(0));
+  Tensor sum = Tensor::full({4096}, 0.0, DType::Float32, Device::cuda(0));
+  Tensor filled = Tensor::full({4096}, 0.0, DType::Float32, Device::cuda(0));
+  double value = 2.0;
+  std::unique_ptr<StepGraph> graph = b.capture([&] {
+    b.axpby(1.0, ones, 1.0, sum);  // sum += 1
+    b.fill(filled, value);
+  });
+  CHECK(graph->nodes() >= 2);
+  CHECK(first_value(sum) == 0.0f);  // recorded, not run
+  CHECK(first_value(filled) == 0.0f);
+  value = 5.0;  // a host value changed after the capture: the replay keeps the recorded 2
+  for (int i = 0; i < 3; ++i) graph->replay();
+  CHECK(first_value(sum) == 3.0f);
+  CHECK(first_value(filled) == 2.0f);
+}
+
+TEST_CASE("gpu: a capture refuses a synchronisation, a read-back and an upload, and the device goes on",
+          "[gpu][graphs]") {
+  Backend& b = gpu();
+  Tensor t = Tensor::full({256}, 0.0, DType::Float32, Device::cuda(0));
+  REQUIRE_THROWS_WITH(b.capture([&] {
+    b.fill(t, 1.0);
+    b.synchronize();
+  }),
+                      Catch::Contains("capturing"));
+  REQUIRE_THROWS_WITH(b.capture([&] { (void)t.to(Device::cpu()); }), Catch::Contains("read-back"));
+  const Tensor host = Tensor::full({256}, 3.0);
+  REQUIRE_THROWS_WITH(b.capture([&] { (void)host.to(Device::cuda(0)); }), Catch::Contains("host data"));
+  // The refused captures ran nothing, and the stream works as before.
+  CHECK(first_value(t) == 0.0f);
+  b.fill(t, 4.0);
+  CHECK(first_value(t) == 4.0f);
+}
+
+TEST_CASE("gpu: memory a graph uses is not handed to anyone else while the graph lives", "[gpu][graphs]") {
+  Backend& b = gpu();
+  Tensor sum = Tensor::full({1 << 16}, 0.0, DType::Float32, Device::cuda(0));
+  const void* scratch_block = nullptr;
+  std::unique_ptr<StepGraph> graph = b.capture([&] {
+    Tensor scratch = Tensor::empty({1 << 16}, DType::Float32, Device::cuda(0));  // freed inside the step
+    scratch_block = scratch.raw_data();
+    b.fill(scratch, 7.0);
+    b.axpby(1.0, scratch, 1.0, sum);
+  });
+  CHECK(graph->pool_bytes() >= (size_t(1) << 18));
+  // A tensor of the same size made after the capture gets another block: a replay that wrote
+  // into it would corrupt it.
+  Tensor later = Tensor::full({1 << 16}, 0.0, DType::Float32, Device::cuda(0));
+  CHECK(later.raw_data() != scratch_block);
+  graph->replay();
+  CHECK(first_value(later) == 0.0f);
+  CHECK(first_value(sum) == 7.0f);
+  graph.reset();  // the graph is gone: its blocks serve others again
+  Tensor again = Tensor::empty({1 << 16}, DType::Float32, Device::cuda(0));
+  CHECK(again.defined());
+}
+
+TEST_CASE("gpu: train with --cuda-graphs on gives eager mode's losses step for step", "[gpu][graphs][cli]") {
+  namespace fs = std::filesystem;
+  const fs::path dir = fs::temp_directory_path() / ("nnlab_graphs_" + std::to_string(::getpid()));
+  fs::create_directories(dir);
+  // mlp: SGD with momentum; cnn: Adam, convolutions through cuDNN, max pools. 6 steps: the
+  // first eager (cuDNN chooses its algorithms), the second captured and replayed, then replays.
+  for (const std::string model : {"mlp", "cnn"}) {
+    std::vector<double> losses[2];
+    std::string outputs[2];
+    for (int on = 0; on < 2; ++on) {
+      const std::string metrics = (dir / (model + std::to_string(on) + ".jsonl")).string();
+      const nnlab_test::CliResult r = nnlab_test::run_cli(
+          "train --device cuda --model " + model + " --batch 32 --max-steps 6 --epochs 1 --test-images 64 "
+          "--metrics-every 1 --metrics " + metrics + " --cuda-graphs " + (on ? "on" : "off"));
+      INFO(model << " --cuda-graphs " << (on ? "on" : "off") << ": " << r.output);
+      REQUIRE(r.exit_code == 0);
+      losses[on] = nnlab_test::step_losses(metrics);
+      outputs[on] = r.output;
+    }
+    INFO(model << " with graphs: " << outputs[1]);
+    CHECK_THAT(outputs[1], Catch::Contains("CUDA graphs: on"));
+    REQUIRE(losses[0].size() == 6);
+    REQUIRE(losses[1].size() == 6);
+    for (size_t i = 0; i < 6; ++i) {
+      INFO(model << " step " << i + 1 << ": eager " << losses[0][i] << ", graph " << losses[1][i]);
+      CHECK(losses[1][i] == losses[0][i]);
+    }
+  }
+  fs::remove_all(dir);
+}
+
+TEST_CASE("gpu: --cuda-graphs on refuses a model a graph would get wrong, in one message", "[gpu][graphs][cli]") {
+  const nnlab_test::CliResult r =
+      nnlab_test::run_cli("train --device cuda --model cnn-bn --max-steps 1 --cuda-graphs on");
+  INFO(r.output);
+  CHECK(r.exit_code != 0);
+  CHECK_THAT(r.output, Catch::Contains("--cuda-graphs on") && Catch::Contains("Dropout"));
+  const nnlab_test::CliResult bad = nnlab_test::run_cli("train --device cuda --model mlp --cuda-graphs maybe");
+  CHECK(bad.exit_code != 0);
+  CHECK_THAT(bad.output, Catch::Contains("--cuda-graphs must be auto, on or off"));
+}
