@@ -24,6 +24,11 @@ void register_train_command(CLI::App& app) {
                   "instead of one per kernel, same results): auto (where the model allows: no Dropout, no "
                   "--check-numerics, one process), on (an error where it cannot), off")
       ->capture_default_str();
+  sub->add_option("--data-on-device", config->data_on_device,
+                  "CUDA: keep the whole training set on the GPU (uploaded once) and gather each batch there, no "
+                  "host copy per step: auto (when there is no augmentation, one process, and the set takes at most "
+                  "2 GiB as float32), on (an error where it cannot), off")
+      ->capture_default_str();
   sub->add_option("--test-images", config->test_images,
                   "Evaluate on the first N test images (0 = all; the accuracy is then of those N only)")
       ->capture_default_str();

@@ -32,6 +32,24 @@ std::string graph_obstacle(const Device& device, Module& model, bool check_numer
   return "";
 }
 
+// --data-on-device: whether the training set lives on the GPU for the run (the loader's
+// `resident`), or why it cannot where the user asked for it.
+bool use_data_on_device(const TrainConfig& c, const Device& device, const Dataset& train, int ranks) {
+  NNLAB_CHECK(c.data_on_device == "auto" || c.data_on_device == "on" || c.data_on_device == "off",
+              "--data-on-device must be auto, on or off, not '", c.data_on_device, "'");
+  if (c.data_on_device == "off") return false;
+  const double gib = static_cast<double>(train.size() * train.channels() * train.height() * train.width()) * 4 /
+                     double(1 << 30);
+  std::string obstacle;
+  if (!device.is_cuda()) obstacle = "the run is on " + device.str();
+  else if (c.crop_padding > 0 || c.hflip) obstacle = "crops and flips are drawn on the host";
+  else if (ranks > 1) obstacle = "each rank of a data-parallel run loads its own share";
+  else if (c.data_on_device == "auto" && gib > 2.0) obstacle = "the set takes more than 2 GiB as float32";
+  NNLAB_CHECK(obstacle.empty() || c.data_on_device != "on", "--data-on-device on: ", obstacle,
+              " (use --data-on-device auto or off)");
+  return obstacle.empty();
+}
+
 GraphedStep::GraphedStep(const Device& device, Body body) : device_(device), body_(std::move(body)) {}
 
 bool GraphedStep::fits(const Batch& batch) const {

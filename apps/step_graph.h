@@ -1,3 +1,6 @@
+// What keeps a GPU training step free of host work: the data set held on the device
+// (--data-on-device) and the step's forward and backward as one CUDA graph (--cuda-graphs).
+//
 // --cuda-graphs: the training step's forward and backward recorded once as a CUDA graph
 // (Backend::capture) and replayed for every full batch, one launch instead of one per kernel.
 //
@@ -13,6 +16,7 @@
 #include <memory>
 #include <string>
 
+#include "apps/train_config.h"
 #include "core/tensor.h"
 #include "datasets/dataloader.h"
 #include "devices/backend.h"
@@ -27,6 +31,11 @@ CudaGraphs parse_cuda_graphs(const std::string& text);  // auto | on | off, else
 // seed is a host argument that changes every step), --check-numerics (it reads every layer
 // back), or several ranks (the gradient all-reduce sits inside the step).
 std::string graph_obstacle(const Device& device, Module& model, bool check_numerics, bool distributed);
+
+// --data-on-device: whether the training set lives on the GPU for the run (DataLoaderOptions::
+// resident: uploaded once, batches gathered there), or, where the user asked for it and it
+// cannot, an Error saying why (augmentation, several ranks, not CUDA).
+bool use_data_on_device(const TrainConfig& config, const Device& device, const Dataset& train, int ranks);
 
 class GraphedStep {
  public:

@@ -36,6 +36,7 @@ struct TrainConfig {
   std::string conv_impl = "auto";   // auto (the device's own choice per layer) | reference | im2col | cudnn
   int64_t test_images = 0;        // train: evaluate on the first N test images (0 = all)
   std::string cuda_graphs = "auto";  // train on CUDA: auto | on | off (apps/step_graph.h)
+  std::string data_on_device = "auto";  // train on CUDA: auto | on | off (DataLoaderOptions::resident)
   int64_t log_interval = 100;     // steps between progress updates (and loss read-backs)
   int64_t max_steps = 0;          // stop after this many steps in all (0 = no limit)
   std::string metrics;            // JSON-lines file of run records ("" = none)

@@ -133,7 +133,12 @@ Trainer::Trainer(TrainConfig config) : config_(std::move(config)) {
   opts.augment = Augmentation{config_.crop_padding, config_.hflip};
   opts.part = world.rank();  // this rank's slice of every global batch
   opts.parts = world.size();
+  opts.resident = use_data_on_device(config_, device_, train_, world.size());
   loader_ = std::make_unique<DataLoader>(train_, opts);
+  if (opts.resident)
+    spdlog::info("data on the device: the training set is on {} ({:.0f} MiB as float32), each batch gathered there",
+                 device_.str(), static_cast<double>(train_.size() * train_.channels() * train_.height() * train_.width()) *
+                                    4 / (1 << 20));
   std::vector<std::string> parameter_names;  // in the optimizer's order (Module::parameters)
   for (const auto& [name, p] : model_->named_parameters()) parameter_names.push_back(name);
   guard_ = std::make_unique<NonFiniteGuard>(device_, std::move(parameter_names), loader_->steps_per_epoch(),
@@ -309,42 +314,6 @@ Tensor Trainer::train_step(const Batch& batch, PhaseSeconds& phases) {
   else optimizer_->step_checked(guard_->gradient_marks(this_step));
   phases.optimizer += seconds_since(t);
   if (numerics_) stop_if_faulty("; no update was applied.");  // it synchronises anyway
-  return loss;
-}
-
-Tensor Trainer::forward_backward_for_graph(const Tensor& images, const Tensor& labels) {
-  optimizer_->zero_grad();
-  // No non-finite flag here: its mark names the step, which a replay would not update; the
-  // loss is checked after each replay instead (graphed_forward_backward).
-  Tensor loss = cross_entropy(model_->forward(images), labels);
-  loss.backward();
-  return loss;
-}
-
-Tensor Trainer::graphed_forward_backward(const Batch& batch, int64_t this_step) {
-  if (!graphed_->fits(batch)) return Tensor();  // the short last batch: eager
-  if (!graphed_->captured() && eager_full_steps_++ < 1) return Tensor();  // cuDNN picks its algorithms eagerly first
-  const bool capture_now = !graphed_->captured();
-  Tensor loss;
-  try {
-    loss = graphed_->run(batch);
-  } catch (const Error& e) {
-    if (graphs_mode_ == CudaGraphs::On || !capture_now) throw;
-    spdlog::warn("CUDA graphs: off, the step could not be captured: {}", e.what());
-    graphed_.reset();
-    return Tensor();
-  }
-  // The graph writes its own gradient buffers: the parameters point at them again (an eager
-  // step in between, the short last batch, gave them others).
-  std::vector<Tensor> params = optimizer_->params();
-  if (capture_now)
-    for (const Tensor& p : params) graph_grads_.push_back(p.grad());
-  for (size_t i = 0; i < params.size(); ++i) params[i].set_grad(graph_grads_[i]);
-  if (capture_now)
-    spdlog::info("CUDA graphs: on, forward and backward of each {}-image batch replayed as one graph of {} nodes "
-                 "({:.1f} MiB of device memory kept for it)",
-                 batch.images.dim(0), graphed_->nodes(), static_cast<double>(graphed_->pool_bytes()) / (1 << 20));
-  raise_if_any_not_finite({loss}, guard_->flag(), {guard_->loss_mark(this_step)});
   return loss;
 }
 

@@ -9,6 +9,7 @@
 
 #include "core/error.h"
 #include "core/random.h"
+#include "devices/registry.h"
 
 namespace nnlab {
 
@@ -33,8 +34,23 @@ void check_options(const Dataset& data, const DataLoaderOptions& o) {
               "DataLoader: normalisation needs one mean and one std per channel (", c, " channels), got ",
               nz.mean.size(), " means and ", nz.std.size(), " stds");
   for (float s : nz.std) NNLAB_CHECK(s > 0.0f, "DataLoader: normalisation std ", s, " must be positive");
+  NNLAB_CHECK(!o.resident || (!o.device.is_cpu() && o.parts == 1 && o.augment.crop_padding == 0 &&
+                                !o.augment.horizontal_flip),
+              "DataLoader: a data set held on the device needs a device other than the CPU, one part and no "
+              "augmentation (crops and flips are drawn on the host)");
   NNLAB_CHECK(o.augment.crop_padding >= 0, "DataLoader: crop padding ", o.augment.crop_padding,
               " must be zero or positive");
+}
+
+// x: (n, c, plane) in place   x = (x − mean[ch]) / std[ch]   (nothing without a normalisation)
+void normalize(const Normalization& nz, int64_t n, int64_t c, int64_t plane, float* x) {
+  if (nz.mean.empty()) return;
+  for (int64_t i = 0; i < n; ++i)
+    for (int64_t ch = 0; ch < c; ++ch) {
+      float* p = x + (i * c + ch) * plane;
+      const float mean = nz.mean[ch], std = nz.std[ch];
+      for (int64_t k = 0; k < plane; ++k) p[k] = (p[k] - mean) / std;
+    }
 }
 
 }  // namespace
@@ -61,6 +77,11 @@ void DataLoader::start_epoch(int64_t epoch, int64_t skip_steps) {
     std::iota(order_.begin(), order_.end(), 0);
   }
   next_step_ = skip_steps;
+  if (options_.resident) {
+    if (!resident_images_.defined()) upload_resident();
+    resident_order_ = Tensor::from_vector(order_, {data_.size()}, options_.device);
+    return;
+  }
   if (!options_.prefetch) return;
   {
     std::lock_guard<std::mutex> lock(mutex_);
@@ -74,6 +95,11 @@ void DataLoader::start_epoch(int64_t epoch, int64_t skip_steps) {
 
 bool DataLoader::next(Batch& out) {
   NNLAB_CHECK(epoch_ >= 0, "DataLoader::next: call start_epoch before asking for batches");
+  if (options_.resident) {
+    if (next_step_ >= steps_per_epoch()) return false;
+    out = gather_batch(next_step_++);
+    return true;
+  }
   Batch batch;
   if (!options_.prefetch) {
     if (next_step_ >= steps_per_epoch()) return false;
@@ -195,15 +221,31 @@ Batch DataLoader::make_batch(int64_t step, bool on_threads) const {
     prefetch(first, first + b);
     for (int64_t i = 0; i < b; ++i) copy(i);
   }
-  const Normalization& nz = options_.normalize;
-  if (!nz.mean.empty()) {
-    for (int64_t i = 0; i < b; ++i)
-      for (int64_t ch = 0; ch < c; ++ch) {
-        float* p = x + (i * c + ch) * plane;
-        const float mean = nz.mean[ch], std = nz.std[ch];
-        for (int64_t k = 0; k < plane; ++k) p[k] = (p[k] - mean) / std;
-      }
-  }
+  normalize(options_.normalize, b, c, plane, x);
+  return out;
+}
+
+// The values make_batch would give every sample (as floats, normalised), computed once.
+void DataLoader::upload_resident() {
+  Tensor all = data_.images_as_float(0, data_.size());
+  normalize(options_.normalize, data_.size(), data_.channels(), data_.height() * data_.width(), all.data<float>());
+  resident_images_ = all.to(options_.device);
+  resident_labels_ = data_.labels.to(options_.device);
+}
+
+// images: (b, c, h, w) = resident_images_[order[step·B ...]]; labels: (b) likewise
+Batch DataLoader::gather_batch(int64_t step) const {
+  const int64_t start = step * options_.batch_size;
+  const int64_t b = std::min(data_.size(), start + options_.batch_size) - start;
+  const Tensor index = resident_order_.rows(start, start + b);
+  Batch out;
+  out.step = step;
+  out.whole = b;
+  out.images = Tensor::empty({b, data_.channels(), data_.height(), data_.width()}, DType::Float32, options_.device);
+  out.labels = Tensor::empty({b}, DType::Int32, options_.device);
+  Backend& backend = backend_for(options_.device);
+  backend.gather_rows(resident_images_, index, out.images);
+  backend.gather_rows(resident_labels_, index, out.labels);
   return out;
 }
 

@@ -42,6 +42,10 @@ struct DataLoaderOptions {
   Augmentation augment;
   bool prefetch = true;            // a background thread prepares the next batch
   Device device = Device::cpu();   // batches are delivered on this device (Tensor::to)
+  // The whole data set kept on `device` (uploaded once, as normalised float32) with each
+  // epoch's order, every batch gathered there by two kernels: no host work and no host-to-
+  // device copy per step. Same batches, bit for bit. Needs no augmentation and one part.
+  bool resident = false;
   // Data parallelism: this process takes part `part` of `parts` of every batch of b samples,
   // the samples [⌊b·part/parts⌋, ⌊b·(part+1)/parts⌋) (docs/distributed.md).
   int part = 0, parts = 1;
@@ -78,12 +82,17 @@ class DataLoader {
   void copy_sample(int64_t position, int32_t src, float* dst) const;
   void worker(int64_t first_step);
   void stop_worker();
+  void upload_resident();                    // options_.resident: the data set onto the device
+  Batch gather_batch(int64_t step) const;    // ... and batch `step` gathered there
 
   Dataset data_;
   DataLoaderOptions options_;
   int64_t epoch_ = -1;
   std::vector<int32_t> order_;
   int64_t next_step_ = 0;  // next batch to hand out (without prefetch)
+  // options_.resident: images (n, c, h, w) float32, labels (n) and the epoch's order (n) int32,
+  // all on options_.device.
+  Tensor resident_images_, resident_labels_, resident_order_;
 
   // Prefetch state, guarded by mutex_: the worker fills ready_ (at most kDepth batches
   // ahead) and waits while it is full; next() takes from it.

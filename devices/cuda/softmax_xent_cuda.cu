@@ -210,6 +210,7 @@ void CudaBackend::check_finite_all(const std::vector<Tensor>& xs, Tensor& flag,
                                    const std::vector<NonFiniteMark>& marks) {
   NNLAB_CHECK(xs.size() == marks.size(), "check_finite_all: ", xs.size(), " tensors but ", marks.size(), " marks");
   check_dtype("check_finite_all", flag, DType::Int32);
+  if (xs.size() == 1) return check_finite(xs[0], flag, marks[0]);  // one launch, not three
   cuda::Context& c = *ctx_;
   for (size_t from = 0; from < xs.size(); from += kListTensors) {
     FiniteList list{};

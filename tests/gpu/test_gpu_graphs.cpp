@@ -85,27 +85,29 @@ TEST_CASE("gpu: train with --cuda-graphs on gives eager mode's losses step for s
   fs::create_directories(dir);
   // mlp: SGD with momentum; cnn: Adam, convolutions through cuDNN, max pools. 6 steps: the
   // first eager (cuDNN chooses its algorithms), the second captured and replayed, then replays.
+  // Three ways: eager with host batches; graphs with host batches; graphs with the data set
+  // on the device (batches gathered there).
+  const char* modes[3] = {"--cuda-graphs off --data-on-device off", "--cuda-graphs on --data-on-device off",
+                          "--cuda-graphs on --data-on-device on"};
   for (const std::string model : {"mlp", "cnn"}) {
-    std::vector<double> losses[2];
-    std::string outputs[2];
-    for (int on = 0; on < 2; ++on) {
-      const std::string metrics = (dir / (model + std::to_string(on) + ".jsonl")).string();
+    std::vector<double> losses[3];
+    for (int m = 0; m < 3; ++m) {
+      const std::string metrics = (dir / (model + std::to_string(m) + ".jsonl")).string();
       const nnlab_test::CliResult r = nnlab_test::run_cli(
           "train --device cuda --model " + model + " --batch 32 --max-steps 6 --epochs 1 --test-images 64 "
-          "--metrics-every 1 --metrics " + metrics + " --cuda-graphs " + (on ? "on" : "off"));
-      INFO(model << " --cuda-graphs " << (on ? "on" : "off") << ": " << r.output);
+          "--metrics-every 1 --metrics " + metrics + " " + modes[m]);
+      INFO(model << " " << modes[m] << ": " << r.output);
       REQUIRE(r.exit_code == 0);
-      losses[on] = nnlab_test::step_losses(metrics);
-      outputs[on] = r.output;
+      if (m > 0) CHECK_THAT(r.output, Catch::Contains("CUDA graphs: on"));
+      if (m == 2) CHECK_THAT(r.output, Catch::Contains("data on the device"));
+      losses[m] = nnlab_test::step_losses(metrics);
+      REQUIRE(losses[m].size() == 6);
     }
-    INFO(model << " with graphs: " << outputs[1]);
-    CHECK_THAT(outputs[1], Catch::Contains("CUDA graphs: on"));
-    REQUIRE(losses[0].size() == 6);
-    REQUIRE(losses[1].size() == 6);
-    for (size_t i = 0; i < 6; ++i) {
-      INFO(model << " step " << i + 1 << ": eager " << losses[0][i] << ", graph " << losses[1][i]);
-      CHECK(losses[1][i] == losses[0][i]);
-    }
+    for (int m = 1; m < 3; ++m)
+      for (size_t i = 0; i < 6; ++i) {
+        INFO(model << " step " << i + 1 << ": eager " << losses[0][i] << ", " << modes[m] << " " << losses[m][i]);
+        CHECK(losses[m][i] == losses[0][i]);
+      }
   }
   fs::remove_all(dir);
 }
@@ -119,4 +121,8 @@ TEST_CASE("gpu: --cuda-graphs on refuses a model a graph would get wrong, in one
   const nnlab_test::CliResult bad = nnlab_test::run_cli("train --device cuda --model mlp --cuda-graphs maybe");
   CHECK(bad.exit_code != 0);
   CHECK_THAT(bad.output, Catch::Contains("--cuda-graphs must be auto, on or off"));
+  const nnlab_test::CliResult flips =
+      nnlab_test::run_cli("train --device cuda --model mlp --hflip --max-steps 1 --data-on-device on");
+  CHECK(flips.exit_code != 0);
+  CHECK_THAT(flips.output, Catch::Contains("--data-on-device on: crops and flips are drawn on the host"));
 }
