@@ -60,13 +60,13 @@ bool GraphedStep::fits(const Batch& batch) const {
 Tensor GraphedStep::run(const Batch& batch) {
   NNLAB_CHECK(fits(batch), "GraphedStep: batch ", batch.images.describe(), " is not the captured shape ",
               images_.describe());
-  if (!images_.defined()) {
-    images_ = Tensor::empty(batch.images.shape(), batch.images.dtype(), device_);
-    labels_ = Tensor::empty(batch.labels.shape(), batch.labels.dtype(), device_);
+  if (!images_.defined()) {  // the loader's own fixed memory, or buffers of the graph's own
+    images_ = batch.fixed_storage ? batch.images : Tensor::empty(batch.images.shape(), batch.images.dtype(), device_);
+    labels_ = batch.fixed_storage ? batch.labels : Tensor::empty(batch.labels.shape(), batch.labels.dtype(), device_);
   }
   Backend& backend = backend_for(device_);
-  backend.copy(batch.images, images_);
-  backend.copy(batch.labels, labels_);
+  if (batch.images.raw_data() != images_.raw_data()) backend.copy(batch.images, images_);
+  if (batch.labels.raw_data() != labels_.raw_data()) backend.copy(batch.labels, labels_);
   if (!graph_) graph_ = backend.capture([this] { loss_ = body_(images_, labels_).detach(); });
   graph_->replay();
   return loss_;

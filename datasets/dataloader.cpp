@@ -234,15 +234,23 @@ void DataLoader::upload_resident() {
 }
 
 // images: (b, c, h, w) = resident_images_[order[step·B ...]]; labels: (b) likewise
-Batch DataLoader::gather_batch(int64_t step) const {
+// A full batch goes to the same memory every step: the step before has read it by then, as
+// every kernel runs in order on the device's one stream.
+Batch DataLoader::gather_batch(int64_t step) {
   const int64_t start = step * options_.batch_size;
   const int64_t b = std::min(data_.size(), start + options_.batch_size) - start;
   const Tensor index = resident_order_.rows(start, start + b);
   Batch out;
   out.step = step;
   out.whole = b;
-  out.images = Tensor::empty({b, data_.channels(), data_.height(), data_.width()}, DType::Float32, options_.device);
-  out.labels = Tensor::empty({b}, DType::Int32, options_.device);
+  const Shape shape{b, data_.channels(), data_.height(), data_.width()};
+  out.fixed_storage = b == options_.batch_size;
+  if (out.fixed_storage && !full_images_.defined()) {
+    full_images_ = Tensor::empty(shape, DType::Float32, options_.device);
+    full_labels_ = Tensor::empty({b}, DType::Int32, options_.device);
+  }
+  out.images = out.fixed_storage ? full_images_ : Tensor::empty(shape, DType::Float32, options_.device);
+  out.labels = out.fixed_storage ? full_labels_ : Tensor::empty({b}, DType::Int32, options_.device);
   Backend& backend = backend_for(options_.device);
   backend.gather_rows(resident_images_, index, out.images);
   backend.gather_rows(resident_labels_, index, out.labels);

@@ -56,6 +56,9 @@ struct Batch {
   Tensor labels;     // int32 (b)
   int64_t step = 0;  // index of the batch within its epoch
   int64_t whole = 0; // samples in the whole batch, all parts together (= images.dim(0) with one part)
+  // The loader gathers every full batch into the same device memory (a resident data set): a
+  // CUDA graph can read its inputs there, with no copy of its own.
+  bool fixed_storage = false;
 };
 
 class DataLoader {
@@ -83,7 +86,7 @@ class DataLoader {
   void worker(int64_t first_step);
   void stop_worker();
   void upload_resident();                    // options_.resident: the data set onto the device
-  Batch gather_batch(int64_t step) const;    // ... and batch `step` gathered there
+  Batch gather_batch(int64_t step);          // ... and batch `step` gathered there
 
   Dataset data_;
   DataLoaderOptions options_;
@@ -93,6 +96,7 @@ class DataLoader {
   // options_.resident: images (n, c, h, w) float32, labels (n) and the epoch's order (n) int32,
   // all on options_.device.
   Tensor resident_images_, resident_labels_, resident_order_;
+  Tensor full_images_, full_labels_;  // where every full batch is gathered (Batch::fixed_storage)
 
   // Prefetch state, guarded by mutex_: the worker fills ready_ (at most kDepth batches
   // ahead) and waits while it is full; next() takes from it.
