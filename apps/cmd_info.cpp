@@ -2,7 +2,6 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
-#include <cstdlib>
 #include <vector>
 
 #include "apps/commands.h"
@@ -12,6 +11,7 @@
 #include "core/random.h"
 #include "devices/cpu/core_latency.h"
 #include "devices/cpu/cpu_isa.h"
+#include "devices/cpu/openblas_core.h"
 #include "devices/cpu/threads.h"
 #include "devices/registry.h"
 #include "layers/zoo.h"
@@ -62,12 +62,9 @@ void register_info_commands(CLI::App& app) {
       std::printf("  between its first two CPUs a cache line's round trip takes %.0f ns\n", *trip);
     else if (cpu_cores() >= 2)
       std::printf("  between its first two CPUs a cache line's round trip: not measurable now (a CPU kept busy)\n");
-    // A kernel family forced from the environment is the user's choice and stays; but say so,
-    // since it can halve the sgemm rate (AVX2 kernels on an AVX-512 CPU).
-    if (const char* forced = std::getenv("OPENBLAS_CORETYPE"))
-      std::printf("  OPENBLAS_CORETYPE=%s is set in the environment: OpenBLAS runs those kernels, not the ones it "
-                  "would pick for this CPU%s\n",
-                  forced, cpu_has_avx512() ? " (which has AVX-512)" : "");
+    // Which kernels OpenBLAS runs, what this CPU could run, and what nnlab did about it: an old
+    // core costs 5x on every product (openblas_core.h).
+    std::printf("  %s\n", openblas_core_report().c_str());
     std::printf("%s\n", cuda_report().c_str());
     return 0;
   });

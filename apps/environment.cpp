@@ -1,6 +1,7 @@
 #include "apps/environment.h"
 
 #include "devices/cpu/cpu_isa.h"
+#include "devices/cpu/openblas_core.h"
 #include "devices/cpu/threads.h"
 #include "devices/registry.h"
 
@@ -86,6 +87,22 @@ nlohmann::json gpu_record(Device device) {
   return gpu;
 }
 
+// The core of kernels OpenBLAS runs against what the CPU could run, and what nnlab did about
+// it (devices/cpu/openblas_core.h): an old core makes every product several times slower.
+nlohmann::json openblas_core_record() {
+  const OpenblasCoreStatus s = openblas_core_status();
+  nlohmann::json record = {{"core", s.core},
+                           {"instructions", openblas_core_instructions(s.core)},
+                           {"cpu", s.cpu},
+                           {"best", s.best},
+                           {"forced", s.forced},
+                           {"older", s.older},
+                           {"action", openblas_core_action_name(s.action)},
+                           {"summary", openblas_core_report(s)}};
+  if (!s.before.empty()) record["before"] = s.before;
+  return record;
+}
+
 }  // namespace
 
 nlohmann::json environment_record(const TrainConfig& config, Device device) {
@@ -97,6 +114,7 @@ nlohmann::json environment_record(const TrainConfig& config, Device device) {
                 // nnlab's own kernels: "avx512" or "avx2", and "auto" or why not (cpu_isa.h)
                 {"kernels", cpu_isa_name(cpu_isa())}, {"kernels_chosen", cpu_isa_reason()}};
   env["openblas"] = openblas_build();
+  env["openblas_core"] = openblas_core_record();
   env["device"] = device.str();
   env["gpu"] = gpu_record(device);
   // The CPU is always strict float32 (no -ffast-math); a CUDA run may opt into TF32.

@@ -8,9 +8,17 @@
 
 #include "apps/commands.h"
 #include "devices/cpu/cpu_isa.h"
+#include "devices/cpu/openblas_core.h"
 #include "apps/distributed/world.h"
 
 int main(int argc, char** argv) {
+  // OpenBLAS chose its kernels while it loaded; an older core than this CPU runs is corrected by
+  // starting again, so this comes before any thread, output or MPI_Init (openblas_core.h).
+  try {
+    nnlab::restart_on_best_openblas_core(argv);
+  } catch (const std::exception& e) {
+    return nnlab::exit_after_error(e);
+  }
   spdlog::set_pattern("%v");
   CLI::App app{"nnlab: train small neural networks on the CPU or CUDA and compare the two honestly"};
   app.require_subcommand(1);

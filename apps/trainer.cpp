@@ -21,6 +21,7 @@
 #include "autograd/grad_mode.h"
 #include "autograd/ops.h"
 #include "devices/cpu/cpu_isa.h"
+#include "devices/cpu/openblas_core.h"
 #include "devices/cpu/threads.h"
 #include "devices/conv_impl.h"
 #include "devices/registry.h"
@@ -375,6 +376,7 @@ EpochResult Trainer::run() {
                                         : std::to_string(cpu_threads()) + " CPU threads";
   spdlog::info("optimizer {}, batch {}, {} epochs, seed {}, {} (denormals: {}; cpu kernels: {})", optimizer_->describe(),
                config_.batch, config_.epochs, config_.seed, threads, denormals_name(cpu_denormals()), cpu_isa_report());
+  if (device_.is_cpu()) spdlog::info("{}", openblas_core_report());
   if (parallel_) spdlog::info("{}", parallel_->describe(config_.batch));
   recorder_.write({{"type", "run"},
                    {"model", config_.model},

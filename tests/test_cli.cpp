@@ -90,15 +90,6 @@ TEST_CASE("an unusable --device cuda is an error, never a silent CPU run", "[cli
   CHECK(r.output.find("--device cuda cannot be used") != std::string::npos);
 }
 
-TEST_CASE("devices says when OPENBLAS_CORETYPE overrides OpenBLAS's own kernel choice", "[cli]") {
-  const CliResult forced = nnlab_test::run_shell("OPENBLAS_CORETYPE=Haswell " + std::string(NNLAB_CLI_PATH) + " devices");
-  REQUIRE(forced.exit_code == 0);
-  CHECK(forced.output.find("OPENBLAS_CORETYPE=Haswell is set in the environment") != std::string::npos);
-  const CliResult chosen = nnlab_test::run_shell("env -u OPENBLAS_CORETYPE " + std::string(NNLAB_CLI_PATH) + " devices");
-  REQUIRE(chosen.exit_code == 0);
-  CHECK(chosen.output.find("OPENBLAS_CORETYPE") == std::string::npos);
-}
-
 TEST_CASE("help lists every subcommand and option", "[cli]") {
   const CliResult top = run_cli("--help");
   CHECK(top.exit_code == 0);

@@ -12,6 +12,7 @@
 #include <string>
 
 #include "core/error.h"
+#include "devices/cpu/openblas_core.h"
 
 extern "C" {
 void openblas_set_num_threads(int);
@@ -67,6 +68,8 @@ int max_cpu_threads() { return std::max(1024, 2 * cpu_cores()); }
 void set_cpu_threads(int n) {
   NNLAB_CHECK(n <= max_cpu_threads(), "--threads ", n, " is more than nnlab runs (at most ", max_cpu_threads(),
               "; this machine has ", cpu_cores(), " cores, and 0 means all of them)");
+  // The first time nnlab sets up OpenBLAS is the last moment to say its kernels are too old.
+  warn_once_if_openblas_core_is_older();
   g_threads = n > 0 ? n : cpu_cores();
   omp_set_num_threads(g_threads);
   openblas_set_num_threads(g_threads);
