@@ -195,6 +195,8 @@ EpochResult Trainer::train_epoch(int64_t epoch) {
   const int64_t steps = loader_->steps_per_epoch();
   EpochProgress progress(epoch, config_.epochs, steps, config_.log_interval, isatty(STDOUT_FILENO));
   progress.skip_to(skip);
+  DeviceCounts counts_before;
+  const bool counted = backend_for(device_).device_counts(&counts_before);
   Tensor loss_sum = Tensor::full({}, resumed_epoch ? start_loss_sum_ : 0.0, DType::Float32, device_);
   Batch batch;
   int64_t step = skip, images = 0;
@@ -237,6 +239,12 @@ EpochResult Trainer::train_epoch(int64_t epoch) {
   if (r.interrupted) return r;
   stop_if_faulty("; no update was applied from that step on.");  // --max-steps can end between log intervals
   r.seconds = seconds_since(t_epoch);
+  DeviceCounts counts_after;
+  if (counted && backend_for(device_).device_counts(&counts_after) && step > skip) {
+    const double steps_here = static_cast<double>(step - skip);
+    r.submissions_per_step = static_cast<double>(counts_after.submissions - counts_before.submissions) / steps_here;
+    r.host_waits_per_step = static_cast<double>(counts_after.host_waits - counts_before.host_waits) / steps_here;
+  }
   r.train_loss = loss_sum.item() / static_cast<double>(std::max<int64_t>(step, 1));
   r.images_per_second = static_cast<double>(images) / r.seconds;
   r.test_accuracy = evaluate(test_).accuracy;
@@ -251,6 +259,8 @@ EpochResult Trainer::train_epoch(int64_t epoch) {
                    {"images_per_second", r.images_per_second},
                    {"threads", cpu_threads()},
                    {"thread_changes", governor_ ? governor_->changes() : 0},
+                   {"submissions_per_step", r.submissions_per_step},
+                   {"host_waits_per_step", r.host_waits_per_step},
                    {"phase_seconds",
                     {{"data", r.phases.data},
                      {"forward", r.phases.forward},
@@ -404,6 +414,9 @@ EpochResult Trainer::run() {
     spdlog::info("epoch {}/{}  train loss {:.4f}  test accuracy {:.2f}%{}  {:.2f} s  {:.0f} img/s{}", e, config_.epochs,
                  last.train_loss, 100.0 * last.test_accuracy, val, last.seconds, last.images_per_second,
                  device_.is_cuda() && cuda_simulated() ? " (simulated: CPU time)" : "");
+    if (last.submissions_per_step >= 0)
+      spdlog::info("  per step: {:.1f} submissions to the device, {:.2f} host waits (counted by the simulator)",
+                   last.submissions_per_step, last.host_waits_per_step);
     save_epoch_checkpoints(last);
     if (parallel_ ? parallel_->any(g_stop_signal != 0) : g_stop_signal != 0) last.interrupted = true;
     if (last.interrupted) break;

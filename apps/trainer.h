@@ -33,6 +33,9 @@ struct EpochResult {
   double seconds = 0;
   double images_per_second = 0;
   PhaseSeconds phases;
+  // Per step of the epoch, where the device counts them (the CUDA simulator): work items handed
+  // to the device and waits of the host for it (Backend::device_counts); -1 elsewhere.
+  double submissions_per_step = -1, host_waits_per_step = -1;
 };
 
 struct EvalResult {

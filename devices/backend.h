@@ -93,6 +93,12 @@ class StepGraph {
   virtual size_t pool_bytes() const = 0;
 };
 
+// What the host handed a device and how often it waited for it (Backend::device_counts).
+struct DeviceCounts {
+  uint64_t submissions = 0;  // kernels, copies, memsets, library calls, graph launches queued
+  uint64_t host_waits = 0;   // calls that blocked the host until queued work had run
+};
+
 // Whether CUDA can be used here and, if not, why (devices/registry.h's cuda_status(); the
 // CUDA backend's probe fills it in).
 struct CudaStatus {
@@ -118,6 +124,9 @@ class Backend : public DeviceMemory {
   // cannot hold: a read-back to the host, a synchronisation, a host-to-device copy from
   // memory the host may change. Devices without graphs (the CPU) throw.
   virtual std::unique_ptr<StepGraph> capture(const std::function<void()>& work);
+  // The counts since the process started, where the device keeps them: the CUDA simulator
+  // does (devices/cuda/sim/sim.h); a GPU and the CPU do not (false).
+  virtual bool device_counts(DeviceCounts*) const { return false; }
 
   // ---- memory: copy, fill, cast --------------------------------------------------------
   void copy_from_host(Tensor& dst, const void* src) override;

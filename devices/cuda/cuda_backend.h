@@ -55,6 +55,7 @@ class CudaBackend final : public Backend {
   cuda::Context& context() { return *ctx_; }
   // graph_cuda.cpp
   std::unique_ptr<StepGraph> capture(const std::function<void()>& work) override;
+  bool device_counts(DeviceCounts* counts) const override;
 
   // memory_cuda.cu
   void copy_from_host(Tensor& dst, const void* src) override;

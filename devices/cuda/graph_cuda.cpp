@@ -14,6 +14,9 @@
 //   device memory, or stay outside the graph.
 #include "devices/cuda/cuda_backend.h"
 #include "devices/cuda/cuda_context.h"
+#ifdef NNLAB_CUDA_SIMULATOR
+#include "devices/cuda/sim/sim.h"
+#endif
 
 namespace nnlab {
 
@@ -88,6 +91,20 @@ std::unique_ptr<StepGraph> CudaBackend::capture(const std::function<void()>& wor
     NNLAB_CUDA_CHECK(made);
   }
   return std::make_unique<CudaStepGraph>(c, exec, pool, nodes);
+}
+
+// The simulator counts every submission and host wait (sim.h); a GPU's driver keeps no such
+// count that nnlab could read without a profiler.
+bool CudaBackend::device_counts(DeviceCounts* counts) const {
+#ifdef NNLAB_CUDA_SIMULATOR
+  const sim::SubmissionCounts c = sim::submission_counts();
+  counts->submissions = c.submissions;
+  counts->host_waits = c.host_waits;
+  return true;
+#else
+  (void)counts;
+  return false;
+#endif
 }
 
 }  // namespace nnlab

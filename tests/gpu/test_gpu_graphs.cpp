@@ -6,6 +6,7 @@
 #include "gpu/gpu_support.h"
 
 #include <filesystem>
+#include <fstream>
 #include <string>
 
 #include "cli_support.h"
@@ -109,6 +110,46 @@ TEST_CASE("gpu: train with --cuda-graphs on gives eager mode's losses step for s
         CHECK(losses[m][i] == losses[0][i]);
       }
   }
+  fs::remove_all(dir);
+}
+
+// Issue 35's count, in the steady state (the difference between a run of 24 steps and one of
+// 12, so the first eager step, the capture and the epoch's end cancel out): a graph step hands
+// the device a few items, an eager one several times more, and the graph step never makes the
+// host wait for the device.
+TEST_CASE("gpu: a graph step submits a few items and the host never waits for it", "[gpu][graphs][cli]") {
+  namespace fs = std::filesystem;
+  const fs::path dir = fs::temp_directory_path() / ("nnlab_graph_counts_" + std::to_string(::getpid()));
+  fs::create_directories(dir);
+  const auto totals = [&](int steps, bool graphs) {
+    const std::string metrics = (dir / "counts.jsonl").string();
+    const nnlab_test::CliResult r = nnlab_test::run_cli(
+        "train --device cuda --model cnn --batch 32 --epochs 1 --test-images 64 --log-interval 1000 --max-steps " +
+        std::to_string(steps) + " --metrics " + metrics +
+        (graphs ? " --cuda-graphs on --data-on-device on" : " --cuda-graphs off --data-on-device off"));
+    INFO(r.output);
+    REQUIRE(r.exit_code == 0);
+    std::ifstream in(metrics);
+    for (std::string line; std::getline(in, line);) {
+      const auto j = nlohmann::json::parse(line);
+      if (j["type"] == "epoch")
+        return std::pair<double, double>{j["submissions_per_step"].get<double>() * steps,
+                                         j["host_waits_per_step"].get<double>() * steps};
+    }
+    FAIL("no epoch record in " << metrics);
+    return std::pair<double, double>{0, 0};
+  };
+  const auto [graph_s12, graph_w12] = totals(12, true);
+  const auto [graph_s24, graph_w24] = totals(24, true);
+  const auto [eager_s12, eager_w12] = totals(12, false);
+  const auto [eager_s24, eager_w24] = totals(24, false);
+  const double graph_per_step = (graph_s24 - graph_s12) / 12, eager_per_step = (eager_s24 - eager_s12) / 12;
+  INFO("per step: graph " << graph_per_step << " submissions, " << (graph_w24 - graph_w12) / 12 << " host waits; eager "
+                          << eager_per_step << ", " << (eager_w24 - eager_w12) / 12);
+  CHECK(graph_per_step > 0);
+  CHECK(graph_per_step <= 12);  // the two gathers, the replay, the loss check, the optimizer, the loss sum
+  CHECK(graph_per_step * 3 < eager_per_step);
+  CHECK(graph_w24 == graph_w12);
   fs::remove_all(dir);
 }
 

@@ -44,7 +44,21 @@ void set_launch_error(cudaError_t error);
 // Queues `work` on `stream` (nullptr: the default stream); it runs after everything queued on
 // the stream before it, on the stream's own CPU thread, unless NNLAB_SIM_SYNC=1 runs every
 // call at once on the caller's thread (easier to follow in a debugger).
-void enqueue(cudaStream_t stream, std::function<void()> work);
+// `counted`: the item is a submission of the program's (a kernel, a copy, a library call, a
+// graph launch), not the simulator's own bookkeeping (the allocator's poisoning under ASan).
+void enqueue(cudaStream_t stream, std::function<void()> work, bool counted = true);
+
+// What the host asked of the device since the process started: submissions (every kernel,
+// copy, memset, cuBLAS or cuDNN call, event record or wait, and graph launch queued; work
+// recorded into a graph counts once per launch of the graph) and host waits (calls that
+// block the host until queued work has run: stream, event and device synchronisation, a
+// synchronous copy, a copy to pageable memory, cudaFree). A cuBLAS or cuDNN call counts once,
+// where a GPU may run several kernels for it.
+struct SubmissionCounts {
+  uint64_t submissions = 0;
+  uint64_t host_waits = 0;
+};
+SubmissionCounts submission_counts();
 
 // A kernel or library call that failed while running (on the stream's thread) makes the
 // context unusable, as a GPU fault does: every later runtime call returns `error` with

@@ -6,6 +6,7 @@
 // NNLAB_SIM_SYNC=1 runs every call at once on the caller's thread instead (for a debugger).
 // A stream in capture (cudaStreamBeginCapture) queues nothing: its work is recorded into the
 // graph being built, and a call that would wait for it is refused, as CUDA refuses it.
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <cstdlib>
@@ -100,7 +101,11 @@ bool is_stream(cudaStream_t s) {
   return all_streams().count(s) != 0;
 }
 
-void enqueue(cudaStream_t stream, std::function<void()> work) {
+std::atomic<uint64_t> g_submissions{0}, g_host_waits{0};
+
+SubmissionCounts submission_counts() { return {g_submissions.load(), g_host_waits.load()}; }
+
+void enqueue(cudaStream_t stream, std::function<void()> work, bool counted) {
   cudaStream_t s = resolve(stream);
   {
     std::lock_guard<std::mutex> lock(s->mutex);
@@ -109,6 +114,7 @@ void enqueue(cudaStream_t stream, std::function<void()> work) {
       return;
     }
   }
+  if (counted) ++g_submissions;
   if (run_synchronously()) return work();
   std::lock_guard<std::mutex> lock(s->mutex);
   s->queue.push_back(std::move(work));
@@ -183,20 +189,28 @@ cudaError_t refuse_during_capture(const char* call, cudaStream_t stream, bool un
   return cudaSuccess;
 }
 
-void drain(cudaStream_t stream) {
+namespace {
+void wait_until_idle(cudaStream_t stream) {
   if (run_synchronously()) return;
   cudaStream_t s = resolve(stream);
   std::unique_lock<std::mutex> lock(s->mutex);
   s->changed.wait(lock, [&] { return s->queue.empty() && !s->running; });
 }
+}  // namespace
+
+void drain(cudaStream_t stream) {
+  ++g_host_waits;
+  wait_until_idle(stream);
+}
 
 void drain_all() {
+  ++g_host_waits;
   std::vector<cudaStream_t> streams;
   {
     std::lock_guard<std::mutex> lock(g_streams_mutex);
     streams.assign(all_streams().begin(), all_streams().end());
   }
-  for (cudaStream_t s : streams) drain(s);
+  for (cudaStream_t s : streams) wait_until_idle(s);
 }
 
 }  // namespace nnlab::sim
@@ -293,6 +307,7 @@ cudaError_t cudaEventRecord(cudaEvent_t event, cudaStream_t stream) {
 
 cudaError_t cudaEventSynchronize(cudaEvent_t event) {
   if (!event) return nnlab::sim::fail_call(cudaErrorInvalidResourceHandle, "cudaEventSynchronize: event is null");
+  ++nnlab::sim::g_host_waits;
   std::unique_lock<std::mutex> lock(event->mutex);
   const uint64_t wanted = event->recorded;
   event->changed.wait(lock, [&] { return event->completed >= wanted; });
