@@ -321,7 +321,7 @@ Tensor Trainer::train_step(const Batch& batch, PhaseSeconds& phases) {
   t = Clock::now();
   if (config_.clip_grad_norm > 0) clip_grad_norm(optimizer_->params(), config_.clip_grad_norm);
   schedule_->apply(*optimizer_, global_step_);
-  if (check_apart) optimizer_->step();
+  if (check_apart || graphed) optimizer_->step();  // a graph step checked its gradients with its loss
   else optimizer_->step_checked(guard_->gradient_marks(this_step));
   phases.optimizer += seconds_since(t);
   if (numerics_) stop_if_faulty("; no update was applied.");  // it synchronises anyway

@@ -39,7 +39,15 @@ Tensor Trainer::graphed_forward_backward(const Batch& batch, int64_t this_step) 
     spdlog::info("CUDA graphs: on, forward and backward of each {}-image batch replayed as one graph of {} nodes "
                  "({:.1f} MiB of device memory kept for it)",
                  batch.images.dim(0), graphed_->nodes(), static_cast<double>(graphed_->pool_bytes()) / (1 << 20));
-  raise_if_any_not_finite({loss}, guard_->flag(), {guard_->loss_mark(this_step)});
+  // The loss, then (unless clipping checks them apart) the gradients, in one check: the order
+  // eager mode checks them in, so the first bad one names the fault as it would there.
+  std::vector<Tensor> checked{loss};
+  std::vector<NonFiniteMark> marks{guard_->loss_mark(this_step)};
+  if (config_.clip_grad_norm <= 0) {
+    const std::vector<NonFiniteMark> grad_marks = guard_->gradient_marks(this_step);
+    for (size_t i = 0; i < params.size(); ++i) checked.push_back(params[i].grad()), marks.push_back(grad_marks[i]);
+  }
+  raise_if_any_not_finite(checked, guard_->flag(), marks);
   return loss;
 }
 

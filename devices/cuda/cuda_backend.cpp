@@ -166,6 +166,8 @@ CudaBackend::CudaBackend(int index)
   NNLAB_CUBLAS_CHECK(cublasSetMathMode(c.cublas, CUBLAS_DEFAULT_MATH));  // strict float32: no TF32
   NNLAB_CUDNN_CHECK(cudnnCreate(&c.cudnn));
   NNLAB_CUDNN_CHECK(cudnnSetStream(c.cudnn, c.stream));
+  NNLAB_CUDA_CHECK(cudaMalloc(reinterpret_cast<void**>(&c.first_nonfinite), sizeof(int32_t)));
+  NNLAB_CUDA_CHECK(cudaMemsetAsync(c.first_nonfinite, 0x7f, sizeof(int32_t), c.stream));
   void* fault = nullptr;
   NNLAB_CUDA_CHECK(cudaHostAlloc(&fault, 4 * sizeof(int32_t), cudaHostAllocMapped));
   std::memset(fault, 0, 4 * sizeof(int32_t));
@@ -185,6 +187,7 @@ CudaBackend::~CudaBackend() {
     if (s.host) cudaFreeHost(s.host);
   }
   if (c.fault_host) cudaFreeHost(c.fault_host);
+  if (c.first_nonfinite) cudaFree(c.first_nonfinite);
   if (c.cudnn) cudnnDestroy(c.cudnn);
   if (c.cublas) cublasDestroy(c.cublas);
   if (c.cublas_workspace) cudaFree(c.cublas_workspace);

@@ -59,6 +59,9 @@ struct Context {
   // cuBLAS's scratch, fixed for the handle's life from the first graph capture on: cuBLAS
   // then allocates none of its own, which a capture requires (graph_cuda.cpp).
   void* cublas_workspace = nullptr;
+  // check_finite_all's "first bad tensor" (softmax_xent_cuda.cu): all bits 0x7f when idle; the
+  // kernel that reads it puts that back, so no memset is needed per check.
+  int32_t* first_nonfinite = nullptr;
   CachingAllocator* allocator = nullptr;
   bool cublas_tf32 = false;  // the math mode last applied to the cuBLAS handle
   // Mapped, pinned host memory written by kernels: {fault, value, index, bound}.

@@ -137,9 +137,12 @@ __global__ void find_first_nonfinite_kernel(FiniteList list, int32_t* first) {
 }
 
 // flag = list.mark[first] if a tensor was bad and the flag is not raised yet: the first bad
-// tensor in list order names the fault, whichever thread found its NaN first.
-__global__ void raise_first_mark_kernel(FiniteList list, const int32_t* first, int32_t* flag) {
-  if (threadIdx.x == 0 && *first < list.count) raise_nonfinite_flag(flag, list.mark[*first]);
+// tensor in list order names the fault, whichever thread found its NaN first. Then first is
+// reset to all bits 0x7f for the next check.
+__global__ void raise_first_mark_kernel(FiniteList list, int32_t* first, int32_t* flag) {
+  if (threadIdx.x != 0) return;
+  if (*first < list.count) raise_nonfinite_flag(flag, list.mark[*first]);
+  *first = 0x7f7f7f7f;
 }
 
 int64_t rows_of(const Tensor& t) { return t.ndim() ? t.dim(0) : 1; }
@@ -205,7 +208,7 @@ void CudaBackend::count_correct(const Tensor& logits, const Tensor& labels, Tens
                cuda::ptr<float>(logits), cuda::ptr<int32_t>(labels), n, c, cuda::ptr<int32_t>(correct));
 }
 
-// Three launches per 32 tensors (a memset, the scan, the mark) instead of one per tensor.
+// Two launches per 32 tensors (the scan, the mark) instead of one per tensor.
 void CudaBackend::check_finite_all(const std::vector<Tensor>& xs, Tensor& flag,
                                    const std::vector<NonFiniteMark>& marks) {
   NNLAB_CHECK(xs.size() == marks.size(), "check_finite_all: ", xs.size(), " tensors but ", marks.size(), " marks");
@@ -224,13 +227,11 @@ void CudaBackend::check_finite_all(const std::vector<Tensor>& xs, Tensor& flag,
       most = std::max(most, xs[i].numel());
     }
     if (!most) continue;
-    cuda::Scratch first(*c.allocator, sizeof(int32_t));
-    NNLAB_CUDA_CHECK(cudaMemsetAsync(first.as<int32_t>(), 0x7f, sizeof(int32_t), c.stream));
     const dim3 grid(std::min<unsigned>(cuda::grid_for(most), 1024), static_cast<unsigned>(list.count));
     cuda::launch("find_first_nonfinite_kernel", find_first_nonfinite_kernel, grid, cuda::kThreads, c.stream, list,
-                 first.as<int32_t>());
-    cuda::launch("raise_first_mark_kernel", raise_first_mark_kernel, 1, 32, c.stream, list,
-                 static_cast<const int32_t*>(first.as<int32_t>()), cuda::ptr<int32_t>(flag));
+                 c.first_nonfinite);
+    cuda::launch("raise_first_mark_kernel", raise_first_mark_kernel, 1, 32, c.stream, list, c.first_nonfinite,
+                 cuda::ptr<int32_t>(flag));
   }
 }
 
