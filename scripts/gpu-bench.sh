@@ -38,7 +38,7 @@ step gpu_tests 90 "$build/tests/nnlab_gpu_tests" --durations yes
 for model in mlp cnn lenet5; do
   for mode in "off off" "auto auto"; do
     set -- $mode
-    step "train_${model}_graphs_$1" 40 "$build/nnlab" train --device cuda --model "$model" --epochs 3 \
+    step "train_${model}_graphs_$1" 25 "$build/nnlab" train --device cuda --model "$model" --epochs 2 \
       --data-dir .deps/fashion-mnist --cuda-graphs "$1" --data-on-device "$2" --metrics "$logs/train_${model}_$1.jsonl"
   done
 done
