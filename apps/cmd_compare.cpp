@@ -4,10 +4,10 @@
 // differ: time per phase, images/s, speed-up, test accuracy, and how far the two runs drift
 // apart (loss at every step, final weights per tensor). The first variant is the baseline.
 //
-// The loop is the Trainer's (apps/trainer.cpp) minus checkpoints and progress, plus one
-// read-back of the loss per step, so each step's loss can be compared; that read-back is
-// timed in the optimizer phase on every variant alike.
-#include <chrono>
+// Each variant is trained by the Trainer (apps/trainer.cpp), exactly as `nnlab train` runs
+// it on that device, so compare's images/s is train's (docs/cli.md, "What the times
+// include"). What compare adds: each step's loss copied into a device buffer (one 4-byte
+// device copy per step, no wait), read back once per epoch, and the final weights.
 #include <cmath>
 #include <cstdio>
 
@@ -19,101 +19,47 @@
 #include "apps/report_html.h"
 #include "apps/run_variant.h"
 #include "apps/trainer.h"
-#include "autograd/grad_mode.h"
 #include "autograd/ops.h"
 #include "devices/cpu/threads.h"
 #include "devices/registry.h"
-#include "optim/clip.h"
 
 namespace nnlab {
 
 namespace {
 
-using Clock = std::chrono::steady_clock;
-double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
-
-struct CompareData {
-  Dataset train, test;
-  Normalization normalization;
-};
-
-double test_accuracy(Sequential& model, const CompareData& data, Device device) {
-  NoGradGuard no_grad;
-  model.eval();
-  Tensor correct = Tensor::zeros({}, DType::Int32, device);
-  DataLoaderOptions opts;
-  opts.batch_size = 1000;
-  opts.shuffle = false;
-  opts.device = device;
-  opts.normalize = data.normalization;
-  DataLoader loader(data.test, opts);
-  loader.start_epoch(0);
-  Batch batch;
-  while (loader.next(batch)) accumulate_correct(model.forward(batch.images), batch.labels, correct);
-  model.train();
-  return data.test.size() ? correct.item() / static_cast<double>(data.test.size()) : 0.0;
-}
-
-// One epoch of the loop; appends each step's loss.
-void run_epoch(const TrainConfig& c, int64_t epoch, Sequential& model, Optimizer& opt, DataLoader& loader,
-               LrSchedule& schedule, int64_t& global_step, VariantRun& run) {
-  model.train();
-  loader.start_epoch(epoch);
-  Batch batch;
-  for (;;) {
-    if (c.max_steps > 0 && global_step >= c.max_steps) break;
-    auto t = Clock::now();
-    if (!loader.next(batch)) break;
-    run.phases.data += seconds_since(t);
-    t = Clock::now();
-    opt.zero_grad();
-    Tensor loss = cross_entropy(model.forward(batch.images), batch.labels);
-    run.phases.forward += seconds_since(t);
-    t = Clock::now();
-    loss.backward();
-    run.phases.backward += seconds_since(t);
-    t = Clock::now();
-    if (c.clip_grad_norm > 0) clip_grad_norm(opt.params(), c.clip_grad_norm);
-    schedule.apply(opt, global_step);
-    opt.step();
-    run.step_loss.push_back(loss.item());  // waits for the device: the step is done
-    run.phases.optimizer += seconds_since(t);
-    run.images += batch.images.dim(0);
-    ++global_step;
-  }
-}
-
-VariantRun run_variant(const TrainConfig& c, const RunVariant& v, const CompareData& data) {
+// One variant trained by the Trainer itself, as `nnlab train` would run it on that device
+// (the same step: CUDA graphs, the set on the device, the thread governor), plus the one thing
+// compare adds: every step's loss kept on the device and read back once per epoch.
+VariantRun run_variant(const TrainConfig& c, const RunVariant& v, int64_t test_images) {
   VariantRun run;
   run.label = v.label;
-  const Device device = apply_variant(v);
+  const Device device = apply_variant(v);  // checks the variant before anything is loaded
+  TrainConfig vc = c;
+  vc.device = v.device_text;
+  vc.threads = v.threads;
+  vc.conv_impl = conv_impl_name(v.conv);
+  vc.math = v.tf32 ? "tf32" : "fp32";
+  vc.metrics.clear();
+  vc.test_images = test_images;
+  Trainer trainer(vc);
+  trainer.keep_step_losses();
+  trainer.run();
   run.device = device_label(device);
   run.threads = cpu_threads();
   run.conv = conv_impl_name(v.conv);
-  const InputSpec input{data.train.channels(), data.train.height(), data.train.width(), data.train.classes};
-  auto model = make_model(c.model_spec, input, c.seed);  // drawn on the host: the same bits on every device
-  model->to(device);
-  auto opt = make_optimizer(c.optimizer, model->parameters());
-  DataLoaderOptions opts;
-  opts.batch_size = c.batch;
-  opts.seed = c.seed;
-  opts.device = device;
-  opts.normalize = data.normalization;
-  opts.augment = Augmentation{c.crop_padding, c.hflip};
-  DataLoader loader(data.train, opts);
-  ScheduleOptions sched = c.schedule_options;
-  sched.lr = c.optimizer.lr;
-  auto schedule = make_schedule(c.schedule, sched, c.epochs * loader.steps_per_epoch(), loader.steps_per_epoch());
-  int64_t global_step = 0;
-  const auto t0 = Clock::now();
-  for (int64_t e = 1; e <= c.epochs && !(c.max_steps > 0 && global_step >= c.max_steps); ++e) {
-    run_epoch(c, e, *model, *opt, loader, *schedule, global_step, run);
-    run.epochs = e;
+  for (const EpochResult& e : trainer.epoch_results()) {
+    run.phases.data += e.phases.data;
+    run.phases.forward += e.phases.forward;
+    run.phases.backward += e.phases.backward;
+    run.phases.optimizer += e.phases.optimizer;
+    run.seconds += e.seconds;
+    run.images += static_cast<int64_t>(e.images_per_second * e.seconds + 0.5);
+    run.test_accuracy = e.test_accuracy;
+    ++run.epochs;
   }
-  run.seconds = seconds_since(t0);
-  run.images_per_second = static_cast<double>(run.images) / run.seconds;
-  run.test_accuracy = test_accuracy(*model, data, device);
-  for (const auto& [name, t] : model->named_parameters()) run.weights.emplace_back(name, t.to(Device::cpu()));
+  run.images_per_second = run.seconds > 0 ? static_cast<double>(run.images) / run.seconds : 0.0;
+  run.step_loss = trainer.step_losses();
+  for (const auto& [name, t] : trainer.model().named_parameters()) run.weights.emplace_back(name, t.to(Device::cpu()));
   std::printf("%-24s %lld steps in %.2f s, %.0f img/s, test accuracy %.2f%%\n", v.label.c_str(),
               static_cast<long long>(run.step_loss.size()), run.seconds, run.images_per_second,
               100.0 * run.test_accuracy);
@@ -141,18 +87,6 @@ Drift drift_between(const VariantRun& a, const VariantRun& b) {
   }
   for (size_t i = 0; i < a.weights.size() && i < b.weights.size(); ++i)
     d.weight_rel_l2.emplace_back(a.weights[i].first, relative_l2(a.weights[i].second, b.weights[i].second));
-  return d;
-}
-
-CompareData load_compare_data(const TrainConfig& c, int64_t test_images) {
-  CompareData d;
-  d.train = load_dataset(c.data, c.data_dir, "train");
-  d.test = load_dataset(c.data, c.data_dir, "test");
-  if (test_images > 0 && test_images < d.test.size()) {
-    d.test.images = d.test.images.rows(0, test_images);
-    d.test.labels = d.test.labels.rows(0, test_images);
-  }
-  if (c.normalize == "dataset") d.normalization = channel_statistics(d.train);
   return d;
 }
 
@@ -189,10 +123,9 @@ void register_compare_command(CLI::App& app) {
     check_variants(variants);  // an unusable device fails here, before any data is read
     if (!report->empty()) check_writable(*report, "--report");
     if (!c.metrics.empty()) check_writable(c.metrics, "--metrics");
-    const CompareData data = load_compare_data(c, *test_images);
     CompareResult result;
     result.config = c;
-    for (const RunVariant& v : variants) result.runs.push_back(run_variant(c, v, data));
+    for (const RunVariant& v : variants) result.runs.push_back(run_variant(c, v, *test_images));
     for (size_t i = 1; i < result.runs.size(); ++i) result.drift.push_back(drift_between(result.runs[0], result.runs[i]));
     print_compare(result);
     if (!c.metrics.empty()) write_compare_records(result, environment_record(c, Device::cpu()), c.metrics);

@@ -195,6 +195,8 @@ EpochResult Trainer::train_epoch(int64_t epoch) {
   const int64_t steps = loader_->steps_per_epoch();
   EpochProgress progress(epoch, config_.epochs, steps, config_.log_interval, isatty(STDOUT_FILENO));
   progress.skip_to(skip);
+  // compare's per-step losses, on the device until the epoch's end (no wait per step).
+  Tensor epoch_losses = keep_step_losses_ ? Tensor::empty({steps}, DType::Float32, device_) : Tensor();
   DeviceCounts counts_before;
   const bool counted = backend_for(device_).device_counts(&counts_before);
   Tensor loss_sum = Tensor::full({}, resumed_epoch ? start_loss_sum_ : 0.0, DType::Float32, device_);
@@ -218,6 +220,10 @@ EpochResult Trainer::train_epoch(int64_t epoch) {
     ++step;
     ++global_step_;
     images += batch.whole;  // the global batch: under mpirun this rank's slice is a part of it
+    if (keep_step_losses_) {
+      Tensor slot = epoch_losses.rows(step - skip - 1, step - skip);
+      backend_for(device_).copy(loss, slot);
+    }
     if (config_.metrics_every > 0 && global_step_ % config_.metrics_every == 0)
       recorder_.write({{"type", "step"}, {"epoch", epoch}, {"step", global_step_}, {"loss", loss.item()}});
     if (progress.due(step)) {
@@ -236,6 +242,8 @@ EpochResult Trainer::train_epoch(int64_t epoch) {
   progress.finish();
   r.steps_done = step;
   r.loss_sum = loss_sum.item();
+  if (keep_step_losses_ && step > skip)
+    for (float l : epoch_losses.rows(0, step - skip).to_vector<float>()) step_losses_.push_back(l);
   if (r.interrupted) return r;
   stop_if_faulty("; no update was applied from that step on.");  // --max-steps can end between log intervals
   r.seconds = seconds_since(t_epoch);
@@ -408,6 +416,7 @@ EpochResult Trainer::run() {
   for (int64_t e = start_epoch_; e <= config_.epochs && !reached_max_steps(); ++e) {
     if (config_.pace_stdin) wait_for_go(e);
     last = train_epoch(e);
+    epoch_results_.push_back(last);
     if (last.interrupted) break;
     const std::string val =
         last.val_accuracy >= 0 ? fmt::format("  validation accuracy {:.2f}%", 100.0 * last.val_accuracy) : "";

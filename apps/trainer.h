@@ -58,6 +58,12 @@ class Trainer {
   void save_checkpoint(const std::string& path, int64_t epoch, int64_t steps_done, double loss_sum) const;
   bool reached_max_steps() const { return config_.max_steps > 0 && global_step_ >= config_.max_steps; }
 
+  // compare: keep every step's loss on the device (one 4-byte device copy per step, no wait)
+  // and read them back once per epoch, into step_losses().
+  void keep_step_losses() { keep_step_losses_ = true; }
+  const std::vector<double>& step_losses() const { return step_losses_; }
+  const std::vector<EpochResult>& epoch_results() const { return epoch_results_; }  // run()'s, in order
+
   Sequential& model() { return *model_; }
   Optimizer& optimizer() { return *optimizer_; }
   const Dataset& test_set() const { return test_; }
@@ -104,6 +110,9 @@ class Trainer {
   CudaGraphs graphs_mode_ = CudaGraphs::Auto;
   int64_t eager_full_steps_ = 0;
   std::vector<Tensor> graph_grads_;  // the gradients the graph writes, in params() order  // full-batch steps run eagerly (the first one chooses cuDNN's algorithms)
+  bool keep_step_losses_ = false;
+  std::vector<double> step_losses_;
+  std::vector<EpochResult> epoch_results_;
   int64_t global_step_ = 0;
   // Where a resumed run picks up: this epoch, after this many of its steps, with this loss sum.
   int64_t start_epoch_ = 1, start_step_ = 0;

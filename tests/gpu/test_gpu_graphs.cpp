@@ -5,6 +5,7 @@
 // gives eager mode's losses, step for step, bit for bit. On the simulator all of it runs in CI.
 #include "gpu/gpu_support.h"
 
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <string>
@@ -171,4 +172,35 @@ TEST_CASE("gpu: --cuda-graphs on refuses a model a graph would get wrong, in one
       nnlab_test::run_cli("train --device cuda --model mlp --hflip --max-steps 1 --data-on-device on");
   CHECK(flips.exit_code != 0);
   CHECK_THAT(flips.output, Catch::Contains("--data-on-device on: crops and flips are drawn on the host"));
+}
+
+// Issue 40: compare trains each variant as train does, so its CUDA side makes the host wait
+// as often as train's but for one read-back per epoch (the epoch's step losses), and hands the
+// device one item more per step (the loss copied into compare's device buffer), not a
+// read-back per step. 24 steps: the printed per-step figures times 24 are the totals.
+TEST_CASE("gpu: compare's CUDA step waits for the device as often as train's", "[gpu][graphs][cli]") {
+  DeviceCounts probe;
+  if (!gpu().device_counts(&probe)) {
+    WARN("skipped: only the CUDA simulator counts submissions and host waits");
+    return;
+  }
+  const std::string common = " --model cnn --batch 32 --max-steps 24 --epochs 1 --test-images 64 --log-interval 1000";
+  const auto per_step = [](const std::string& output) {
+    const size_t at = output.find("per step: ");
+    REQUIRE(at != std::string::npos);
+    double submissions = 0, waits = 0;
+    REQUIRE(std::sscanf(output.c_str() + at, "per step: %lf submissions to the device, %lf host waits", &submissions,
+                        &waits) == 2);
+    return std::pair<double, double>{submissions, waits};
+  };
+  const nnlab_test::CliResult train = nnlab_test::run_cli("train --device cuda" + common);
+  INFO(train.output);
+  REQUIRE(train.exit_code == 0);
+  const nnlab_test::CliResult compare = nnlab_test::run_cli("compare --devices cpu,cuda" + common);
+  INFO(compare.output);
+  REQUIRE(compare.exit_code == 0);
+  const auto [train_submissions, train_waits] = per_step(train.output);
+  const auto [compare_submissions, compare_waits] = per_step(compare.output);
+  CHECK(std::lround(compare_waits * 24) == std::lround(train_waits * 24) + 1);
+  CHECK(std::fabs(compare_submissions - train_submissions - 1.0) < 0.15);
 }
