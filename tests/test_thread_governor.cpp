@@ -3,7 +3,16 @@
 // and load that comes and goes. Tests the mechanism, never a timing.
 #include <catch2/catch.hpp>
 
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <string>
+
+#include "cli_support.h"
 #include "devices/cpu/thread_governor.h"
+#include "devices/cpu/threads.h"
 
 using namespace nnlab;
 
@@ -90,4 +99,33 @@ TEST_CASE("thread governor: refuses fewer than 2 threads to choose from", "[gove
   ThreadGovernorOptions o;
   o.max_threads = 1;
   CHECK_THROWS_WITH(ThreadGovernor(o), Catch::Contains("at least 2 threads"));
+}
+
+// Issue 38: the thread count respects the CPUs the process may use: a cgroup's CPU quota
+// (containers started with --cpus) as well as the affinity mask (taskset).
+TEST_CASE("cpu_cores reads a cgroup's CPU quota, rounded up to whole CPUs", "[governor]") {
+  namespace fs = std::filesystem;
+  const fs::path file = fs::temp_directory_path() / ("nnlab_cpu_max_" + std::to_string(::getpid()));
+  const auto limit = [&](const std::string& text) {
+    std::ofstream(file) << text;
+    return cgroup_cpu_limit(file.string());
+  };
+  CHECK(limit("200000 100000\n") == 2);
+  CHECK(limit("150000 100000\n") == 2);  // 1.5 CPUs of time: two may run
+  CHECK(limit("50000 100000\n") == 1);
+  CHECK(limit("max 100000\n") == 0);  // no quota
+  CHECK(limit("garbage\n") == 0);
+  fs::remove(file);
+  CHECK(cgroup_cpu_limit(file.string()) == 0);  // no such file: no quota
+}
+
+TEST_CASE("nnlab devices counts only the CPUs taskset leaves it", "[governor][cli]") {
+  if (std::system("command -v taskset >/dev/null 2>&1") != 0 || cpu_cores() < 2) {
+    WARN("skipped: needs taskset and two CPUs");
+    return;
+  }
+  const nnlab_test::CliResult r = nnlab_test::run_shell("taskset -c 0 " + std::string(NNLAB_CLI_PATH) + " devices");
+  INFO(r.output);
+  REQUIRE(r.exit_code == 0);
+  CHECK_THAT(r.output, Catch::Contains("1 cores, 1 threads") || Catch::Contains("1 core, 1 thread"));
 }

@@ -57,10 +57,29 @@ void apply_denormals_everywhere(Denormals mode, int threads) {
 }
 }  // namespace
 
+int cgroup_cpu_limit(const std::string& cpu_max_file) {
+  std::ifstream in(cpu_max_file);
+  std::string quota;
+  long long period = 0;
+  if (!(in >> quota >> period) || quota == "max" || period <= 0) return 0;
+  long long q = 0;
+  try {
+    q = std::stoll(quota);
+  } catch (const std::exception&) {
+    return 0;
+  }
+  if (q <= 0) return 0;
+  return static_cast<int>(std::max(1LL, (q + period - 1) / period));  // a part of a core is a core to run on
+}
+
+// The CPUs the process may run on (its affinity mask: taskset, cpusets), but no more than its
+// cgroup's CPU quota allows (a container started with --cpus=2 on a 16-core host sees 16 CPUs
+// in its mask and may use two of them: 16 threads there would take turns, not run at once).
 int cpu_cores() {
   cpu_set_t set;
-  if (sched_getaffinity(0, sizeof(set), &set) == 0) return CPU_COUNT(&set);
-  return omp_get_num_procs();
+  const int n = sched_getaffinity(0, sizeof(set), &set) == 0 ? CPU_COUNT(&set) : omp_get_num_procs();
+  const int quota = cgroup_cpu_limit("/sys/fs/cgroup/cpu.max");
+  return quota > 0 ? std::min(n, quota) : n;
 }
 
 int max_cpu_threads() { return std::max(1024, 2 * cpu_cores()); }

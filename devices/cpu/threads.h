@@ -5,7 +5,10 @@
 
 namespace nnlab {
 
-int cpu_cores();              // cores this process may run on (its affinity mask)
+int cpu_cores();              // cores this process may run on (its affinity mask, within its cgroup's CPU quota)
+// The CPU quota of a cgroup v2 cpu.max file ("QUOTA PERIOD", e.g. "200000 100000" for two
+// CPUs), rounded up to whole CPUs; 0 when there is none ("max"), or the file is missing or unreadable.
+int cgroup_cpu_limit(const std::string& cpu_max_file);
 // n <= 0 means cpu_cores(); more than max_cpu_threads() is refused with an nnlab::Error (GNU
 // OpenMP crashed creating a pool of 65,536 threads: a segmentation fault with no message).
 void set_cpu_threads(int n);
