@@ -52,6 +52,9 @@ struct DeviceExplain {
   bool cpu = false;
   double plain_step_seconds = 0;  // median of plain steps: no hooks, no kernel log, no per-node sync
   double kernel_seconds = 0;      // median of the kernel time of such steps (timed by the kernel log)
+  // One plain step's work items handed to the device and waits of the host inside it, where
+  // the device counts them (the CUDA simulator); -1 elsewhere.
+  double submissions = -1, host_waits = -1;
 };
 
 // Steps as training runs them (forward, loss, backward, the all-reduce under mpirun, the
@@ -274,6 +277,13 @@ DeviceExplain explain_on(const RunVariant& v, const ModelFile& info, int64_t bat
   out.cpu = device.kind == DeviceKind::CPU;
   out.plain_step_seconds = time_plain_steps(*model, *opt, images, label_t, be, reducer.get(), 21, false);
   out.kernel_seconds = time_plain_steps(*model, *opt, images, label_t, be, reducer.get(), 21, true);
+  DeviceCounts before, after;
+  if (be.device_counts(&before)) {
+    time_plain_steps(*model, *opt, images, label_t, be, reducer.get(), 1, false);
+    be.device_counts(&after);
+    out.submissions = static_cast<double>(after.submissions - before.submissions);
+    out.host_waits = static_cast<double>(after.host_waits - before.host_waits) - 1;  // less the step's closing sync
+  }
   measure_peaks(device, out);
   return out;
 }
@@ -337,6 +347,11 @@ void print_totals(const DeviceExplain& d) {
               d.label.c_str(), total_s * 1e3, total_flops / 1e9, total_bytes / 1e6, total_flops / total_s / 1e9,
               d.sgemm_gflops, 100.0 * total_flops / total_s / 1e9 / d.sgemm_gflops, total_bytes / total_s / 1e9,
               d.copy_gbytes, 100.0 * total_bytes / total_s / 1e9 / d.copy_gbytes);
+  if (d.submissions >= 0)
+    std::printf("%s: one eager step hands the device %.0f items (kernels, copies, library calls) and waits for it "
+                "%.0f times inside the step (counted by the simulator); train replays the step as a CUDA graph "
+                "where it can (docs/gpu.md)\n",
+                d.label.c_str(), d.submissions, d.host_waits);
   // The time outside the kernels. A CPU kernel has finished when its dispatch returns, so its
   // timed calls add up to the step's kernel time; a CUDA call's time is its launch's, so there
   // the split is not shown.

@@ -65,6 +65,8 @@ TEST_CASE("gpu: explain names the cuDNN, cuBLAS and reference calls; compare run
   CHECK(both.find(cuda_tag + " cudnnConvolutionBackwardFilter algo=") != std::string::npos);
   CHECK(both.find(cuda_tag + " cublasSgemm NT 8×128×3136") != std::string::npos);
   CHECK(both.find("[cpu] im2col+small_gemm") != std::string::npos);
+  if (cuda_simulated())  // issue 35: the step's launches and waits, counted
+    CHECK(both.find("one eager step hands the device ") != std::string::npos);
   const std::string ref = run_cli("explain --model cnn --batch 4 --device cuda --conv-impl reference", code);
   REQUIRE(code == 0);
   CHECK(ref.find("conv2d_reference_forward_kernel") != std::string::npos);
