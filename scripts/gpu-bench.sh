@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # Everything one short loan of the GPU machine should measure, in one call that fits its
 # 10-minute limit: the build (scripts/gpu-build.sh, TESTS=0), the GPU test suite, nnlab's
-# epoch with and without CUDA graphs, the zoo against PyTorch on the GPU (PyTorch's whole
-# step as a CUDA graph, its fastest mode for these small models; PYTORCH_MODE=eager for its
-# eager mode), OpenBLAS's sgemm as nnlab runs it, the zoo against PyTorch on the host's CPU at
+# epoch with and without CUDA graphs, compare's cnn epochs against train's, the zoo against
+# PyTorch on the GPU (PyTorch's whole step as a CUDA graph, its fastest mode for these small
+# models; PYTORCH_MODE=eager for its eager mode), OpenBLAS's sgemm as nnlab runs it, the zoo against PyTorch on the host's CPU at
 # 16 threads, and real MNIST with the lenet5 recipe on the GPU.
 #
 #     OUT=/some/folder scripts/gpu-bench.sh
@@ -42,6 +42,10 @@ for model in mlp cnn lenet5; do
       --data-dir .deps/fashion-mnist --cuda-graphs "$1" --data-on-device "$2" --metrics "$logs/train_${model}_$1.jsonl"
   done
 done
+# Issue 40: compare's 2 CUDA epochs against train_cnn_graphs_auto's 2 (the same step since
+# 3417c0c; the goal: within 10%).
+step compare_cnn 60 "$build/nnlab" compare --model cnn --devices cpu:threads=16,cuda --epochs 2 \
+  --data-dir .deps/fashion-mnist --metrics "$logs/compare_cnn.jsonl"
 step bench_cuda 170 "$python" scripts/bench.py --device cuda --torch-mode "${PYTORCH_MODE:-graph}" \
   --models mlp,cnn,lenet5,cifar-cnn,resnet8 --rounds 1 --epochs 4 --threads 2 --nnlab "$build/nnlab" \
   --python "$python" --data-dir .deps/fashion-mnist --out "$logs/bench_cuda.jsonl"
