@@ -62,7 +62,10 @@ nlohmann::json config_record(const TrainConfig& c) {
           {"checkpoint_every", c.checkpoint_every},
           {"val_split", c.val_split},
           {"resume", c.resume},
-          {"check_numerics", c.check_numerics}};
+          {"check_numerics", c.check_numerics},
+          {"cuda_graphs", c.cuda_graphs},
+          {"data_on_device", c.data_on_device},
+          {"test_images", c.test_images}};
 }
 
 namespace {

@@ -267,6 +267,9 @@ EpochResult Trainer::train_epoch(int64_t epoch) {
                    {"images_per_second", r.images_per_second},
                    {"threads", cpu_threads()},
                    {"thread_changes", governor_ ? governor_->changes() : 0},
+                   // what the CUDA step was: the graph's nodes (0: eager steps only), the set on the device
+                   {"cuda_graph_nodes", graphed_ && graphed_->captured() ? graphed_->nodes() : 0},
+                   {"data_on_device", loader_->options().resident},
                    {"submissions_per_step", r.submissions_per_step},
                    {"host_waits_per_step", r.host_waits_per_step},
                    {"phase_seconds",

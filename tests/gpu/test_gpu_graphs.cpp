@@ -138,8 +138,10 @@ TEST_CASE("gpu: a graph step submits a few items and the host never waits for it
     std::ifstream in(metrics);
     for (std::string line; std::getline(in, line);) {
       const auto j = nlohmann::json::parse(line);
-      if (j["type"] == "epoch")
-        return std::pair<double, double>{j["submissions_per_step"].get<double>() * steps,
+      if (j["type"] != "epoch") continue;
+      CHECK((j["cuda_graph_nodes"].get<int64_t>() > 0) == graphs);  // the record says what the step was
+      CHECK(j["data_on_device"].get<bool>() == graphs);
+      return std::pair<double, double>{j["submissions_per_step"].get<double>() * steps,
                                          j["host_waits_per_step"].get<double>() * steps};
     }
     FAIL("no epoch record in " << metrics);
