@@ -26,8 +26,8 @@ void register_train_command(CLI::App& app) {
       ->capture_default_str();
   sub->add_option("--data-on-device", config->data_on_device,
                   "CUDA: keep the whole training set on the GPU (uploaded once) and gather each batch there, no "
-                  "host copy per step: auto (when there is no augmentation, one process, and the set takes at most "
-                  "2 GiB as float32), on (an error where it cannot), off")
+                  "host copy per step (crops and flips too): auto (one process, and the set takes at most 2 GiB as "
+                  "float32), on (an error where it cannot), off")
       ->capture_default_str();
   sub->add_option("--test-images", config->test_images,
                   "Evaluate on the first N test images (0 = all; the accuracy is then of those N only)")

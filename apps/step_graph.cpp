@@ -42,7 +42,6 @@ bool use_data_on_device(const TrainConfig& c, const Device& device, const Datase
                      double(1 << 30);
   std::string obstacle;
   if (!device.is_cuda()) obstacle = "the run is on " + device.str();
-  else if (c.crop_padding > 0 || c.hflip) obstacle = "crops and flips are drawn on the host";
   else if (ranks > 1) obstacle = "each rank of a data-parallel run loads its own share";
   else if (c.data_on_device == "auto" && gib > 2.0) obstacle = "the set takes more than 2 GiB as float32";
   NNLAB_CHECK(obstacle.empty() || c.data_on_device != "on", "--data-on-device on: ", obstacle,

@@ -34,10 +34,8 @@ void check_options(const Dataset& data, const DataLoaderOptions& o) {
               "DataLoader: normalisation needs one mean and one std per channel (", c, " channels), got ",
               nz.mean.size(), " means and ", nz.std.size(), " stds");
   for (float s : nz.std) NNLAB_CHECK(s > 0.0f, "DataLoader: normalisation std ", s, " must be positive");
-  NNLAB_CHECK(!o.resident || (!o.device.is_cpu() && o.parts == 1 && o.augment.crop_padding == 0 &&
-                                !o.augment.horizontal_flip),
-              "DataLoader: a data set held on the device needs a device other than the CPU, one part and no "
-              "augmentation (crops and flips are drawn on the host)");
+  NNLAB_CHECK(!o.resident || (!o.device.is_cpu() && o.parts == 1),
+              "DataLoader: a data set held on the device needs a device other than the CPU and one part");
   NNLAB_CHECK(o.augment.crop_padding >= 0, "DataLoader: crop padding ", o.augment.crop_padding,
               " must be zero or positive");
 }
@@ -80,6 +78,14 @@ void DataLoader::start_epoch(int64_t epoch, int64_t skip_steps) {
   if (options_.resident) {
     if (!resident_images_.defined()) upload_resident();
     resident_order_ = Tensor::from_vector(order_, {data_.size()}, options_.device);
+    if (augmenting()) {  // the epoch's crops and flips, drawn on the host as ever, uploaded once
+      std::vector<int32_t> shifts(static_cast<size_t>(3 * data_.size()));
+      for (int64_t p = 0; p < data_.size(); ++p) {
+        const AugmentDraw d = augment_draw(p);
+        shifts[3 * p] = d.dy, shifts[3 * p + 1] = d.dx, shifts[3 * p + 2] = d.flip ? 1 : 0;
+      }
+      resident_shifts_ = Tensor::from_vector(shifts, {data_.size(), 3}, options_.device);
+    }
     return;
   }
   if (!options_.prefetch) return;
@@ -231,6 +237,11 @@ void DataLoader::upload_resident() {
   normalize(options_.normalize, data_.size(), data_.channels(), data_.height() * data_.width(), all.data<float>());
   resident_images_ = all.to(options_.device);
   resident_labels_ = data_.labels.to(options_.device);
+  // A crop's padding is zero before normalisation, as on the host: (0 − mean) / std after it.
+  std::vector<float> fill(static_cast<size_t>(data_.channels()), 0.0f);
+  if (!options_.normalize.mean.empty())
+    for (size_t ch = 0; ch < fill.size(); ++ch) fill[ch] = (0.0f - options_.normalize.mean[ch]) / options_.normalize.std[ch];
+  resident_fill_ = Tensor::from_vector(fill, {data_.channels()}, options_.device);
 }
 
 // images: (b, c, h, w) = resident_images_[order[step·B ...]]; labels: (b) likewise
@@ -252,9 +263,27 @@ Batch DataLoader::gather_batch(int64_t step) {
   out.images = out.fixed_storage ? full_images_ : Tensor::empty(shape, DType::Float32, options_.device);
   out.labels = out.fixed_storage ? full_labels_ : Tensor::empty({b}, DType::Int32, options_.device);
   Backend& backend = backend_for(options_.device);
-  backend.gather_rows(resident_images_, index, out.images);
+  if (augmenting())
+    backend.gather_crop_flip(resident_images_, index, resident_shifts_.rows(start, start + b), resident_fill_,
+                             out.images);
+  else
+    backend.gather_rows(resident_images_, index, out.images);
   backend.gather_rows(resident_labels_, index, out.labels);
   return out;
+}
+
+// The crop offsets and the flip drawn for epoch position p: draws 3p, 3p + 1, 3p + 2 of the
+// epoch's Augment stream (dy, dx uniform in [−pad, pad]; flip with probability 1/2).
+DataLoader::AugmentDraw DataLoader::augment_draw(int64_t position) const {
+  const int64_t pad = options_.augment.crop_padding;
+  const RandomStream rs{options_.seed, RandomPurpose::Augment, static_cast<uint32_t>(epoch_)};
+  const auto p = static_cast<uint64_t>(position);
+  const auto span = static_cast<uint64_t>(2 * pad + 1);
+  AugmentDraw d;
+  d.dy = pad > 0 ? static_cast<int32_t>(rs.below(3 * p, span)) - static_cast<int32_t>(pad) : 0;
+  d.dx = pad > 0 ? static_cast<int32_t>(rs.below(3 * p + 1, span)) - static_cast<int32_t>(pad) : 0;
+  d.flip = options_.augment.horizontal_flip && rs.below(3 * p + 2, 2) == 1;
+  return d;
 }
 
 // Copies sample `src` into dst (c, h, w), cropped and flipped as drawn for epoch position
@@ -272,12 +301,9 @@ void DataLoader::copy_sample(int64_t position, int32_t src, float* dst) const {
   sample.resize(static_cast<size_t>(c * h * w));
   data_.sample_as_float(src, sample.data());
   const float* s = sample.data();
-  const RandomStream rs{options_.seed, RandomPurpose::Augment, static_cast<uint32_t>(epoch_)};
-  const auto p = static_cast<uint64_t>(position);
-  const auto span = static_cast<uint64_t>(2 * pad + 1);
-  const int64_t dy = pad > 0 ? static_cast<int64_t>(rs.below(3 * p, span)) - pad : 0;
-  const int64_t dx = pad > 0 ? static_cast<int64_t>(rs.below(3 * p + 1, span)) - pad : 0;
-  const bool flip = options_.augment.horizontal_flip && rs.below(3 * p + 2, 2) == 1;
+  const AugmentDraw d = augment_draw(position);
+  const int64_t dy = d.dy, dx = d.dx;
+  const bool flip = d.flip;
   for (int64_t ch = 0; ch < c; ++ch)
     for (int64_t y = 0; y < h; ++y) {
       float* row = dst + (ch * h + y) * w;

@@ -43,8 +43,9 @@ struct DataLoaderOptions {
   bool prefetch = true;            // a background thread prepares the next batch
   Device device = Device::cpu();   // batches are delivered on this device (Tensor::to)
   // The whole data set kept on `device` (uploaded once, as normalised float32) with each
-  // epoch's order, every batch gathered there by two kernels: no host work and no host-to-
-  // device copy per step. Same batches, bit for bit. Needs no augmentation and one part.
+  // epoch's order and crops and flips (drawn on the host, uploaded once per epoch), every batch
+  // gathered there by two kernels: no host work and no host-to-device copy per step. Same
+  // batches, bit for bit. Needs one part.
   bool resident = false;
   // Data parallelism: this process takes part `part` of `parts` of every batch of b samples,
   // the samples [⌊b·part/parts⌋, ⌊b·(part+1)/parts⌋) (docs/distributed.md).
@@ -85,6 +86,12 @@ class DataLoader {
   void copy_sample(int64_t position, int32_t src, float* dst) const;
   void worker(int64_t first_step);
   void stop_worker();
+  struct AugmentDraw {
+    int32_t dy = 0, dx = 0;
+    bool flip = false;
+  };
+  AugmentDraw augment_draw(int64_t position) const;  // this epoch's crop and flip for a position
+  bool augmenting() const { return options_.augment.crop_padding > 0 || options_.augment.horizontal_flip; }
   void upload_resident();                    // options_.resident: the data set onto the device
   Batch gather_batch(int64_t step);          // ... and batch `step` gathered there
 
@@ -96,6 +103,7 @@ class DataLoader {
   // options_.resident: images (n, c, h, w) float32, labels (n) and the epoch's order (n) int32,
   // all on options_.device.
   Tensor resident_images_, resident_labels_, resident_order_;
+  Tensor resident_shifts_, resident_fill_;  // (n, 3) {dy, dx, flip} per epoch position; (c) the padding's value
   Tensor full_images_, full_labels_;  // where every full batch is gathered (Batch::fixed_storage)
 
   // Prefetch state, guarded by mutex_: the worker fills ready_ (at most kDepth batches

@@ -27,6 +27,9 @@ void Backend::missing(const char* kernel) const {
 }
 
 void Backend::copy_from_host(Tensor&, const void*) { missing("copy_from_host"); }
+void Backend::gather_crop_flip(const Tensor&, const Tensor&, const Tensor&, const Tensor&, Tensor&) {
+  missing("gather_crop_flip");
+}
 std::unique_ptr<StepGraph> Backend::capture(const std::function<void()>&) { missing("capture (CUDA graphs)"); }
 void Backend::copy_to_host(const Tensor&, void*) { missing("copy_to_host"); }
 void Backend::copy(const Tensor&, Tensor&) { missing("copy"); }

@@ -136,6 +136,13 @@ class Backend : public DeviceMemory {
   void cast(const Tensor& src, Tensor& dst) override;  // same shape, other dtype
   // rows: (n, d...)  index: int32 (b)  out: (b, d...)   out[i] = rows[index[i]]
   virtual void gather_rows(const Tensor& rows, const Tensor& index, Tensor& out);
+  // The loader's crop and flip, on a batch gathered from images held on the device:
+  // rows: float32 (n, c, h, w)  index: int32 (b)  shifts: int32 (b, 3) = {dy, dx, flip}
+  // fill: float32 (c)  out: (b, c, h, w)
+  //   out[i, ch, y, x] = rows[index[i], ch, y + dy, x' + dx],  x' = flip ? w − 1 − x : x,
+  //   or fill[ch] where that falls outside the image (the padding, normalised as the pixels were)
+  virtual void gather_crop_flip(const Tensor& rows, const Tensor& index, const Tensor& shifts, const Tensor& fill,
+                                Tensor& out);
 
   // ---- gemm ----------------------------------------------------------------------------
   // C(m×n) = alpha · op(A) · op(B) + beta · C, row-major; op(A) is m×k, op(B) is k×n.

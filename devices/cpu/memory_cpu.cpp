@@ -1,4 +1,4 @@
-// The CPU backend's memory methods (core's host memory) and gather_rows.
+// The CPU backend's memory methods (core's host memory), gather_rows and gather_crop_flip.
 #include <cstring>
 
 #include "core/device_memory.h"
@@ -30,6 +30,29 @@ void CpuBackend::gather_rows(const Tensor& rows, const Tensor& index, Tensor& ou
   for (int64_t i = 0; i < b; ++i) {
     NNLAB_CHECK(idx[i] >= 0 && idx[i] < n, "gather_rows: index ", idx[i], " outside [0, ", n, ")");
     std::memcpy(dst + i * row_bytes, src + idx[i] * row_bytes, row_bytes);
+  }
+}
+
+// The twin of the CUDA kernel, element by element in the same formula (backend.h).
+void CpuBackend::gather_crop_flip(const Tensor& rows, const Tensor& index, const Tensor& shifts, const Tensor& fill,
+                                  Tensor& out) {
+  const int64_t n = rows.dim(0), c = rows.dim(1), h = rows.dim(2), w = rows.dim(3), b = index.numel();
+  const float* src = rows.data<float>();
+  const int32_t* idx = index.data<int32_t>();
+  const int32_t* sh = shifts.data<int32_t>();
+  const float* f = fill.data<float>();
+  float* dst = out.data<float>();
+  for (int64_t i = 0; i < b; ++i) {
+    NNLAB_CHECK(idx[i] >= 0 && idx[i] < n, "gather_crop_flip: index ", idx[i], " outside [0, ", n, ")");
+    const int64_t dy = sh[3 * i], dx = sh[3 * i + 1];
+    const bool flip = sh[3 * i + 2] != 0;
+    for (int64_t ch = 0; ch < c; ++ch)
+      for (int64_t y = 0; y < h; ++y)
+        for (int64_t x = 0; x < w; ++x) {
+          const int64_t sy = y + dy, sx = (flip ? w - 1 - x : x) + dx;
+          dst[((i * c + ch) * h + y) * w + x] =
+              sy >= 0 && sy < h && sx >= 0 && sx < w ? src[((idx[i] * c + ch) * h + sy) * w + sx] : f[ch];
+        }
   }
 }
 

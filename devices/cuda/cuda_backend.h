@@ -64,6 +64,8 @@ class CudaBackend final : public Backend {
   void fill(Tensor& t, double value) override;
   void cast(const Tensor& src, Tensor& dst) override;
   void gather_rows(const Tensor& rows, const Tensor& index, Tensor& out) override;
+  void gather_crop_flip(const Tensor& rows, const Tensor& index, const Tensor& shifts, const Tensor& fill,
+                        Tensor& out) override;
 
   // gemm_cuda.cu
   void gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, double alpha, const Tensor& a,

@@ -30,6 +30,29 @@ __global__ void cast_kernel(const From* src, To* dst, int64_t n) {
 
 // rows: (n_rows, row)  index: (b)  out: (b, row), in words of type W.
 // An index outside [0, n_rows) leaves its row untouched and records a fault for the host.
+// rows: (n, c, h, w)  index: (b)  shifts: (b, 3) {dy, dx, flip}  fill: (c)  out: (b, c, h, w)
+// One thread per output element: out[i, ch, y, x] = rows[index[i], ch, y + dy, x' + dx] with
+// x' = flip ? w − 1 − x : x, or fill[ch] outside the image. A bad index: as gather_rows_kernel.
+__global__ void gather_crop_flip_kernel(const float* rows, const int32_t* index, const int32_t* shifts,
+                                        const float* fill, float* out, int64_t b, int64_t c, int64_t h, int64_t w,
+                                        int64_t n_rows, int32_t* fault) {
+  NNLAB_GRID_STRIDE(e, b * c * h * w) {
+    const int64_t x = e % w, y = (e / w) % h, ch = (e / (w * h)) % c, i = e / (w * h * c);
+    const int32_t src = index[i];
+    if (src < 0 || src >= n_rows) {
+      if (e % (c * h * w) == 0 &&
+          atomicCAS(&fault[0], 0, static_cast<int32_t>(cuda::DeviceFault::GatherIndexOutOfRange)) == 0) {
+        fault[1] = src;
+        fault[2] = static_cast<int32_t>(i);
+        fault[3] = static_cast<int32_t>(n_rows);
+      }
+      continue;
+    }
+    const int64_t sy = y + shifts[3 * i], sx = (shifts[3 * i + 2] ? w - 1 - x : x) + shifts[3 * i + 1];
+    out[e] = sy >= 0 && sy < h && sx >= 0 && sx < w ? rows[((src * c + ch) * h + sy) * w + sx] : fill[ch];
+  }
+}
+
 template <typename W>
 __global__ void gather_rows_kernel(const W* rows, const int32_t* index, W* out, int64_t b, int64_t row,
                                    int64_t n_rows, int32_t* fault) {
@@ -202,6 +225,19 @@ void CudaBackend::gather_rows(const Tensor& rows, const Tensor& index, Tensor& o
                  cuda::ptr<uint8_t>(rows), cuda::ptr<int32_t>(index), cuda::ptr<uint8_t>(out), b, row, n,
                  c.fault_device);
   }
+}
+
+void CudaBackend::gather_crop_flip(const Tensor& rows, const Tensor& index, const Tensor& shifts, const Tensor& fill,
+                                   Tensor& out) {
+  cuda::require_f32("gather_crop_flip", rows);
+  check_dtype("gather_crop_flip", index, DType::Int32);
+  check_dtype("gather_crop_flip", shifts, DType::Int32);
+  const int64_t b = index.numel(), c = rows.dim(1), h = rows.dim(2), w = rows.dim(3);
+  if (b == 0 || c * h * w == 0) return;
+  cuda::Context& ctx = *ctx_;
+  cuda::launch("gather_crop_flip_kernel", gather_crop_flip_kernel, cuda::grid_for(b * c * h * w), cuda::kThreads,
+               ctx.stream, cuda::ptr<float>(rows), cuda::ptr<int32_t>(index), cuda::ptr<int32_t>(shifts),
+               cuda::ptr<float>(fill), cuda::ptr<float>(out), b, c, h, w, rows.dim(0), ctx.fault_device);
 }
 
 }  // namespace nnlab

@@ -269,6 +269,25 @@ TEST_CASE("gpu: a raised skip flag stops the optimizer on the device", "[gpu][op
   CHECK(gp.to_vector<float>() != p.to_vector<float>());
 }
 
+// The loader's crop and flip on the device: CPU and CUDA twins bit for bit, every offset
+// including those that leave the image (the fill value then).
+TEST_CASE("gpu: gather_crop_flip matches the CPU", "[gpu][memory]") {
+  const Tensor rows = fresh_tensor({5, 3, 6, 7});
+  const Tensor idx = Tensor::from_vector(std::vector<int32_t>{4, 0, 2, 2, 1}, {5});
+  const Tensor shifts =
+      Tensor::from_vector(std::vector<int32_t>{0, 0, 0, 2, -3, 1, -6, 0, 0, 1, 7, 1, -1, 1, 0}, {5, 3});
+  const Tensor fill = Tensor::from_vector(std::vector<float>{-0.5f, 0.25f, 2.0f}, {3});
+  Tensor want = Tensor::empty({5, 3, 6, 7}), got = on_gpu(Tensor::empty({5, 3, 6, 7}));
+  cpu().gather_crop_flip(rows, idx, shifts, fill, want);
+  gpu().gather_crop_flip(on_gpu(rows), on_gpu(idx), on_gpu(shifts), on_gpu(fill), got);
+  require_equal<float>(got, want, "gather_crop_flip");
+  // Sample 0 is row 4 unshifted; sample 2 is all padding (dy = −6 on 6 rows): the fill.
+  const std::vector<float> w = want.to_vector<float>(), r = rows.to_vector<float>();
+  CHECK(w[0] == r[4 * 126]);
+  CHECK(w[2 * 126] == -0.5f);
+  CHECK(w[2 * 126 + 42] == 0.25f);
+}
+
 // SGD checking its gradients as it steps (sgd_step_all with check_grad; CUDA: one finiteness
 // check over the list, then one step launch for the list, which reads the flag on the device):
 // finite, the CPU's values; a NaN in the second gradient raises its mark and moves nothing.
