@@ -56,10 +56,12 @@ std::optional<double> core_round_trip_ns() {
     while (true) {
       const long v = line.load(std::memory_order_acquire);
       if (v < 0) return;
-      if (v != seen && (v & 1)) {
-        seen = v + 1;
-        line.store(seen, std::memory_order_release);
-      }
+      // Answer only if the line still holds the ping: a plain store could overwrite the stop
+      // signal the pinger wrote meanwhile (it gives up at the deadline on a busy machine), and
+      // then neither thread would move again: the likely cause of a 600 s hang of `nnlab devices`
+      // under ctest -j2.
+      long ping = v;
+      if (v != seen && (v & 1) && line.compare_exchange_strong(ping, v + 1, std::memory_order_acq_rel)) seen = v + 1;
     }
   });
   std::vector<double> batches;
