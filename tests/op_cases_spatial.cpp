@@ -108,6 +108,32 @@ void add_conv(std::vector<OpCase>& cases) {
   }
 }
 
+// The convolution with its max-pool and ReLU fused (conv2d_max_pool2d_relu): the references of
+// the three composed. Two geometries: Winograd's 3×3 (which pools each plane as it makes it)
+// and lenet5's 5×5 with padding 2 (direct loops), each with a 2×2 pool of stride 2.
+void add_conv_pool(std::vector<OpCase>& cases) {
+  const Conv convs[] = {{"3x3 stride 1 8 channels (Winograd)", 2, 8, 8, 6, 8, 3, 3, 1, 1, 1, 1, true},
+                        {"5x5 lenet-like pad 2 (direct loops)", 2, 1, 6, 8, 6, 5, 5, 1, 1, 2, 2, true}};
+  for (const Conv& k : convs) {
+    OpCase c;
+    c.name = std::string("conv2d_max_pool2d_relu ") + k.name;
+    c.inputs = {{{k.n, k.c, k.h, k.w}}, {{k.k, k.c, k.r, k.s}}, {{k.k}}};
+    c.run = [k](const std::vector<Tensor>& t) { return nnlab::conv2d_max_pool2d_relu(t[0], t[1], t[2], 1, k.pad_h, 2); };
+    c.reference = [k](const HostInputs& in) {
+      const Reference conv = naive_conv2d(k, in);
+      std::vector<double> y = naive_pool2d(conv.values, conv.shape, 2, 2, 0, true);
+      for (double& v : y) v = v > 0.0 ? v : 0.0;
+      return Reference{{k.n, k.k, k.p() / 2, k.q() / 2}, y};
+    };
+    const double terms = static_cast<double>(std::max(k.c * k.r * k.s, k.n * k.p() * k.q()));
+    c.forward64 = {1e-10, 1e-12 * terms};
+    c.forward32 = {1e-5, 1e-6 * terms};
+    c.grad32 = {1e-4, 1e-5 * terms};
+    c.parity = {1e-5, 1e-6 * terms + 1e-6};
+    cases.push_back(c);
+  }
+}
+
 void add_pool(std::vector<OpCase>& cases) {
   struct Pool {
     const char* name;
@@ -241,6 +267,7 @@ void add_dropout(std::vector<OpCase>& cases) {
 
 void add_spatial_cases(std::vector<OpCase>& cases) {
   add_conv(cases);
+  add_conv_pool(cases);
   add_pool(cases);
   add_batchnorm(cases);
   add_dropout(cases);
