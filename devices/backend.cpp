@@ -79,7 +79,7 @@ void Backend::check_finite_all(const std::vector<Tensor>& xs, Tensor& flag, cons
   NNLAB_CHECK(xs.size() == marks.size(), "check_finite_all: ", xs.size(), " tensors but ", marks.size(), " marks");
   for (size_t i = 0; i < xs.size(); ++i) check_finite(xs[i], flag, marks[i]);
 }
-void Backend::sgd_step_all(const std::vector<SgdSlot>& slots, const SgdParams& hp, Tensor* skip_flag) {
+void Backend::check_slot_gradients(const std::vector<SgdSlot>& slots, Tensor* skip_flag) {
   std::vector<Tensor> checked;
   std::vector<NonFiniteMark> marks;
   for (const SgdSlot& s : slots)
@@ -87,6 +87,9 @@ void Backend::sgd_step_all(const std::vector<SgdSlot>& slots, const SgdParams& h
   NNLAB_CHECK(checked.empty() || (skip_flag && skip_flag->defined()),
               "sgd_step_all: checking gradients needs a non-finite flag to raise");
   if (!checked.empty()) check_finite_all(checked, *skip_flag, marks);
+}
+void Backend::sgd_step_all(const std::vector<SgdSlot>& slots, const SgdParams& hp, Tensor* skip_flag) {
+  check_slot_gradients(slots, skip_flag);
   for (const SgdSlot& s : slots) sgd_step(*s.param, *s.grad, *s.momentum_buf, hp, s.first_step, skip_flag);
 }
 void Backend::sgd_step(Tensor&, const Tensor&, Tensor&, const SgdParams&, bool, const Tensor*) {

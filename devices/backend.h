@@ -307,6 +307,9 @@ class Backend : public DeviceMemory {
 
  protected:
   [[noreturn]] void missing(const char* kernel) const;
+  // sgd_step_all's first part, on every device alike: the gradients of the slots with
+  // check_grad in one check_finite_all, raising skip_flag (required then) with their marks.
+  void check_slot_gradients(const std::vector<SgdSlot>& slots, Tensor* skip_flag);
 
  private:
   Device device_;

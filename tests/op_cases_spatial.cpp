@@ -66,6 +66,16 @@ Reference naive_conv2d(const Conv& k, const HostInputs& in) {
   return ref;
 }
 
+// Each output (and weight gradient) sums many products of values in [−1, 1): the absolute
+// tolerances scale with the number of terms.
+void set_conv_tolerances(OpCase& c, const Conv& k) {
+  const double terms = static_cast<double>(std::max(k.c * k.r * k.s, k.n * k.p() * k.q()));
+  c.forward64 = {1e-10, 1e-12 * terms};
+  c.forward32 = {1e-5, 1e-6 * terms};
+  c.grad32 = {1e-4, 1e-5 * terms};
+  c.parity = {1e-5, 1e-6 * terms + 1e-6};
+}
+
 void add_conv(std::vector<OpCase>& cases) {
   const Conv convs[] = {
       {"stride 2x1 pad 1x0 3x2 kernel", 2, 2, 3, 5, 4, 3, 2, 2, 1, 1, 0, true},
@@ -97,13 +107,7 @@ void add_conv(std::vector<OpCase>& cases) {
         for (double& v : ref.values) v = v > 0.0 ? v : 0.0;
       return ref;
     };
-    // Each output (and weight gradient) sums many products of values in [−1, 1): scale the
-    // absolute tolerances with the number of terms.
-    const double terms = static_cast<double>(std::max(k.c * k.r * k.s, k.n * k.p() * k.q()));
-    c.forward64 = {1e-10, 1e-12 * terms};
-    c.forward32 = {1e-5, 1e-6 * terms};
-    c.grad32 = {1e-4, 1e-5 * terms};
-    c.parity = {1e-5, 1e-6 * terms + 1e-6};
+    set_conv_tolerances(c, k);
     cases.push_back(c);
   }
 }
@@ -125,11 +129,7 @@ void add_conv_pool(std::vector<OpCase>& cases) {
       for (double& v : y) v = v > 0.0 ? v : 0.0;
       return Reference{{k.n, k.k, k.p() / 2, k.q() / 2}, y};
     };
-    const double terms = static_cast<double>(std::max(k.c * k.r * k.s, k.n * k.p() * k.q()));
-    c.forward64 = {1e-10, 1e-12 * terms};
-    c.forward32 = {1e-5, 1e-6 * terms};
-    c.grad32 = {1e-4, 1e-5 * terms};
-    c.parity = {1e-5, 1e-6 * terms + 1e-6};
+    set_conv_tolerances(c, k);
     cases.push_back(c);
   }
 }

@@ -162,62 +162,69 @@ void CudaBackend::adam_step(Tensor& param, const Tensor& grad, Tensor& exp_avg, 
                a, param.numel(), skip_ptr(skip_flag));
 }
 
+namespace {
+
+// Slots in chunks of up to kListTensors: fill(list, slot) puts each slot of a chunk into its
+// List (and counts it), then launch(list, grid) runs the chunk, blockIdx.y over its tensors and
+// the blocks along x over the largest of them.
+template <typename List, typename Slot, typename Fill, typename Launch>
+void for_each_chunk(const std::vector<Slot>& slots, Fill fill, Launch launch) {
+  for (size_t from = 0; from < slots.size(); from += kListTensors) {
+    List list{};
+    int64_t most = 0;
+    for (size_t i = from; i < slots.size() && i < from + kListTensors; ++i) {
+      fill(list, slots[i]);
+      most = std::max(most, slots[i].param->numel());
+    }
+    if (most) launch(list, dim3(std::min<unsigned>(cuda::grid_for(most), 1024), static_cast<unsigned>(list.count)));
+  }
+}
+
+}  // namespace
+
 // Up to 32 parameters per launch, after one check of the gradients that asked for it.
 void CudaBackend::sgd_step_all(const std::vector<SgdSlot>& slots, const SgdParams& hp, Tensor* skip_flag) {
-  std::vector<Tensor> checked;
-  std::vector<NonFiniteMark> marks;
-  for (const SgdSlot& s : slots)
-    if (s.check_grad) checked.push_back(*s.grad), marks.push_back(s.grad_mark);
-  NNLAB_CHECK(checked.empty() || (skip_flag && skip_flag->defined()),
-              "sgd_step_all: checking gradients needs a non-finite flag to raise");
-  if (!checked.empty()) check_finite_all(checked, *skip_flag, marks);
+  check_slot_gradients(slots, skip_flag);
   const SgdArgs a{static_cast<float>(hp.lr),          static_cast<float>(hp.momentum),
                   static_cast<float>(1.0 - hp.dampening), static_cast<float>(hp.weight_decay),
                   hp.nesterov,                         false};
-  for (size_t from = 0; from < slots.size(); from += kListTensors) {
-    SgdList list{};
-    int64_t most = 0;
-    for (size_t i = from; i < slots.size() && i < from + kListTensors; ++i) {
-      const SgdSlot& s = slots[i];
-      NNLAB_LOG_KERNEL("sgd_step", *s.param);  // nnlab explain: one record per parameter, as before
-      cuda::require_f32("sgd_step_all", *s.param);
-      list.p[list.count] = cuda::ptr<float>(*s.param);
-      list.g[list.count] = cuda::ptr<float>(*s.grad);
-      list.buf[list.count] = s.momentum_buf->defined() ? cuda::ptr<float>(*s.momentum_buf) : nullptr;
-      list.n[list.count] = s.param->numel();
-      list.first[list.count++] = s.first_step;
-      most = std::max(most, s.param->numel());
-    }
-    if (!most) continue;
-    const dim3 grid(std::min<unsigned>(cuda::grid_for(most), 1024), static_cast<unsigned>(list.count));
-    cuda::launch("sgd_step_list_kernel", sgd_step_list_kernel, grid, cuda::kThreads, ctx_->stream, list, a,
-                 skip_ptr(skip_flag));
-  }
+  for_each_chunk<SgdList>(
+      slots,
+      [](SgdList& list, const SgdSlot& s) {
+        NNLAB_LOG_KERNEL("sgd_step", *s.param);  // nnlab explain: one record per parameter, as before
+        cuda::require_f32("sgd_step_all", *s.param);
+        const int t = list.count++;
+        list.p[t] = cuda::ptr<float>(*s.param);
+        list.g[t] = cuda::ptr<float>(*s.grad);
+        list.buf[t] = s.momentum_buf->defined() ? cuda::ptr<float>(*s.momentum_buf) : nullptr;
+        list.n[t] = s.param->numel();
+        list.first[t] = s.first_step;
+      },
+      [&](const SgdList& list, dim3 grid) {
+        cuda::launch("sgd_step_list_kernel", sgd_step_list_kernel, grid, cuda::kThreads, ctx_->stream, list, a,
+                     skip_ptr(skip_flag));
+      });
 }
 
 void CudaBackend::adam_step_all(const std::vector<AdamSlot>& slots, const AdamParams& hp, const Tensor* skip_flag) {
   const AdamArgs a = adam_args(hp, 1);  // the per-parameter corrections go in the list
-  for (size_t from = 0; from < slots.size(); from += kListTensors) {
-    AdamList list{};
-    int64_t most = 0;
-    for (size_t i = from; i < slots.size() && i < from + kListTensors; ++i) {
-      const AdamSlot& s = slots[i];
-      NNLAB_LOG_KERNEL("adam_step", *s.param);  // nnlab explain: one record per parameter, as before
-      cuda::require_f32("adam_step_all", *s.param);
-      const int t = list.count++;
-      list.p[t] = cuda::ptr<float>(*s.param);
-      list.g[t] = cuda::ptr<float>(*s.grad);
-      list.m[t] = cuda::ptr<float>(*s.exp_avg);
-      list.v[t] = cuda::ptr<float>(*s.exp_avg_sq);
-      list.n[t] = s.param->numel();
-      adam_corrections(hp, s.step, &list.step_size[t], &list.bc2_sqrt[t]);
-      most = std::max(most, s.param->numel());
-    }
-    if (!most) continue;
-    const dim3 grid(std::min<unsigned>(cuda::grid_for(most), 1024), static_cast<unsigned>(list.count));
-    cuda::launch("adam_step_list_kernel", adam_step_list_kernel, grid, cuda::kThreads, ctx_->stream, list, a,
-                 skip_ptr(skip_flag));
-  }
+  for_each_chunk<AdamList>(
+      slots,
+      [&hp](AdamList& list, const AdamSlot& s) {
+        NNLAB_LOG_KERNEL("adam_step", *s.param);  // nnlab explain: one record per parameter, as before
+        cuda::require_f32("adam_step_all", *s.param);
+        const int t = list.count++;
+        list.p[t] = cuda::ptr<float>(*s.param);
+        list.g[t] = cuda::ptr<float>(*s.grad);
+        list.m[t] = cuda::ptr<float>(*s.exp_avg);
+        list.v[t] = cuda::ptr<float>(*s.exp_avg_sq);
+        list.n[t] = s.param->numel();
+        adam_corrections(hp, s.step, &list.step_size[t], &list.bc2_sqrt[t]);
+      },
+      [&](const AdamList& list, dim3 grid) {
+        cuda::launch("adam_step_list_kernel", adam_step_list_kernel, grid, cuda::kThreads, ctx_->stream, list, a,
+                     skip_ptr(skip_flag));
+      });
 }
 
 }  // namespace nnlab
