@@ -7,6 +7,8 @@
 # 16 threads, and real MNIST with the lenet5 recipe on the GPU.
 #
 #     OUT=/some/folder scripts/gpu-bench.sh
+# STEPS (an extended regular expression) keeps only the steps whose names match, e.g.
+# STEPS='gpu_tests|graphs_auto|mnist' for a short second call.
 # Every step has its own time limit; its exit status goes to $OUT/summary.txt, its log into
 # $OUT/logs.tgz (re-packed after every step, so a run cut short still brings its logs back:
 # the device tool returns only a few files). A failed step does not stop the others.
@@ -22,6 +24,7 @@ python=${PYTHON:-python3}
 step() {  # step NAME SECONDS COMMAND...: run it with a limit, log to NAME.log, pack the logs
   local name=$1 limit=$2 t0=$SECONDS
   shift 2
+  [[ -z ${STEPS:-} || $name =~ ${STEPS} ]] || return 0
   timeout "$limit" "$@" >"$logs/$name.log" 2>&1
   local rc=$?
   echo "$name: exit $rc$( ((rc == 124)) && echo ' (time limit)') after $((SECONDS - t0)) s" | tee -a "$out/summary.txt"
@@ -55,4 +58,20 @@ step bench_cpu16 110 "$python" scripts/bench.py --models mlp,cnn --rounds 1 --ep
   --nnlab "$build/nnlab" --python "$python" --data-dir .deps/fashion-mnist --out "$logs/bench_cpu16.jsonl"
 step mnist_lenet5_cuda 40 "$build/nnlab" train --model-file docs/examples/lenet5-mnist.json --epochs 10 --device cuda \
   --seed 0 --metrics "$logs/mnist_lenet5_cuda.jsonl"
+# Crops and flips gathered on the device (Backend::gather_crop_flip) against the host's data
+# path: the ResNet-9 recipe on random CIFAR-shaped data, 2 epochs each way.
+for mode in on off; do
+  step "resnet9_data_on_device_$mode" 40 "$build/nnlab" train --device cuda --model-file docs/examples/resnet9-cifar10.json \
+    --data synthetic-cifar10 --epochs 2 --nesterov --weight-decay 5e-4 --crop-padding 4 --hflip --data-on-device "$mode" \
+    --metrics "$logs/resnet9_$mode.jsonl"
+done
+# Issue 35's MNIST goal (>= 99% over 5 seeds in <= 1 s of training): the lenet5 recipe with a
+# one-cycle schedule to lr 0.1, 3 and 4 epochs (on the CPU here: 99.00-99.18% and 99.06-99.24%).
+for epochs in 3 4; do
+  for seed in 0 1 2 3 4; do
+    step "mnist_onecycle_e${epochs}_s$seed" 25 "$build/nnlab" train --model-file docs/examples/lenet5-mnist.json \
+      --device cuda --epochs "$epochs" --schedule onecycle --lr 0.1 --seed "$seed" \
+      --metrics "$logs/mnist_onecycle_e${epochs}_s$seed.jsonl"
+  done
+done
 echo "done after $SECONDS s" | tee -a "$out/summary.txt"
