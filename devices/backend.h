@@ -99,6 +99,24 @@ struct DeviceCounts {
   uint64_t host_waits = 0;   // calls that blocked the host until queued work had run
 };
 
+// Time on the device itself (Backend::timeline): marks recorded in the device's queue and
+// stamped as the device reaches them (CUDA events), read once at the end, so timing adds no
+// wait to the work it times. hold() keeps the device from starting any work queued after it
+// until release(): the host queues a whole step first, so the time between two marks is the
+// device's own time for the work between them, without the gaps where it waited for the
+// host's next launch. A hold lets go by itself after a second (the host waited for the
+// device inside the held work); expired() then says the marks include that wait.
+class DeviceTimeline {
+ public:
+  virtual ~DeviceTimeline() = default;
+  virtual void hold() = 0;
+  virtual void release() = 0;
+  virtual void mark() = 0;
+  // Waits for the device; the seconds from the first mark to each mark (the first is 0).
+  virtual std::vector<double> read() = 0;
+  virtual bool expired() const = 0;
+};
+
 // Whether CUDA can be used here and, if not, why (devices/registry.h's cuda_status(); the
 // CUDA backend's probe fills it in).
 struct CudaStatus {
@@ -127,6 +145,9 @@ class Backend : public DeviceMemory {
   // The counts since the process started, where the device keeps them: the CUDA simulator
   // does (devices/cuda/sim/sim.h); a GPU and the CPU do not (false).
   virtual bool device_counts(DeviceCounts*) const { return false; }
+  // A timeline of the device's own time, where the device runs work apart from the host
+  // (CUDA); nullptr on the CPU, whose kernels have finished when their calls return.
+  virtual std::unique_ptr<DeviceTimeline> timeline() { return nullptr; }
 
   // ---- memory: copy, fill, cast --------------------------------------------------------
   void copy_from_host(Tensor& dst, const void* src) override;

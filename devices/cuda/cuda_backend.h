@@ -56,6 +56,7 @@ class CudaBackend final : public Backend {
   // graph_cuda.cpp
   std::unique_ptr<StepGraph> capture(const std::function<void()>& work) override;
   bool device_counts(DeviceCounts* counts) const override;
+  std::unique_ptr<DeviceTimeline> timeline() override;
 
   // memory_cuda.cu
   void copy_from_host(Tensor& dst, const void* src) override;

@@ -67,6 +67,10 @@ TEST_CASE("gpu: explain names the cuDNN, cuBLAS and reference calls; compare run
   CHECK(both.find("[cpu] im2col+small_gemm") != std::string::npos);
   if (cuda_simulated())  // issue 35: the step's launches and waits, counted
     CHECK(both.find("one eager step hands the device ") != std::string::npos);
+  // issue 40: the step on the device's own clock, busy against launched, and as one graph
+  CHECK_THAT(both, Catch::Contains("on the device's clock (CUDA events") && Catch::Contains("the GPU idles ") &&
+                       Catch::Contains("forward and backward as one CUDA graph"));
+  CHECK_THAT(both, !Catch::Contains("the held times above include a wait"));
   const std::string ref = run_cli("explain --model cnn --batch 4 --device cuda --conv-impl reference", code);
   REQUIRE(code == 0);
   CHECK(ref.find("conv2d_reference_forward_kernel") != std::string::npos);

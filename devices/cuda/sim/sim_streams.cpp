@@ -322,8 +322,9 @@ cudaError_t cudaEventQuery(cudaEvent_t event) {
 
 cudaError_t cudaEventElapsedTime(float* ms, cudaEvent_t start, cudaEvent_t end) {
   if (!ms || !start || !end) return nnlab::sim::fail_call(cudaErrorInvalidValue, "cudaEventElapsedTime: null argument");
-  std::lock_guard<std::mutex> a(start->mutex);
-  std::lock_guard<std::mutex> b(end->mutex);
+  // One event against itself (0 ms) is allowed, as on a GPU: its mutex is taken once.
+  std::unique_lock<std::mutex> a(start->mutex);
+  std::unique_lock<std::mutex> b = start == end ? std::unique_lock<std::mutex>() : std::unique_lock<std::mutex>(end->mutex);
   if (start->completed < start->recorded || end->completed < end->recorded) return cudaErrorNotReady;
   if (!start->completed || !end->completed)
     return nnlab::sim::fail_call(cudaErrorInvalidResourceHandle, "cudaEventElapsedTime: an event was never recorded");
@@ -344,5 +345,15 @@ cudaError_t cudaStreamWaitEvent(cudaStream_t stream, cudaEvent_t event, unsigned
     std::unique_lock<std::mutex> lock(event->mutex);
     event->changed.wait(lock, [&] { return event->completed >= wanted; });
   });
+  return sticky_or(cudaSuccess);
+}
+
+// The stream's own thread calls the function when the stream reaches it, as CUDA's driver
+// thread does; the stream's later work waits for it to return.
+cudaError_t cudaLaunchHostFunc(cudaStream_t stream, cudaHostFn_t fn, void* user_data) {
+  if (!fn) return nnlab::sim::fail_call(cudaErrorInvalidValue, "cudaLaunchHostFunc: the function is null");
+  if (!nnlab::sim::is_stream(stream))
+    return nnlab::sim::fail_call(cudaErrorInvalidResourceHandle, "cudaLaunchHostFunc: not a stream");
+  nnlab::sim::enqueue(stream, [fn, user_data] { fn(user_data); });
   return sticky_or(cudaSuccess);
 }

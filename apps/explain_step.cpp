@@ -1,0 +1,335 @@
+// nnlab explain's measurement (apps/explain_step.h): one training step node by node — the
+// forward ops as the forward pass records them (engine forward hook), then the backward nodes
+// as the engine runs them (backward hook), then the optimizer — with shapes, FLOPs and bytes
+// (worked out per op family from the shapes), the kernel or library calls each made
+// (devices/kernel_log.h, recorded at dispatch), and its time.
+//
+// Time of a node = from the previous record's end to the hook after this node, so the small
+// host work between ops (a layer's bookkeeping, the engine summing gradients into a leaf) is
+// counted with the node that follows it. On the CPU the device is synchronised after each
+// node (explain alone does that, never training); on CUDA the step is queued whole behind a
+// hold on the device's timeline and each node closes with an event, so the times are the
+// GPU's own.
+#include <algorithm>
+#include <chrono>
+#include <map>
+#include <memory>
+#include <vector>
+
+#include "apps/distributed/grad_reducer.h"
+#include "apps/explain_step.h"
+#include "apps/step_graph.h"
+#include "apps/train_config.h"
+#include "autograd/engine.h"
+#include "autograd/grad_mode.h"
+#include "autograd/ops.h"
+#include "core/random.h"
+#include "devices/registry.h"
+#include "layers/zoo.h"
+#include "optim/make_optimizer.h"
+
+namespace nnlab {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+double seconds_between(Clock::time_point a, Clock::time_point b) { return std::chrono::duration<double>(b - a).count(); }
+
+
+// Steps as training runs them (forward, loss, backward, the all-reduce under mpirun, the
+// optimizer), without explain's hooks and per-node syncs. Returns the median step time, and
+// with log_kernels the median of each step's summed kernel times (the log's own cost falls
+// outside the timed calls, but inside the step: that is why the step time is taken from
+// separate steps with the log off).
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
+double time_plain_steps(Sequential& model, Optimizer& opt, const Tensor& images, const Tensor& labels, Backend& be,
+                        GradientReducer* reducer, int steps, bool log_kernels) {
+  std::vector<double> step_times, kernel_times;
+  for (int i = 0; i < steps; ++i) {
+    std::unique_ptr<KernelLogScope> log = log_kernels ? std::make_unique<KernelLogScope>() : nullptr;
+    const auto t0 = Clock::now();
+    opt.zero_grad();
+    Tensor loss = cross_entropy(model.forward(images), labels);
+    if (reducer) reducer->begin(1.0 / World::get().size(), loss, false);
+    loss.backward();
+    if (reducer) reducer->finish();
+    opt.step();
+    be.synchronize();
+    step_times.push_back(seconds_between(t0, Clock::now()));
+    double kernels = 0;
+    for (const KernelCall& k : take_kernel_calls()) kernels += std::max(k.seconds, 0.0);
+    kernel_times.push_back(kernels);
+  }
+  return median(log_kernels ? kernel_times : step_times);
+}
+
+// Left-aligns text in `width` columns, counting characters, not bytes ("×" is two bytes).
+
+std::string op_family(const Node& node) {
+  std::string name = node.name();
+  const std::string suffix = "Backward";
+  if (name.size() > suffix.size() && name.compare(name.size() - suffix.size(), suffix.size(), suffix) == 0)
+    name.resize(name.size() - suffix.size());
+  return name;
+}
+
+std::string dims(const Tensor& t) {
+  if (!t.defined()) return "-";
+  std::string out;
+  for (int64_t d : t.shape()) out += (out.empty() ? "" : "×") + std::to_string(d);
+  return out.empty() ? "scalar" : out;
+}
+
+// FLOPs of one direction of an op, from its shapes. A GEMM-like op costs 2·m·n·k per product;
+// backward runs one product per input that needs a gradient. Elementwise work is counted as
+// a few operations per element (an estimate; the bytes dominate for those ops anyway).
+double op_flops(const std::string& op, const Node& node, const Tensor& out, int products, bool backward) {
+  const std::vector<Tensor>& in = node.inputs();
+  const double out_n = static_cast<double>(out.numel());
+  if (op == "Linear" || op == "LinearRelu" || op == "Matmul") {
+    const double k = static_cast<double>(in[0].dim(in[0].ndim() - 1));
+    return 2.0 * out_n * k * products + out_n;
+  }
+  if (op == "Conv2d" || op == "Conv2dRelu" || op == "Conv2dMaxPool2dRelu") {
+    // A pooled convolution's own output is the node's hidden one; out is the pool's.
+    const Shape hidden = node.hidden_output_shape();
+    const double conv_n = hidden.empty() ? out_n : static_cast<double>(shape_numel(hidden));
+    const double crs = static_cast<double>(in[1].dim(1) * in[1].dim(2) * in[1].dim(3));
+    return 2.0 * conv_n * crs * products + conv_n;
+  }
+  if (op == "Reshape") return 0;
+  const double in_n = in.empty() || !in[0].defined() ? out_n : static_cast<double>(in[0].numel());
+  const double per = op == "BatchNorm" ? 8 : op == "CrossEntropy" || op == "LogSoftmax" ? 5 : 1;
+  return std::max(in_n, out_n) * per * (backward ? 2 : 1);
+}
+
+// Bytes the op must at least read and write: its inputs and output forward; backward reads
+// the saved inputs and dy and writes one gradient per input that needs it.
+double op_bytes(const std::string& op, const std::vector<Tensor>& in, const Tensor& out,
+                const std::vector<Tensor>* grads) {
+  if (op == "Reshape") return 0;  // a view: no data moves
+  double n = static_cast<double>(out.numel());
+  for (const Tensor& t : in) n += t.defined() ? static_cast<double>(t.numel()) : 0.0;
+  if (grads)
+    for (const Tensor& g : *grads) n += g.defined() ? static_cast<double>(g.numel()) : 0.0;
+  return n * static_cast<double>(dtype_size(out.dtype()));
+}
+
+// Measured peaks: the best of a few sgemm runs, and of a few large copies (read + write).
+void measure_peaks(Device device, DeviceExplain& out) {
+  NoGradGuard no_grad;
+  Backend& be = backend_for(device);
+  const int64_t size = device.kind == DeviceKind::CUDA ? 4096 : 512;
+  Tensor a = Tensor::empty({size, size}), b = Tensor::empty({size, size});
+  uniform_fill(a, -1, 1, RandomStream{1, RandomPurpose::Init, 0});
+  uniform_fill(b, -1, 1, RandomStream{1, RandomPurpose::Init, 1});
+  a = a.to(device);
+  b = b.to(device);
+  Tensor c = Tensor::empty({size, size}, DType::Float32, device);
+  Tensor big = Tensor::zeros({int64_t(1) << 24}, DType::Float32, device), copy = Tensor::empty(big.shape(),
+                                                                                                DType::Float32, device);
+  for (int rep = 0; rep < 6; ++rep) {
+    auto t0 = Clock::now();
+    be.gemm(false, false, size, size, size, 1.0, a, b, 0.0, c);
+    be.synchronize();
+    auto t1 = Clock::now();
+    be.copy(big, copy);
+    be.synchronize();
+    auto t2 = Clock::now();
+    if (rep == 0) continue;  // warm-up
+    out.sgemm_gflops = std::max(out.sgemm_gflops, 2.0 * double(size) * double(size) * double(size) /
+                                                       seconds_between(t0, t1) / 1e9);
+    out.copy_gbytes = std::max(out.copy_gbytes, 2.0 * double(big.nbytes()) / seconds_between(t1, t2) / 1e9);
+  }
+  take_kernel_calls();
+}
+
+// The recorded step: forward layer by layer (so each op knows its layer), loss, backward,
+// under mpirun the gradient all-reduce (one node: the bytes each rank sends in a ring), and
+// the optimizer; the hooks close one record per node. With a timeline (CUDA) each close is a
+// mark in the device's queue, whose time the caller reads after the step (OpRecord::mark);
+// without one, the host waits for the device and reads its clock.
+void record_step(Sequential& model, Optimizer& opt, const Tensor& images, const Tensor& labels, Backend& be,
+                 GradientReducer* reducer, std::vector<OpRecord>& ops, DeviceTimeline* timeline) {
+  std::string layer;
+  std::map<const Node*, std::pair<std::string, Tensor>> forward_of;  // node -> (layer, output)
+  auto last = Clock::now();
+  int marks = -1;
+  // A new start for the next node's time: what ran since the last close is nobody's.
+  auto restart = [&]() {
+    if (timeline) timeline->mark(), ++marks;
+    else be.synchronize();
+    last = Clock::now();
+    take_kernel_calls();
+  };
+  auto close = [&](OpRecord r) {
+    if (timeline) {
+      timeline->mark();
+      r.mark = ++marks;
+    } else {
+      be.synchronize();
+      r.seconds = seconds_between(last, Clock::now());
+    }
+    r.calls = take_kernel_calls();
+    ops.push_back(std::move(r));
+    last = Clock::now();
+  };
+  set_forward_hook([&](const Node& node, const Tensor& out) {
+    const std::string op = op_family(node);
+    std::string shapes;
+    for (const Tensor& t : node.inputs()) shapes += (shapes.empty() ? "" : ", ") + dims(t);
+    close({"fwd", layer, op, shapes + " → " + dims(out), op_flops(op, node, out, 1, false),
+           op_bytes(op, node.inputs(), out, nullptr)});
+    forward_of[&node] = {layer, out};
+  });
+  set_backward_hook([&](const Node& node, const std::vector<Tensor>& grads) {
+    const std::string op = op_family(node);
+    const auto& [node_layer, out] = forward_of[&node];
+    std::string shapes;
+    int products = 0;
+    for (const Tensor& g : grads) {
+      shapes += (shapes.empty() ? "" : ", ") + dims(g);
+      products += g.defined() && g.ndim() >= 2;  // dx and dW are products; db is a sum
+    }
+    close({"bwd", node_layer, op, "dy " + dims(out) + " → " + shapes, op_flops(op, node, out, products, true),
+           op_bytes(op, node.inputs(), out, &grads)});
+  });
+  KernelLogScope log;
+  try {
+    opt.zero_grad();
+    restart();
+    Tensor x = images;
+    for (const auto& [name, child] : model.run_order()) {
+      layer = name;
+      x = child->forward(x);
+    }
+    layer = "loss";
+    Tensor loss = cross_entropy(x, labels);
+    loss.backward();
+    restart();
+    if (reducer) {
+      const int ranks = World::get().size();
+      reducer->begin(1.0 / ranks, loss, false);  // every rank's batch is --batch: a share of 1/N
+      reducer->finish();
+      close({"comm", "allreduce", "AllReduce",
+             std::to_string(opt.params().size()) + " tensors, " + std::to_string(reducer->bucket_count()) +
+                 " bucket(s), " + std::to_string(ranks) + " ranks",
+             0, reducer->ring_bytes_per_rank()});
+    }
+    opt.step();
+    close({"opt", "optimizer", "step", std::to_string(opt.params().size()) + " tensors", 0, 0});
+  } catch (...) {
+    set_forward_hook(nullptr);
+    set_backward_hook(nullptr);
+    throw;
+  }
+  set_forward_hook(nullptr);
+  set_backward_hook(nullptr);
+}
+
+// The device's time for `step` (CUDA): the median over `repeats` runs of the span from a mark
+// queued before it to one after it. held: the whole step queued before the device starts it,
+// so the span is its work back to back (busy time); otherwise the device runs each launch as
+// it arrives, as in training, and the span includes its waits for the host.
+double device_seconds(Backend& be, const std::function<void()>& step, int repeats, bool held, bool& expired) {
+  std::vector<double> spans;
+  for (int i = 0; i < repeats; ++i) {
+    std::unique_ptr<DeviceTimeline> timeline = be.timeline();
+    if (held) timeline->hold();
+    timeline->mark();
+    step();
+    timeline->mark();
+    spans.push_back(timeline->read().back());
+    expired = expired || timeline->expired();
+    if (expired) break;  // each try would wait out the hold again
+  }
+  return median(spans);
+}
+
+// The step on the device's clock: busy against span for plain steps, then forward and
+// backward as one CUDA graph (as train replays them) where the model allows one.
+DeviceTime time_on_device(Sequential& model, Optimizer& opt, const Tensor& images, const Tensor& labels,
+                          Backend& be, GradientReducer* reducer) {
+  DeviceTime t;
+  t.measured = true;
+  const auto plain_step = [&] {
+    opt.zero_grad();
+    Tensor loss = cross_entropy(model.forward(images), labels);
+    if (reducer) reducer->begin(1.0 / World::get().size(), loss, false);
+    loss.backward();
+    if (reducer) reducer->finish();
+    opt.step();
+  };
+  t.busy_seconds = device_seconds(be, plain_step, 11, true, t.expired);
+  t.span_seconds = device_seconds(be, plain_step, 11, false, t.expired);
+  t.graph_obstacle = graph_obstacle(be.device(), model, false, reducer != nullptr);
+  if (!t.graph_obstacle.empty()) return t;
+  std::unique_ptr<StepGraph> graph = be.capture([&] {
+    opt.zero_grad();
+    cross_entropy(model.forward(images), labels).backward();
+  });
+  const auto replay = [&] { graph->replay(); };
+  t.graph_busy_seconds = device_seconds(be, replay, 11, true, t.expired);
+  t.graph_seconds = device_seconds(be, replay, 11, false, t.expired);
+  opt.zero_grad();  // the gradients live in the graph's pool, released with it
+  return t;
+}
+
+}  // namespace
+
+DeviceExplain explain_on(const RunVariant& v, const ModelFile& info, int64_t batch, uint64_t seed) {
+  DeviceExplain out;
+  out.label = v.label;
+  const Device device = apply_variant(v);
+  const InputSpec input = recipe_input(info, "explain");
+  auto model = make_model(info, input, seed);
+  model->to(device);
+  OptimizerConfig oc;
+  oc.name = info.recipe.optimizer;
+  oc.lr = info.recipe.lr;
+  oc.momentum = oc.name == "sgd" ? info.recipe.momentum : 0.0;
+  auto opt = make_optimizer(oc, model->parameters());
+  // A synthetic batch: the kernels a step runs depend on the shapes, not on the pixels.
+  Tensor images = Tensor::empty({batch, input.channels, input.height, input.width});
+  uniform_fill(images, 0, 1, RandomStream{seed, RandomPurpose::Augment, 7});
+  std::vector<int32_t> labels(static_cast<size_t>(batch));
+  for (int64_t i = 0; i < batch; ++i) labels[size_t(i)] = int32_t(i % input.classes);
+  images = images.to(device);
+  Tensor label_t = Tensor::from_vector(labels, {batch}).to(device);
+  Backend& be = backend_for(device);
+  std::unique_ptr<GradientReducer> reducer;
+  if (World::get().distributed())
+    reducer = std::make_unique<GradientReducer>(World::get(), opt->params(), AllReduceMode::step, 0,
+                                                decide_allreduce_backend(World::get(), device,
+                                                                         AllReduceBackendRequest::automatic));
+  for (int warm = 0; warm < 2; ++warm) {  // the step twice first: caches, algorithm choices, allocator
+    std::vector<OpRecord> ignored;
+    record_step(*model, *opt, images, label_t, be, reducer.get(), ignored, nullptr);
+  }
+  std::unique_ptr<DeviceTimeline> timeline = be.timeline();
+  if (timeline) timeline->hold();
+  record_step(*model, *opt, images, label_t, be, reducer.get(), out.ops, timeline.get());
+  if (timeline) {
+    const std::vector<double> at = timeline->read();
+    for (OpRecord& r : out.ops) r.seconds = at[size_t(r.mark)] - at[size_t(r.mark - 1)];
+    out.device = time_on_device(*model, *opt, images, label_t, be, reducer.get());
+    out.device.expired = out.device.expired || timeline->expired();
+  }
+  out.cpu = device.kind == DeviceKind::CPU;
+  out.plain_step_seconds = time_plain_steps(*model, *opt, images, label_t, be, reducer.get(), 21, false);
+  out.kernel_seconds = time_plain_steps(*model, *opt, images, label_t, be, reducer.get(), 21, true);
+  DeviceCounts before, after;
+  if (be.device_counts(&before)) {
+    time_plain_steps(*model, *opt, images, label_t, be, reducer.get(), 1, false);
+    be.device_counts(&after);
+    out.submissions = static_cast<double>(after.submissions - before.submissions);
+    out.host_waits = static_cast<double>(after.host_waits - before.host_waits) - 1;  // less the step's closing sync
+  }
+  measure_peaks(device, out);
+  return out;
+}
+}  // namespace nnlab
