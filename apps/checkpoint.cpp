@@ -2,7 +2,6 @@
 
 #include <nlohmann/json.hpp>
 
-#include "layers/batchnorm.h"
 #include "layers/dropout.h"
 
 #ifndef NNLAB_VERSION
@@ -36,11 +35,6 @@ Json config_json(const TrainConfig& c) {
 void collect_dropout(const Module& m, std::vector<Dropout*>& out) {
   if (auto* d = dynamic_cast<Dropout*>(const_cast<Module*>(&m))) out.push_back(d);
   for (const auto& [name, child] : m.children()) collect_dropout(*child, out);
-}
-
-void reload_batchnorm_counters(Module& m) {
-  if (auto* bn = dynamic_cast<BatchNorm2d*>(&m)) bn->reload_counter();
-  for (const auto& [name, child] : m.children()) reload_batchnorm_counters(*child);
 }
 
 // A metadata entry parsed as JSON, with a clear error when it is missing or damaged.
@@ -141,7 +135,6 @@ void load_model_tensors(const SafetensorsFile& file, const std::string& path, co
     for (const auto& w : wanted) known = known || w.first == name;
     NNLAB_CHECK(known, from, "its tensor ", name, " is not part of model ", model_name);
   }
-  reload_batchnorm_counters(model);
 }
 
 TrainingState load_training_state(const SafetensorsFile& file, const std::string& path, Module& model,

@@ -29,6 +29,9 @@ void register_train_command(CLI::App& app) {
                   "host copy per step (crops and flips too): auto (one process, and the set takes at most 2 GiB as "
                   "float32), on (an error where it cannot), off")
       ->capture_default_str();
+  sub->add_flag("--no-warm-up{false}", config->warm_up,
+               "CUDA: leave the one-off work (library start-up, cuDNN's algorithm search) inside the first epoch's "
+               "time instead of doing it before the clock, on a batch of zeros");
   sub->add_option("--test-images", config->test_images,
                   "Evaluate on the first N test images (0 = all; the accuracy is then of those N only)")
       ->capture_default_str();

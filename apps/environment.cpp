@@ -65,6 +65,7 @@ nlohmann::json config_record(const TrainConfig& c) {
           {"check_numerics", c.check_numerics},
           {"cuda_graphs", c.cuda_graphs},
           {"data_on_device", c.data_on_device},
+          {"warm_up", c.warm_up},
           {"test_images", c.test_images}};
 }
 

@@ -13,14 +13,12 @@ CudaGraphs parse_cuda_graphs(const std::string& text) {
   fail("--cuda-graphs must be auto, on or off, not '", text, "'");
 }
 
-namespace {
 bool has_dropout(Module& m) {
   if (dynamic_cast<Dropout*>(&m)) return true;
   for (const auto& [name, child] : m.children())
     if (has_dropout(*child)) return true;
   return false;
 }
-}  // namespace
 
 std::string graph_obstacle(const Device& device, Module& model, bool check_numerics, bool distributed) {
   if (!device.is_cuda()) return "the step runs on " + device.str() + ", and graphs are CUDA's";

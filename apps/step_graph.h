@@ -27,6 +27,9 @@ namespace nnlab {
 enum class CudaGraphs { Auto, On, Off };
 CudaGraphs parse_cuda_graphs(const std::string& text);  // auto | on | off, else an Error naming the option
 
+// Whether `model` holds a Dropout layer anywhere (its masks follow a per-layer step count).
+bool has_dropout(Module& model);
+
 // Why this run's step cannot be a graph ("" when it can): not CUDA, a Dropout layer (its mask
 // seed is a host argument that changes every step), --check-numerics (it reads every layer
 // back), or several ranks (the gradient all-reduce sits inside the step).

@@ -105,6 +105,7 @@ void finalize_train_config(const CLI::App& app, TrainConfig& c) {
               " (the folder holding its files), or fetch the data set first: nnlab data fetch ", c.data);
   // A model that cannot be built for this data set fails here, before anything is written.
   if (app.count("--batch") == 0) c.batch = recipe.batch;
+  if (app.count("--epochs") == 0 && recipe.epochs > 0) c.epochs = recipe.epochs;
   NNLAB_CHECK(c.batch > 0, "--batch must be at least 1, got ", c.batch);
   InputSpec input;
   if (fixed_input(c.data, input)) check_model(c.model_spec, input, c.batch);

@@ -37,6 +37,7 @@ struct TrainConfig {
   int64_t test_images = 0;        // train: evaluate on the first N test images (0 = all)
   std::string cuda_graphs = "auto";  // train on CUDA: auto | on | off (apps/step_graph.h)
   std::string data_on_device = "auto";  // train on CUDA: auto | on | off (DataLoaderOptions::resident)
+  bool warm_up = true;            // train on CUDA: one-off work before the first epoch's clock (Trainer::warm_up)
   int64_t log_interval = 100;     // steps between progress updates (and loss read-backs)
   int64_t max_steps = 0;          // stop after this many steps in all (0 = no limit)
   std::string metrics;            // JSON-lines file of run records ("" = none)

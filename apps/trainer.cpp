@@ -239,6 +239,7 @@ EpochResult Trainer::train_epoch(int64_t epoch) {
                    {"test_accuracy", r.test_accuracy},
                    {"seconds", r.seconds},
                    {"images_per_second", r.images_per_second},
+                   {"warmup_seconds", epoch_results_.empty() ? warm_up_seconds_ : 0.0},  // before this clock
                    {"threads", cpu_threads()},
                    {"thread_changes", governor_ ? governor_->changes() : 0},
                    // what the CUDA step was: the graph's nodes (0: eager steps only), the set on the device
@@ -357,6 +358,7 @@ EpochResult Trainer::run() {
                    {"ranks", World::get().size()},
                    {"cpu", cpu_model_name()},
                    {"environment", environment_record(config_, device_)}});
+  warm_up_seconds_ = warm_up();
   EpochResult last;
   g_stop_signal = 0;
   install_stop_handlers();

@@ -82,6 +82,10 @@ class Trainer {
   Tensor graphed_forward_backward(const Batch& batch, int64_t this_step);
   // The step's forward and backward as the graph records them (no host argument that changes).
   Tensor forward_backward_for_graph(const Tensor& images, const Tensor& labels);
+  // On CUDA, before the first epoch's clock: forward and backward once on a batch of zeros,
+  // so the run's one-off work (libraries' start-up, cuDNN's timed algorithm search) is not
+  // counted as training time. Changes no weight and no statistic. Logs and returns its seconds.
+  double warm_up();
   // Hands the step's wall time to the governor and applies the thread count it advises.
   void adapt_threads(double step_seconds);
   // Reads the non-finite flag back and, when it is raised, stops the run with one message
@@ -108,8 +112,9 @@ class Trainer {
   // --cuda-graphs: the step's forward and backward as one CUDA graph (null: eager steps only).
   std::unique_ptr<GraphedStep> graphed_;
   CudaGraphs graphs_mode_ = CudaGraphs::Auto;
-  int64_t eager_full_steps_ = 0;
-  std::vector<Tensor> graph_grads_;  // the gradients the graph writes, in params() order  // full-batch steps run eagerly (the first one chooses cuDNN's algorithms)
+  int64_t eager_full_steps_ = 0;     // full-batch steps run eagerly (the first chooses cuDNN's algorithms)
+  std::vector<Tensor> graph_grads_;  // the gradients the graph writes, in params() order
+  double warm_up_seconds_ = 0;       // warm_up()'s time, reported with the first epoch
   bool keep_step_losses_ = false;
   std::vector<double> step_losses_;
   std::vector<EpochResult> epoch_results_;

@@ -71,6 +71,10 @@ class DataLoader {
 
   // Begins epoch `epoch` at batch `skip_steps` (to resume mid-epoch from a checkpoint).
   void start_epoch(int64_t epoch, int64_t skip_steps = 0);
+  // options_.resident: uploads the data set onto the device now (else the first epoch does).
+  void upload_now() {
+    if (options_.resident && !resident_images_.defined()) upload_resident();
+  }
   // The next batch of the epoch; false at its end. The last partial batch is delivered.
   bool next(Batch& out);
   int64_t steps_per_epoch() const;  // ceil(n / batch_size)

@@ -160,6 +160,7 @@ void Backend::batchnorm_backward(const Tensor&, const Tensor&, const Tensor&, co
                                  Tensor&, Tensor&) {
   missing("batchnorm_backward");
 }
+void Backend::batchnorm_count(Tensor&) { missing("batchnorm_count"); }
 void Backend::dropout_forward(const Tensor&, double, uint64_t, uint32_t, Tensor&, Tensor&) {
   missing("dropout_forward");
 }

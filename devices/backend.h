@@ -317,6 +317,9 @@ class Backend : public DeviceMemory {
                                       const Tensor& running_mean, const Tensor& running_var, double eps, Tensor& y);
   virtual void batchnorm_backward(const Tensor& x, const Tensor& dy, const Tensor& gamma, const Tensor& save_mean,
                                   const Tensor& save_invstd, Tensor& dx, Tensor& dgamma, Tensor& dbeta);
+  // num_batches_tracked: int32 scalar   num_batches_tracked += 1 (on the device: no read-back,
+  // and a CUDA graph's replay counts every step, where a filled value would be frozen)
+  virtual void batchnorm_count(Tensor& num_batches_tracked);
 
   // ---- dropout (dropout_cpu.cpp / dropout_cuda.cu) -------------------------------------
   // Element i is kept iff philox_u32(seed, Dropout, stream, i) ≥ threshold, with threshold

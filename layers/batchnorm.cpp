@@ -3,6 +3,7 @@
 #include <sstream>
 
 #include "autograd/ops.h"
+#include "devices/registry.h"
 
 namespace nnlab {
 
@@ -19,13 +20,8 @@ BatchNorm2d::BatchNorm2d(BatchNorm2dOptions o) : options_(o) {
 
 Tensor BatchNorm2d::forward(const Tensor& x) {
   const bool training = is_training();
-  if (training) {
-    if (!counter_read_) {
-      batches_tracked_ = static_cast<int64_t>(num_batches_tracked_.item());
-      counter_read_ = true;
-    }
-    num_batches_tracked_.fill_(static_cast<double>(++batches_tracked_));
-  }
+  // Counted on the device: no read-back, and a CUDA graph's replays each add their one.
+  if (training) backend_for(num_batches_tracked_.device()).batchnorm_count(num_batches_tracked_);
   return batch_norm2d(x, weight_, bias_, running_mean_, running_var_, training, options_.momentum, options_.eps);
 }
 
@@ -42,8 +38,6 @@ void BatchNorm2d::reset_parameters(uint64_t, uint32_t&) {
   running_mean_.fill_(0.0);
   running_var_.fill_(1.0);
   num_batches_tracked_.fill_(0.0);
-  batches_tracked_ = 0;
-  counter_read_ = true;
 }
 
 }  // namespace nnlab

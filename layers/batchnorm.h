@@ -30,17 +30,10 @@ class BatchNorm2d : public Module {
   Tensor& running_mean() { return running_mean_; }
   Tensor& running_var() { return running_var_; }
   Tensor& num_batches_tracked() { return num_batches_tracked_; }
-  // After num_batches_tracked was overwritten (a checkpoint load): re-read the host copy
-  // from the buffer at the next training forward.
-  void reload_counter() { counter_read_ = false; }
 
  private:
   BatchNorm2dOptions options_;
   Tensor weight_, bias_, running_mean_, running_var_, num_batches_tracked_;
-  // Host copy of num_batches_tracked, so counting needs no read-back from the device. It is
-  // read from the buffer once, at the first training forward (after any checkpoint load).
-  int64_t batches_tracked_ = 0;
-  bool counter_read_ = false;
 };
 
 }  // namespace nnlab

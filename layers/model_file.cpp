@@ -19,7 +19,8 @@ namespace {
 using Json = nlohmann::json;
 
 const char* const kTopFields[] = {"name", "summary", "recipe", "layers", "comment"};
-const char* const kRecipeFields[] = {"optimizer", "lr", "momentum", "batch", "schedule", "data", "comment"};
+const char* const kRecipeFields[] = {"optimizer", "lr", "momentum", "batch", "epochs", "schedule", "data",
+                                      "comment"};
 
 template <typename Fields>
 void reject_unknown(const Json& object, const Fields& known, const std::string& where, const std::string& origin) {
@@ -74,6 +75,12 @@ ModelRecipe read_recipe(const Json& r, const std::string& origin) {
     NNLAB_CHECK(r["batch"].is_number_integer() && r["batch"].get<int64_t>() >= 1, origin,
                 ": recipe field 'batch' must be a whole number >= 1");
     recipe.batch = r["batch"].get<int64_t>();
+  }
+  if (r.contains("epochs")) {  // a schedule such as onecycle is shaped by the run's length
+    NNLAB_CHECK(r["epochs"].is_number_integer() && r["epochs"].get<int64_t>() >= 1 &&
+                    r["epochs"].get<int64_t>() <= 100000,
+                origin, ": recipe field 'epochs' must be a whole number in 1..100000");
+    recipe.epochs = r["epochs"].get<int64_t>();
   }
   return recipe;
 }

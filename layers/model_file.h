@@ -33,6 +33,7 @@ struct ModelRecipe {
   double lr = 0.01;
   double momentum = 0.0;          // SGD only
   int64_t batch = 64;
+  int64_t epochs = 0;             // 0: none recommended (train's default)
   std::string schedule = "none";  // a --schedule name
   std::string data = "fashion-mnist";  // the data set it is meant for
 };

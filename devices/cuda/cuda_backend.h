@@ -127,6 +127,7 @@ class CudaBackend final : public Backend {
                               Tensor& y) override;
   void batchnorm_backward(const Tensor& x, const Tensor& dy, const Tensor& gamma, const Tensor& save_mean,
                           const Tensor& save_invstd, Tensor& dx, Tensor& dgamma, Tensor& dbeta) override;
+  void batchnorm_count(Tensor& num_batches_tracked) override;
 
   // dropout_cuda.cu
   void dropout_forward(const Tensor& x, double p, uint64_t seed, uint32_t stream, Tensor& y,

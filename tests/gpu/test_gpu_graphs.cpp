@@ -19,26 +19,51 @@ namespace {
 
 float first_value(const Tensor& t) { return t.to(Device::cpu()).to_vector<float>()[0]; }
 
+// The tensors of a checkpoint, as bytes: a safetensors file is an 8-byte header length, a
+// JSON header (which names the run's options, different between modes), then the tensor data.
+std::string checkpoint_tensor_bytes(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  REQUIRE(in);
+  const std::string file((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  REQUIRE(file.size() >= 8);
+  uint64_t header = 0;
+  for (int i = 7; i >= 0; --i) header = header << 8 | static_cast<unsigned char>(file[size_t(i)]);
+  REQUIRE(8 + header <= file.size());
+  return file.substr(8 + header);
+}
+
 // One 6-step `nnlab train --device cuda` run per mode (extra options) with `args`, each
 // run's output checked to name what the mode turns on; then every mode's losses must equal
-// the first mode's, step for step, bit for bit.
-void require_losses_equal_across_modes(const std::string& args, const std::vector<std::string>& modes) {
+// the first mode's, step for step, bit for bit, and so must its test accuracy and, with
+// same_checkpoints, the tensors of its last checkpoint (only where every kernel is the same
+// from run to run: cuDNN's algorithms are chosen by timing, and may differ in the last bit).
+void require_losses_equal_across_modes(const std::string& args, const std::vector<std::string>& modes,
+                                       bool same_checkpoints = false) {
   namespace fs = std::filesystem;
   const fs::path dir = fs::temp_directory_path() / ("nnlab_graphs_" + std::to_string(::getpid()));
   fs::create_directories(dir);
   std::vector<std::vector<double>> losses;
+  std::vector<std::string> accuracies, states;
   for (size_t m = 0; m < modes.size(); ++m) {
     const std::string metrics = (dir / (std::to_string(m) + ".jsonl")).string();
+    const fs::path checkpoints = dir / std::to_string(m);
     const nnlab_test::CliResult r = nnlab_test::run_cli("train --device cuda --batch 32 --max-steps 6 --epochs 1 "
                                                         "--test-images 64 --metrics-every 1 --metrics " +
-                                                        metrics + " " + args + " " + modes[m]);
+                                                        metrics + " --checkpoint-dir " + checkpoints.string() + " " +
+                                                        args + " " + modes[m]);
     INFO(args << " " << modes[m] << ": " << r.output);
     REQUIRE(r.exit_code == 0);
     if (modes[m].find("--cuda-graphs on") != std::string::npos) CHECK_THAT(r.output, Catch::Contains("CUDA graphs: on"));
     if (modes[m].find("--data-on-device on") != std::string::npos)
       CHECK_THAT(r.output, Catch::Contains("data on the device"));
+    if (modes[m].find("--no-warm-up") == std::string::npos) CHECK_THAT(r.output, Catch::Contains("warm-up: "));
     losses.push_back(nnlab_test::step_losses(metrics));
     REQUIRE(losses.back().size() == 6);
+    // The test accuracy reads BatchNorm's running statistics: they must agree as well.
+    const size_t at = r.output.find("final test accuracy");
+    REQUIRE(at != std::string::npos);
+    accuracies.push_back(r.output.substr(at, r.output.find('\n', at) - at));
+    states.push_back(checkpoint_tensor_bytes((checkpoints / "last.safetensors").string()));
   }
   fs::remove_all(dir);
   for (size_t m = 1; m < modes.size(); ++m)
@@ -47,6 +72,11 @@ void require_losses_equal_across_modes(const std::string& args, const std::vecto
                 << losses[m][i]);
       CHECK(losses[m][i] == losses[0][i]);
     }
+  for (size_t m = 1; m < modes.size(); ++m) {
+    INFO(modes[0] << " against " << modes[m]);
+    CHECK(accuracies[m] == accuracies[0]);
+    if (same_checkpoints) CHECK(states[m] == states[0]);  // weights, optimizer state, BatchNorm's statistics
+  }
 }
 
 // Whether the device counts submissions and host waits (the simulator does, a GPU does not).
@@ -118,8 +148,9 @@ TEST_CASE("gpu: memory a graph uses is not handed to anyone else while the graph
 }
 
 TEST_CASE("gpu: train with --cuda-graphs on gives eager mode's losses step for step", "[gpu][graphs][cli]") {
-  // mlp: SGD with momentum; cnn: Adam, convolutions through cuDNN, max pools. 6 steps: the
-  // first eager (cuDNN chooses its algorithms), the second captured and replayed, then replays.
+  // mlp: SGD with momentum; cnn: Adam, convolutions through cuDNN, max pools. 6 steps: cuDNN
+  // chose its algorithms in the warm-up, so the first is captured and replayed, then replays
+  // (without a warm-up the first runs eagerly: the test of the warm-up below).
   // Three ways: eager with host batches; graphs with host batches; graphs with the data set
   // on the device (batches gathered there).
   for (const std::string model : {"mlp", "cnn"})
@@ -226,4 +257,15 @@ TEST_CASE("gpu: compare's CUDA step waits for the device as often as train's", "
   const auto [compare_submissions, compare_waits] = per_step(compare.output);
   CHECK(std::lround(compare_waits * 24) == std::lround(train_waits * 24) + 1);
   CHECK(std::fabs(compare_submissions - train_submissions - 1.0) < 0.15);
+}
+
+// Trainer::warm_up: forward and backward on zeros before the clock, BatchNorm's running
+// statistics put back, the gradients dropped. A run's losses and its test accuracy (which
+// reads the running statistics) are those of a run without it.
+TEST_CASE("gpu: the warm-up before the first epoch changes no loss and no running statistic", "[gpu][graphs]") {
+  require_losses_equal_across_modes("--conv-impl reference --model-file " + std::string(NNLAB_TEST_DIR) +
+                                        "/../docs/examples/small-resnet.json",
+                                    {"--no-warm-up --cuda-graphs off", "--cuda-graphs off", "--no-warm-up --cuda-graphs on",
+                                     "--cuda-graphs on"},
+                                    true);
 }
