@@ -50,8 +50,10 @@ void print_explain(const std::vector<DeviceExplain>& runs) {
     for (const DeviceExplain& d : runs)
       if (i < d.ops.size())
         for (const KernelCall& k : d.ops[i].calls)
-          std::printf("      %s%s %s\n", runs.size() > 1 ? ("[" + d.label + "] ").c_str() : "", k.family.c_str(),
-                      k.detail.c_str());
+          std::printf("      %s%s %s%s\n", runs.size() > 1 ? ("[" + d.label + "] ").c_str() : "", k.family.c_str(),
+                      k.detail.c_str(),
+                      k.device_seconds >= 0 ? ("  " + std::to_string(k.device_seconds * 1e3).substr(0, 5) + " ms").c_str()
+                                            : "");
   }
 }
 

@@ -199,6 +199,10 @@ void record_step(Sequential& model, Optimizer& opt, const Tensor& images, const 
            op_bytes(op, node.inputs(), out, &grads)});
   });
   KernelLogScope log;
+  if (timeline) set_kernel_mark_hook([&] {
+      timeline->mark();
+      return ++marks;
+    });
   try {
     opt.zero_grad();
     restart();
@@ -225,10 +229,12 @@ void record_step(Sequential& model, Optimizer& opt, const Tensor& images, const 
   } catch (...) {
     set_forward_hook(nullptr);
     set_backward_hook(nullptr);
+    set_kernel_mark_hook(nullptr);
     throw;
   }
   set_forward_hook(nullptr);
   set_backward_hook(nullptr);
+  set_kernel_mark_hook(nullptr);
 }
 
 // The device's time for `step` (CUDA): the median over `repeats` runs of the span from a mark
@@ -315,7 +321,17 @@ DeviceExplain explain_on(const RunVariant& v, const ModelFile& info, int64_t bat
   record_step(*model, *opt, images, label_t, be, reducer.get(), out.ops, timeline.get());
   if (timeline) {
     const std::vector<double> at = timeline->read();
-    for (OpRecord& r : out.ops) r.seconds = at[size_t(r.mark)] - at[size_t(r.mark - 1)];
+    // Every node, and inside it every call, closed with a mark: a call's time runs from the
+    // mark before it, the node's from the mark before its first call to its own.
+    for (OpRecord& r : out.ops) {
+      int first = r.mark;
+      for (KernelCall& k : r.calls)
+        if (k.mark > 0) {
+          k.device_seconds = at[size_t(k.mark)] - at[size_t(k.mark - 1)];
+          first = std::min(first, k.mark);
+        }
+      r.seconds = at[size_t(r.mark)] - at[size_t(first - 1)];
+    }
     out.device = time_on_device(*model, *opt, images, label_t, be, reducer.get());
     out.device.expired = out.device.expired || timeline->expired();
   }

@@ -13,7 +13,10 @@ std::atomic<bool> g_kernel_log_on{false};
 namespace {
 std::mutex g_mutex;
 std::vector<KernelCall> g_calls;
+std::function<int()> g_mark_hook;  // set and called on the dispatching thread only
 }  // namespace
+
+void set_kernel_mark_hook(std::function<int()> hook) { g_mark_hook = std::move(hook); }
 
 void set_kernel_log_enabled(bool on) { detail::g_kernel_log_on.store(on, std::memory_order_relaxed); }
 
@@ -36,10 +39,13 @@ KernelTiming::KernelTiming() : on_(kernel_log_enabled()) {
 KernelTiming::~KernelTiming() {
   if (!on_) return;
   --t_timing_depth;
-  if (!outermost_ || record_ == kNotRecorded) return;
+  if (record_ == kNotRecorded) return;
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
+  const int mark = g_mark_hook ? g_mark_hook() : -1;  // every call's, nested ones too: each its own kernels
   std::lock_guard<std::mutex> lock(g_mutex);
-  if (record_ < g_calls.size()) g_calls[record_].seconds = seconds;  // unless the log was taken meanwhile
+  if (record_ >= g_calls.size()) return;  // the log was taken meanwhile
+  if (outermost_) g_calls[record_].seconds = seconds;
+  g_calls[record_].mark = mark;
 }
 
 std::vector<KernelCall> take_kernel_calls() {

@@ -19,6 +19,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstddef>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -30,6 +31,10 @@ struct KernelCall {
   std::string family;  // the library call or our own kernel: "cblas_sgemm", "conv2d_reference_forward"
   std::string detail;  // shapes and choices: "NT 64×128×3136", "algo=1"
   double seconds = -1;  // time in the call (see above); -1: not timed, or inside another timed call
+  // With a mark hook (explain on CUDA): the number of the device-timeline mark queued at the
+  // call's end, and the device's time from the mark before it to this one (explain fills it in).
+  int mark = -1;
+  double device_seconds = -1;
 };
 
 namespace detail {
@@ -41,6 +46,11 @@ void set_kernel_log_enabled(bool on);
 // Appends a call; returns its place in the log, for KernelTiming.
 size_t record_kernel(std::string family, std::string detail);
 inline constexpr size_t kNotRecorded = static_cast<size_t>(-1);
+// `nnlab explain` on CUDA: a function called at the end of every recorded call (a
+// KernelTiming's end), which queues a mark on the device's timeline and returns its number
+// (KernelCall::mark); the device's time between marks is then each call's. nullptr: none.
+void set_kernel_mark_hook(std::function<int()> hook);
+
 // Everything recorded since the last take, oldest first; the log is left empty.
 std::vector<KernelCall> take_kernel_calls();
 

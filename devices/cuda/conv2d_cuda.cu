@@ -181,8 +181,8 @@ bool use_reference(const Tensor& x) {
 }
 
 // nnlab explain: "cudnnConvolutionForward algo=1 x 64×32×14×14 w 64×32×3×3"
-void log_cudnn(const char* call, int algo, const Conv2dGeometry& g) {
-  record_kernel(call, "algo=" + std::to_string(algo) + " x " + dims_text({g.n, g.c, g.h, g.w}) + " w " +
+size_t log_cudnn(const char* call, int algo, const Conv2dGeometry& g) {
+  return record_kernel(call, "algo=" + std::to_string(algo) + " x " + dims_text({g.n, g.c, g.h, g.w}) + " w " +
                           dims_text({g.k, g.c, g.r, g.s}) + " s" + std::to_string(g.stride_h) + " p" +
                           std::to_string(g.pad_h));
 }
@@ -197,7 +197,7 @@ void CudaBackend::conv2d_forward(const Conv2dGeometry& g, const Tensor& x, const
   if (use_reference(x)) return cuda::conv2d_reference_forward(c, g, x, w, b, y);  // --conv-impl reference
   cuda::ConvPlan& pl = plan_for(c, g);
   if (!pl.have_fwd) choose_algorithm<ForwardDirection>(c, pl, g, x, w, y);
-  if (kernel_log_enabled()) log_cudnn("cudnnConvolutionForward", int(pl.fwd_algo), g);
+  KernelTiming timing(kernel_log_enabled() ? log_cudnn("cudnnConvolutionForward", int(pl.fwd_algo), g) : kNotRecorded);
   cuda::Scratch workspace(*c.allocator, pl.fwd_workspace);
   const float one = 1.0f, zero = 0.0f;
   NNLAB_CUDNN_CHECK(cudnnConvolutionForward(c.cudnn, &one, pl.x_desc, x.raw_data(), pl.w_desc, w.raw_data(),
@@ -214,7 +214,7 @@ void CudaBackend::conv2d_backward_data(const Conv2dGeometry& g, const Tensor& dy
   if (use_reference(dy)) return cuda::conv2d_reference_backward_data(c, g, dy, w, dx);  // --conv-impl reference
   cuda::ConvPlan& pl = plan_for(c, g);
   if (!pl.have_bwd_data) choose_algorithm<BackwardDataDirection>(c, pl, g, w, dy, dx);
-  if (kernel_log_enabled()) log_cudnn("cudnnConvolutionBackwardData", int(pl.bwd_data_algo), g);
+  KernelTiming timing(kernel_log_enabled() ? log_cudnn("cudnnConvolutionBackwardData", int(pl.bwd_data_algo), g) : kNotRecorded);
   cuda::Scratch workspace(*c.allocator, pl.bwd_data_workspace);
   const float one = 1.0f, zero = 0.0f;
   NNLAB_CUDNN_CHECK(cudnnConvolutionBackwardData(c.cudnn, &one, pl.w_desc, w.raw_data(), pl.y_desc, dy.raw_data(),
@@ -229,7 +229,7 @@ void CudaBackend::conv2d_backward_filter(const Conv2dGeometry& g, const Tensor& 
   if (use_reference(dy)) return cuda::conv2d_reference_backward_filter(c, g, dy, x, dw);  // --conv-impl reference
   cuda::ConvPlan& pl = plan_for(c, g);
   if (!pl.have_bwd_filter) choose_algorithm<BackwardFilterDirection>(c, pl, g, x, dy, dw);
-  if (kernel_log_enabled()) log_cudnn("cudnnConvolutionBackwardFilter", int(pl.bwd_filter_algo), g);
+  KernelTiming timing(kernel_log_enabled() ? log_cudnn("cudnnConvolutionBackwardFilter", int(pl.bwd_filter_algo), g) : kNotRecorded);
   cuda::Scratch workspace(*c.allocator, pl.bwd_filter_workspace);
   const float one = 1.0f, zero = 0.0f;
   NNLAB_CUDNN_CHECK(cudnnConvolutionBackwardFilter(c.cudnn, &one, pl.x_desc, x.raw_data(), pl.y_desc, dy.raw_data(),

@@ -96,7 +96,7 @@ namespace cuda {
 void conv2d_reference_forward(Context& c, const Conv2dGeometry& g, const Tensor& x, const Tensor& w, const Tensor* b,
                               Tensor& y) {
   require_f32("conv2d_reference_forward", x);
-  if (kernel_log_enabled()) record_kernel("conv2d_reference_forward_kernel", conv_text(g));
+  KernelTiming timing(kernel_log_enabled() ? record_kernel("conv2d_reference_forward_kernel", conv_text(g)) : kNotRecorded);
   cuda::launch("conv2d_reference_forward_kernel", conv2d_reference_forward_kernel, grid_for(y.numel()), kThreads,
                c.stream, geo_of(g), ptr<float>(x), ptr<float>(w), b && b->defined() ? ptr<float>(*b) : nullptr,
                ptr<float>(y));
@@ -105,7 +105,7 @@ void conv2d_reference_forward(Context& c, const Conv2dGeometry& g, const Tensor&
 void conv2d_reference_backward_data(Context& c, const Conv2dGeometry& g, const Tensor& dy, const Tensor& w,
                                     Tensor& dx) {
   require_f32("conv2d_reference_backward_data", dy);
-  if (kernel_log_enabled()) record_kernel("conv2d_reference_backward_data_kernel", conv_text(g));
+  KernelTiming timing(kernel_log_enabled() ? record_kernel("conv2d_reference_backward_data_kernel", conv_text(g)) : kNotRecorded);
   cuda::launch("conv2d_reference_backward_data_kernel", conv2d_reference_backward_data_kernel, grid_for(dx.numel()),
                kThreads, c.stream, geo_of(g), ptr<float>(dy), ptr<float>(w), ptr<float>(dx));
 }
@@ -113,7 +113,7 @@ void conv2d_reference_backward_data(Context& c, const Conv2dGeometry& g, const T
 void conv2d_reference_backward_filter(Context& c, const Conv2dGeometry& g, const Tensor& dy, const Tensor& x,
                                       Tensor& dw) {
   require_f32("conv2d_reference_backward_filter", dy);
-  if (kernel_log_enabled()) record_kernel("conv2d_reference_backward_filter_kernel", conv_text(g));
+  KernelTiming timing(kernel_log_enabled() ? record_kernel("conv2d_reference_backward_filter_kernel", conv_text(g)) : kNotRecorded);
   cuda::launch("conv2d_reference_backward_filter_kernel", conv2d_reference_backward_filter_kernel, grid_for(dw.numel()),
                kThreads, c.stream, geo_of(g), ptr<float>(dy), ptr<float>(x), ptr<float>(dw));
 }

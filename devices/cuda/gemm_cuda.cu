@@ -38,9 +38,11 @@ void CudaBackend::gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t
   }
   const cuda::ColumnMajorGemm p = cuda::column_major_plan(trans_a, trans_b, m, n, k);
   const float alpha_f = static_cast<float>(alpha), beta_f = static_cast<float>(beta);
-  if (kernel_log_enabled())  // nnlab explain: the call as the row-major product it computes
-    record_kernel(tf32 ? "cublasSgemm (tf32)" : "cublasSgemm",
-                  std::string(trans_a ? "T" : "N") + (trans_b ? "T" : "N") + " " + dims_text({m, n, k}));
+  KernelTiming timing(kernel_log_enabled()  // nnlab explain: the call as the row-major product it computes
+                          ? record_kernel(tf32 ? "cublasSgemm (tf32)" : "cublasSgemm",
+                                          std::string(trans_a ? "T" : "N") + (trans_b ? "T" : "N") + " " +
+                                              dims_text({m, n, k}))
+                          : kNotRecorded);
   NNLAB_CUBLAS_CHECK(cublasSgemm(ctx.cublas, p.trans_first ? CUBLAS_OP_T : CUBLAS_OP_N,
                                  p.trans_second ? CUBLAS_OP_T : CUBLAS_OP_N, int(p.m), int(p.n), int(p.k), &alpha_f,
                                  cuda::ptr<float>(b), int(p.ld_first), cuda::ptr<float>(a), int(p.ld_second), &beta_f,

@@ -1,6 +1,8 @@
 // Bias add and reductions on CUDA. Every sum runs in a fixed order (per-thread strided
 // partials, then a shared-memory tree; see block_reduce.cuh): no float atomics, so a run
 // repeats bit for bit. Totals accumulate in double, as on the CPU.
+#include <algorithm>
+
 #include "devices/cuda/block_reduce.cuh"
 #include "devices/cuda/cuda_backend.h"
 #include "devices/cuda/cuda_context.h"
@@ -20,27 +22,48 @@ __global__ void bias_forward_kernel(float* y, const float* b, int64_t c, int64_t
   NNLAB_GRID_STRIDE(idx, n) y[idx] += b[(idx / inner) % c];
 }
 
-// dy: (outer, c, inner)  db: (c)   db[j] = Σ_o Σ_i dz[o, j, i]; one block per channel j.
+// dy: (outer, c, inner)  db: (c)   db[j] = Σ_o Σ_i dz[o, j, i], in two passes.
 // dz = dy (Masked false: the bias gradient alone), or dz = dy·[y > 0], written out as well
 // (Masked true: a ReLU's backward fused with the bias gradient, relu_bias_backward); both sum in
 // the same order, so the fused kernel gives the two kernels' bits.
+//
+// Pass 1, block (j, p): channel j's values are e = o·inner + i for e < count = outer·inner;
+// block p of `chunks` sums the slice e ∈ [p·len, (p+1)·len), its threads taking neighbouring e
+// (neighbouring i, so their reads are coalesced), and writes partial[j, p]. One block per
+// channel, as this kernel once was, left most of the GPU idle: cnn's c1 has 32 channels of
+// 64·784 values, 32 blocks for a 132-SM H200, and its backward took 0.13 ms.
 template <bool Masked>
-__global__ void bias_backward_kernel(const float* dy, const float* y, float* dz, float* db, int64_t c, int64_t inner,
-                                     int64_t outer) {
-  const int64_t j = blockIdx.x;
-  const int64_t count = outer * inner;
+__global__ void bias_backward_partial_kernel(const float* dy, const float* y, float* dz, double* partial, int64_t c,
+                                             int64_t inner, int64_t outer, int64_t len) {
+  const int64_t j = blockIdx.x, p = blockIdx.y, chunks = gridDim.y;
+  const int64_t end = min((p + 1) * len, outer * inner);
   double s = 0.0;
-  for (int64_t e = threadIdx.x; e < count; e += blockDim.x) {
-    const int64_t o = e / inner, i = e % inner, at = (o * c + j) * inner + i;
+  int64_t e = p * len + threadIdx.x;
+  // (o, i) of e, advanced by blockDim each round without a division per value.
+  int64_t o = e / inner, i = e % inner;
+  const int64_t step_o = blockDim.x / inner, step_i = blockDim.x % inner;
+  for (; e < end; e += blockDim.x) {
+    const int64_t at = (o * c + j) * inner + i;
     float v = dy[at];
     if (Masked) {
       v = y[at] > 0.0f ? v : 0.0f;
       dz[at] = v;
     }
     s += v;
+    o += step_o, i += step_i;
+    if (i >= inner) i -= inner, ++o;
   }
   s = cuda::block_sum(s);
-  if (threadIdx.x == 0) db[j] = static_cast<float>(s);
+  if (threadIdx.x == 0) partial[j * chunks + p] = s;
+}
+
+// partial: (c, chunks)  db: (c)   pass 2: db[j] = Σ_p partial[j, p], p in order
+__global__ void bias_backward_final_kernel(const double* partial, int64_t chunks, float* db, int64_t c) {
+  NNLAB_GRID_STRIDE(j, c) {
+    double s = 0.0;
+    for (int64_t p = 0; p < chunks; ++p) s += partial[j * chunks + p];
+    db[j] = static_cast<float>(s);
+  }
 }
 
 // x: (n)  partial: (kReduceBlocks)   pass 1: partial[b] = Σ f(x[i]) over block b's stride
@@ -65,6 +88,21 @@ __global__ void sum_final_kernel(const double* partial, int blocks, double scale
 }
 
 // ---- launchers --------------------------------------------------------------------------
+
+// db (and with Masked, dz) from dy: (outer, c, inner). The slices per channel depend on the
+// shape alone (at least 4096 values each, at most 64 slices), so the order of the sum is fixed.
+template <bool Masked>
+void launch_bias_backward(cuda::Context& ctx, const char* name, const Tensor& dy, const float* y, float* dz,
+                          Tensor& db, int64_t inner) {
+  const int64_t c = db.numel(), outer = dy.numel() / (c * inner), count = outer * inner;
+  const int64_t chunks = std::min<int64_t>(std::max<int64_t>(count / 4096, 1), 64);
+  const int64_t len = (count + chunks - 1) / chunks;
+  cuda::Scratch partial(*ctx.allocator, static_cast<size_t>(c * chunks) * sizeof(double));
+  cuda::launch(name, bias_backward_partial_kernel<Masked>, dim3(static_cast<unsigned>(c), static_cast<unsigned>(chunks)),
+               cuda::kThreads, ctx.stream, cuda::ptr<float>(dy), y, dz, partial.as<double>(), c, inner, outer, len);
+  cuda::launch("bias_backward_final_kernel", bias_backward_final_kernel, cuda::grid_for(c), cuda::kThreads, ctx.stream,
+               static_cast<const double*>(partial.as<double>()), chunks, cuda::ptr<float>(db), c);
+}
 
 template <bool Square>
 void launch_sum(cuda::Context& c, const Tensor& x, double scale, Tensor& out) {
@@ -101,9 +139,7 @@ void CudaBackend::bias_backward(const Tensor& dy, Tensor& db, int64_t inner) {
   const int64_t c = db.numel();
   NNLAB_CHECK(c > 0 && inner > 0 && dy.numel() % (c * inner) == 0, "bias_backward: ", dy.describe(),
               " is not (outer, ", c, ", ", inner, ")");
-  cuda::launch("bias_backward_kernel", bias_backward_kernel<false>, static_cast<unsigned>(c), cuda::kThreads,
-               ctx_->stream, cuda::ptr<float>(dy), static_cast<const float*>(nullptr), static_cast<float*>(nullptr),
-               cuda::ptr<float>(db), c, inner, dy.numel() / (c * inner));
+  launch_bias_backward<false>(*ctx_, "bias_backward_partial_kernel", dy, nullptr, nullptr, db, inner);
 }
 
 // y, dy, dz: (outer, c, inner)  db: (c) or null   dz = dy·[y > 0];  db[j] = Σ_o Σ_i dz[o, j, i]
@@ -116,9 +152,8 @@ void CudaBackend::relu_bias_backward(const Tensor& y, const Tensor& dy, Tensor& 
                   dz.numel() == dy.numel(),
               "relu_bias_backward: ", dy.describe(), " is not (outer, ", c, ", ", inner, ") or does not match ",
               y.describe());
-  cuda::launch("relu_bias_backward_kernel", bias_backward_kernel<true>, static_cast<unsigned>(c), cuda::kThreads,
-               ctx_->stream, cuda::ptr<float>(dy), cuda::ptr<float>(y), cuda::ptr<float>(dz), cuda::ptr<float>(*db), c,
-               inner, dy.numel() / (c * inner));
+  launch_bias_backward<true>(*ctx_, "relu_bias_backward_partial_kernel", dy, cuda::ptr<float>(y), cuda::ptr<float>(dz),
+                             *db, inner);
 }
 
 void CudaBackend::sum_all(const Tensor& x, double scale, Tensor& out) {

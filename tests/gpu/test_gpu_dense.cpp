@@ -138,7 +138,11 @@ TEST_CASE("gpu: bias add, bias gradient and full sums", "[gpu][reduce]") {
   struct Case {
     int64_t outer, c, inner;
   };
-  for (const Case cs : {Case{1, 1, 1}, Case{64, 10, 1}, Case{3, 7, 29}, Case{32, 64, 196}}) {
+  // The bias gradient sums each channel in slices of at least 4096 values (at most 64): one
+  // slice; several, with a last one shorter (cnn's c1: 12 slices of 4182), rows longer than a
+  // block, and one value per row (a Linear layer's bias).
+  for (const Case cs : {Case{1, 1, 1}, Case{64, 10, 1}, Case{3, 7, 29}, Case{32, 64, 196}, Case{64, 32, 784},
+                        Case{5, 3, 10007}, Case{9000, 2, 1}, Case{300, 1, 1000}}) {
     Tensor y = fresh_tensor({cs.outer, cs.c, cs.inner}), b = fresh_tensor({cs.c});
     Tensor gy = on_gpu(y);
     cpu().bias_forward(y, b, cs.inner);
@@ -148,6 +152,16 @@ TEST_CASE("gpu: bias add, bias gradient and full sums", "[gpu][reduce]") {
     cpu().bias_backward(y, db, cs.inner);
     gpu().bias_backward(gy, gdb, cs.inner);
     require_allclose(gdb, db, 1e-5, 1e-5, "bias_backward");
+    // The ReLU's backward fused with it: the CPU's dz, and on the GPU the unfused kernel's bits.
+    const Tensor act = fresh_tensor({cs.outer, cs.c, cs.inner});
+    Tensor dz = Tensor::empty(y.shape()), gdz = Tensor::empty(y.shape(), DType::Float32, Device::cuda(0));
+    Tensor fused_db = Tensor::empty({cs.c}, DType::Float32, Device::cuda(0)), apart_db = fused_db.clone();
+    cpu().relu_bias_backward(act, y, dz, &db, cs.inner);
+    gpu().relu_bias_backward(on_gpu(act), gy, gdz, &fused_db, cs.inner);
+    require_equal<float>(gdz, dz, "relu_bias_backward dz");
+    require_allclose(fused_db, db, 1e-5, 1e-5, "relu_bias_backward db");
+    gpu().bias_backward(gdz, apart_db, cs.inner);
+    require_equal<float>(fused_db, apart_db, "fused against unfused bias gradient");
   }
   for (int64_t n : {1, 1000, 1 << 20}) {
     Tensor x = fresh_tensor({n});
