@@ -14,6 +14,7 @@
 #include "apps/commands.h"
 #include "apps/report_html.h"
 #include "apps/run_variant.h"
+#include "apps/step_graph.h"
 #include "autograd/ops.h"
 #include "core/random.h"
 #include "devices/cpu/threads.h"
@@ -75,7 +76,9 @@ std::vector<T> parse_numbers(const std::string& text, const char* option, T lo, 
 }
 
 // Images/s of `steps` training steps after `warmup` untimed ones, on one synthetic batch.
-// Width w multiplies every hidden width (scale_widths); width 1 is the model itself.
+// Width w multiplies every hidden width (scale_widths); width 1 is the model itself. On CUDA
+// the step is train's: forward and backward replayed as one CUDA graph where the model allows
+// one (no Dropout; apps/step_graph.h), captured at the second step, the optimizer after it.
 double measure(const SweepOptions& o, const ModelFile& info, double width, Device device, int64_t batch) {
   const InputSpec in = recipe_input(info, "sweep");
   auto model = make_model(scale_widths(info, width), in, o.seed);
@@ -91,19 +94,27 @@ double measure(const SweepOptions& o, const ModelFile& info, double width, Devic
   for (int64_t i = 0; i < batch; ++i) labels[size_t(i)] = int32_t(i % in.classes);
   images = images.to(device);
   const Tensor label_t = Tensor::from_vector(labels, {batch}).to(device);
+  Backend& backend = backend_for(device);
+  const bool graphed = device.is_cuda() && graph_obstacle(device, *model, false, false).empty();
+  const auto forward_backward = [&] {
+    opt->zero_grad();
+    cross_entropy(model->forward(images), label_t).backward();
+  };
+  std::unique_ptr<StepGraph> graph;  // its replays write the gradients the optimizer reads
   Clock::time_point t0;
   for (int64_t s = 0; s < o.warmup + o.steps; ++s) {
     if (s == o.warmup) {
-      backend_for(device).synchronize();
+      backend.synchronize();
       t0 = Clock::now();
     }
-    opt->zero_grad();
-    Tensor loss = cross_entropy(model->forward(images), label_t);
-    loss.backward();
+    if (graphed && s > 0 && !graph) graph = backend.capture(forward_backward);  // the first chose cuDNN's algorithms
+    if (graph) graph->replay();
+    else forward_backward();
     opt->step();
   }
-  backend_for(device).synchronize();
+  backend.synchronize();
   const double seconds = std::chrono::duration<double>(Clock::now() - t0).count();
+  opt->zero_grad();  // the gradients live in the graph's pool, released with it
   return static_cast<double>(batch * o.steps) / seconds;
 }
 
@@ -228,8 +239,9 @@ void write_sweep_outputs(const SweepOptions& o, const SweepPlan& plan, const Swe
 int run_sweep(const SweepOptions& o) {
   const SweepPlan plan = plan_sweep(o);
   const std::string &a = plan.variants[0].label, &b = plan.variants[1].label;
-  std::printf("nnlab sweep: %s vs %s, %lld timed steps after %lld warm-up steps, synthetic batches\n", a.c_str(),
-              b.c_str(), (long long)o.steps, (long long)o.warmup);
+  std::printf("nnlab sweep: %s vs %s, %lld timed steps after %lld warm-up steps, synthetic batches; on CUDA "
+              "forward and backward as one graph where the model allows, as train runs them\n",
+              a.c_str(), b.c_str(), (long long)o.steps, (long long)o.warmup);
   std::printf("%-10s %6s %5s %7s %16s %16s %8s\n", "model", "width", "math", "batch", a.c_str(), b.c_str(), "B/A");
   SweepOutput out;
   for (const ModelFile& model : plan.models)
