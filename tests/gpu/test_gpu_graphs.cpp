@@ -262,7 +262,7 @@ TEST_CASE("gpu: compare's CUDA step waits for the device as often as train's", "
 // Trainer::warm_up: forward and backward on zeros before the clock, BatchNorm's running
 // statistics put back, the gradients dropped. A run's losses and its test accuracy (which
 // reads the running statistics) are those of a run without it.
-TEST_CASE("gpu: the warm-up before the first epoch changes no loss and no running statistic", "[gpu][graphs]") {
+TEST_CASE("gpu: the warm-up before the first epoch changes no loss and no running statistic", "[gpu][graphs][cli]") {
   require_losses_equal_across_modes("--conv-impl reference --model-file " + std::string(NNLAB_TEST_DIR) +
                                         "/../docs/examples/small-resnet.json",
                                     {"--no-warm-up --cuda-graphs off", "--cuda-graphs off", "--no-warm-up --cuda-graphs on",
