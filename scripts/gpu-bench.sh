@@ -69,7 +69,7 @@ for seed in 0 1 2 3 4; do
     --seed "$seed" --metrics "$logs/mnist_recipe_s$seed.jsonl"
 done
 # Issue 40: the step on the GPU's own clock (busy, launched, idle share; eager and as a graph).
-for model in mlp cnn lenet5 cifar-cnn; do
+for model in mlp cnn lenet5 cifar-cnn resnet8; do
   step "explain_$model" 40 "$build/nnlab" explain --model "$model" --device cuda
 done
 echo "done after $SECONDS s" | tee -a "$out/summary.txt"
