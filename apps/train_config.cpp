@@ -138,6 +138,9 @@ void finalize_train_config(const CLI::App& app, TrainConfig& c) {
   NNLAB_CHECK(c.threads >= 0, "--threads must be >= 0 (0 = all cores), got ", c.threads);
   check_finite_non_negative("--lr", c.optimizer.lr);
   check_finite_non_negative("--momentum", c.optimizer.momentum);
+  // A velocity that never decays (momentum 1) or grows each step (above 1) diverges.
+  NNLAB_CHECK(c.optimizer.momentum < 1, "--momentum must lie in [0, 1), got ", c.optimizer.momentum,
+              " (0.9 is usual)");
   check_finite_non_negative("--weight-decay", c.optimizer.weight_decay);
   NNLAB_CHECK(!c.optimizer.nesterov || c.optimizer.name == "sgd", "--nesterov applies to --optimizer sgd only");
   NNLAB_CHECK(!c.optimizer.nesterov || c.optimizer.momentum > 0, "--nesterov needs --momentum > 0");

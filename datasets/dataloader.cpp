@@ -2,6 +2,7 @@
 
 #include <omp.h>
 
+#include <algorithm>
 #include <cstring>
 #include <exception>
 #include <numeric>
@@ -38,6 +39,11 @@ void check_options(const Dataset& data, const DataLoaderOptions& o) {
               "DataLoader: a data set held on the device needs a device other than the CPU and one part");
   NNLAB_CHECK(o.augment.crop_padding >= 0, "DataLoader: crop padding ", o.augment.crop_padding,
               " must be zero or positive");
+  // Wider padding lets a crop miss the image entirely: a batch of nothing but padding.
+  NNLAB_CHECK(o.augment.crop_padding <= std::min(data.height(), data.width()),
+              "--crop-padding ", o.augment.crop_padding, " is wider than the images (", data.height(), "×",
+              data.width(), "): a crop could miss the image entirely; use at most ",
+              std::min(data.height(), data.width()), " (4 is usual for 32×32)");
 }
 
 // x: (n, c, plane) in place   x = (x − mean[ch]) / std[ch]   (nothing without a normalisation)

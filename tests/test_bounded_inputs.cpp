@@ -89,6 +89,18 @@ TEST_CASE("bounds: a thread count past what OpenMP can create is refused", "[bou
   CHECK_THAT(cmp.output, Catch::Contains("99999 is more than nnlab runs"));
 }
 
+TEST_CASE("bounds: a momentum of 1 or more and crops that can miss the image are refused", "[bounds]") {
+  const CliResult momentum = run_cli("train --model mlp --data synthetic-cifar10 --max-steps 1 --momentum 1e300");
+  CHECK(momentum.exit_code == 1);
+  CHECK_THAT(momentum.output, Catch::Contains("--momentum must lie in [0, 1), got 1e+300"));
+  const CliResult crop = run_cli("train --model mlp --data synthetic-cifar10 --max-steps 1 --crop-padding 1000000");
+  CHECK(crop.exit_code == 1);
+  CHECK_THAT(crop.output, Catch::Contains("--crop-padding 1000000 is wider than the images (32×32)"));
+  const CliResult fine = run_cli("train --model mlp --data synthetic-cifar10 --max-steps 1 --epochs 1 "
+                                 "--test-images 10 --crop-padding 32 --momentum 0.99");
+  CHECK(fine.exit_code == 0);
+}
+
 TEST_CASE("bounds: a batch whose layer outputs cannot fit in memory is refused before training", "[bounds]") {
   // cnn on 3×32×32 images keeps 449 KiB of layer outputs an image: a billion need 428 TiB.
   const CliResult r = run_cli("train --model cnn --data synthetic-cifar10 --batch 1000000000 --max-steps 1");
