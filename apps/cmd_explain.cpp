@@ -67,10 +67,10 @@ void print_device_time(const DeviceExplain& d) {
   size_t calls = 0;
   for (const OpRecord& r : d.ops) calls += r.calls.size();
   const auto idle = [](double busy, double span) { return span > 0 ? 100.0 * std::max(0.0, span - busy) / span : 0.0; };
-  std::printf("%s: on the device's clock (CUDA events; medians of 11 steps): the step's work takes %.3f ms back to "
+  std::printf("%s: on the device's clock (CUDA events; medians of %d steps): the step's work takes %.3f ms back to "
               "back; launched call by call, as training runs it, it spans %.3f ms: the GPU idles %.1f%% of the step "
               "waiting for the host (%.1f us per recorded call, %zu calls)\n",
-              d.label.c_str(), t.busy_seconds * 1e3, t.span_seconds * 1e3, idle(t.busy_seconds, t.span_seconds),
+              d.label.c_str(), t.repeats, t.busy_seconds * 1e3, t.span_seconds * 1e3, idle(t.busy_seconds, t.span_seconds),
               calls ? std::max(0.0, t.span_seconds - t.busy_seconds) * 1e6 / static_cast<double>(calls) : 0.0, calls);
   if (t.graph_seconds > 0)
     std::printf("%s: forward and backward as one CUDA graph (train's --cuda-graphs): %.3f ms back to back, %.3f ms "

@@ -31,6 +31,7 @@ struct DeviceTime {
   double graph_busy_seconds = 0;
   std::string graph_obstacle;  // why no graph was timed
   bool expired = false;        // the host waited for the device inside a held step
+  int repeats = 0;             // steps behind each median
 };
 
 struct DeviceExplain {
