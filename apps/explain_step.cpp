@@ -46,18 +46,24 @@ double median(std::vector<double> v) {
   return v[v.size() / 2];
 }
 
+// One step as training runs it: forward, loss, backward, the all-reduce under mpirun, the optimizer.
+void plain_step(Sequential& model, Optimizer& opt, const Tensor& images, const Tensor& labels,
+                GradientReducer* reducer) {
+  opt.zero_grad();
+  Tensor loss = cross_entropy(model.forward(images), labels);
+  if (reducer) reducer->begin(1.0 / World::get().size(), loss, false);
+  loss.backward();
+  if (reducer) reducer->finish();
+  opt.step();
+}
+
 double time_plain_steps(Sequential& model, Optimizer& opt, const Tensor& images, const Tensor& labels, Backend& be,
                         GradientReducer* reducer, int steps, bool log_kernels) {
   std::vector<double> step_times, kernel_times;
   for (int i = 0; i < steps; ++i) {
     std::unique_ptr<KernelLogScope> log = log_kernels ? std::make_unique<KernelLogScope>() : nullptr;
     const auto t0 = Clock::now();
-    opt.zero_grad();
-    Tensor loss = cross_entropy(model.forward(images), labels);
-    if (reducer) reducer->begin(1.0 / World::get().size(), loss, false);
-    loss.backward();
-    if (reducer) reducer->finish();
-    opt.step();
+    plain_step(model, opt, images, labels, reducer);
     be.synchronize();
     step_times.push_back(seconds_between(t0, Clock::now()));
     double kernels = 0;
@@ -262,18 +268,11 @@ DeviceTime time_on_device(Sequential& model, Optimizer& opt, const Tensor& image
                           Backend& be, GradientReducer* reducer) {
   DeviceTime t;
   t.measured = true;
-  const auto plain_step = [&] {
-    opt.zero_grad();
-    Tensor loss = cross_entropy(model.forward(images), labels);
-    if (reducer) reducer->begin(1.0 / World::get().size(), loss, false);
-    loss.backward();
-    if (reducer) reducer->finish();
-    opt.step();
-  };
+  const auto step = [&] { plain_step(model, opt, images, labels, reducer); };
   // 11 steps each; 3 on the simulator, whose times are CPU times and slow to take.
   t.repeats = cuda_simulated() ? 3 : 11;
-  t.busy_seconds = device_seconds(be, plain_step, t.repeats, true, t.expired);
-  t.span_seconds = device_seconds(be, plain_step, t.repeats, false, t.expired);
+  t.busy_seconds = device_seconds(be, step, t.repeats, true, t.expired);
+  t.span_seconds = device_seconds(be, step, t.repeats, false, t.expired);
   t.graph_obstacle = graph_obstacle(be.device(), model, false, reducer != nullptr);
   if (!t.graph_obstacle.empty()) return t;
   std::unique_ptr<StepGraph> graph = be.capture([&] {
