@@ -3,6 +3,7 @@
 #include <nlohmann/json.hpp>
 
 #include "layers/dropout.h"
+#include "layers/fuse_epilogues.h"
 
 #ifndef NNLAB_VERSION
 #define NNLAB_VERSION "0.1.0"
@@ -194,6 +195,7 @@ std::shared_ptr<Sequential> load_model_from_checkpoint(const std::string& path, 
   const SafetensorsFile file = read_checkpoint(path, &ci);
   std::shared_ptr<Sequential> model = make_model(checkpoint_model(ci, path), ci.input, 0);
   load_model_tensors(file, path, ci.model, *model, ci.model);
+  fuse_epilogues(*model);
   model->to(device);
   return model;
 }

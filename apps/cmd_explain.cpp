@@ -194,6 +194,11 @@ void register_explain_command(CLI::App& app) {
     for (const RunVariant& v : usable) runs.push_back(explain_on(v, info, o->batch, o->seed));
     std::printf("nnlab explain: %s, batch %lld, one training step after two warm-up steps; cpu kernels: %s\n",
                 info.name.c_str(), static_cast<long long>(o->batch), cpu_isa_report().c_str());
+    if (!runs.front().fused_groups.empty()) {
+      std::string groups;
+      for (const std::string& g : runs.front().fused_groups) groups += (groups.empty() ? "" : ", ") + g;
+      std::printf("fuse_epilogues: %s each run as one op, the layer with the rest as its epilogue\n", groups.c_str());
+    }
     if (std::any_of(runs.begin(), runs.end(), [](const DeviceExplain& d) { return d.device.measured; }))
       std::printf("cuda: each node's ms is the GPU's own time (CUDA events), the step queued whole before the GPU "
                   "starts it\n");

@@ -20,6 +20,7 @@
 #include "devices/cpu/threads.h"
 #include "devices/registry.h"
 #include "apps/train_config.h"
+#include "layers/fuse_epilogues.h"
 #include "layers/zoo.h"
 #include "optim/make_optimizer.h"
 
@@ -82,6 +83,7 @@ std::vector<T> parse_numbers(const std::string& text, const char* option, T lo, 
 double measure(const SweepOptions& o, const ModelFile& info, double width, Device device, int64_t batch) {
   const InputSpec in = recipe_input(info, "sweep");
   auto model = make_model(scale_widths(info, width), in, o.seed);
+  fuse_epilogues(*model);
   model->to(device);
   OptimizerConfig oc;
   oc.name = info.recipe.optimizer;

@@ -25,6 +25,7 @@
 #include "autograd/ops.h"
 #include "core/random.h"
 #include "devices/registry.h"
+#include "layers/fuse_epilogues.h"
 #include "layers/zoo.h"
 #include "optim/make_optimizer.h"
 
@@ -96,11 +97,11 @@ std::string dims(const Tensor& t) {
 double op_flops(const std::string& op, const Node& node, const Tensor& out, int products, bool backward) {
   const std::vector<Tensor>& in = node.inputs();
   const double out_n = static_cast<double>(out.numel());
-  if (op == "Linear" || op == "LinearRelu" || op == "Matmul") {
+  if (op == "Linear" || op == "Matmul") {
     const double k = static_cast<double>(in[0].dim(in[0].ndim() - 1));
     return 2.0 * out_n * k * products + out_n;
   }
-  if (op == "Conv2d" || op == "Conv2dRelu" || op == "Conv2dMaxPool2dRelu") {
+  if (op == "Conv2d") {
     // A pooled convolution's own output is the node's hidden one; out is the pool's.
     const Shape hidden = node.hidden_output_shape();
     const double conv_n = hidden.empty() ? out_n : static_cast<double>(shape_numel(hidden));
@@ -213,9 +214,9 @@ void record_step(Sequential& model, Optimizer& opt, const Tensor& images, const 
     opt.zero_grad();
     restart();
     Tensor x = images;
-    for (const auto& [name, child] : model.run_order()) {
-      layer = name;
-      x = child->forward(x);
+    for (const Sequential::Step& step : model.run_order()) {
+      layer = step.name;
+      x = step.run(x);
     }
     layer = "loss";
     Tensor loss = cross_entropy(x, labels);
@@ -294,6 +295,8 @@ DeviceExplain explain_on(const RunVariant& v, const ModelFile& info, int64_t bat
   const Device device = apply_variant(v);
   const InputSpec input = recipe_input(info, "explain");
   auto model = make_model(info, input, seed);
+  fuse_epilogues(*model);
+  out.fused_groups = fused_groups(*model);
   model->to(device);
   OptimizerConfig oc;
   oc.name = info.recipe.optimizer;

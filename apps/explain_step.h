@@ -45,6 +45,7 @@ struct DeviceExplain {
   // the device counts them (the CUDA simulator); -1 elsewhere.
   double submissions = -1, host_waits = -1;
   DeviceTime device;
+  std::vector<std::string> fused_groups;  // what fuse_epilogues ran as one op each
 };
 
 // One step of `info`'s model at `batch` on the variant's device, after two warm-up steps.

@@ -26,6 +26,7 @@
 #include "devices/conv_impl.h"
 #include "devices/registry.h"
 #include "layers/dropout.h"
+#include "layers/fuse_epilogues.h"
 #include "optim/clip.h"
 
 namespace nnlab {
@@ -95,6 +96,7 @@ Trainer::Trainer(TrainConfig config) : config_(std::move(config)) {
   if (config_.val_split > 0) std::tie(train_, val_) = split_validation(train_, config_.val_split, config_.seed);
   const InputSpec input{train_.channels(), train_.height(), train_.width(), train_.classes};
   model_ = make_model(config_.model_spec, input, config_.seed);
+  fuse_epilogues(*model_);
   model_->to(device_);
   const World& world = World::get();
   if (world.distributed()) seed_dropout(*model_, rank_dropout_seed(config_.seed, world.rank()));

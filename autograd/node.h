@@ -24,7 +24,7 @@ class Node {
   virtual std::vector<Tensor> backward(const Tensor& dy) = 0;
 
   // The shape of a result inside the op that the op never stores (a convolution whose output
-  // goes straight into a pool: conv2d_max_pool2d_relu), else empty: `nnlab explain` counts the
+  // goes straight into a pool: conv2d's max-pool epilogue), else empty: `nnlab explain` counts the
   // op's FLOPs from it.
   virtual Shape hidden_output_shape() const { return {}; }
 

@@ -3,6 +3,7 @@
 // the node when a gradient is needed.
 #pragma once
 #include <cstdint>
+#include <string>
 
 #include "core/nonfinite.h"
 #include "core/tensor.h"
@@ -26,15 +27,33 @@ Tensor relu(const Tensor& x);
 Tensor sigmoid(const Tensor& x);
 Tensor tanh(const Tensor& x);
 
+// ---- epilogues: what conv2d and linear do to their output inside the same op ------------
+// A ReLU after a Linear or Conv2d, or a max-pool and its ReLU after a Conv2d, fused into the
+// op: the output is floored (and pooled) as the kernel writes it where the device can, and
+// backward the ReLU's mask, the pool's routing and the bias gradient share one pass over dy.
+// Values and gradients equal the separate ops' bit for bit on the CPU: max and relu commute,
+// and the pool records "no winner" for a window the ReLU zeroes (Pool2dGeometry::relu).
+// layers/fuse_epilogues.h finds these groups in a model.
+struct Epilogue {
+  enum class Kind { None, Relu, ReluMaxPool };
+  Kind kind = Kind::None;
+  int64_t pool_kernel = 0, pool_stride = 0, pool_padding = 0;  // ReluMaxPool; stride 0 = kernel
+
+  static Epilogue relu() { return {Kind::Relu}; }
+  static Epilogue relu_max_pool(int64_t kernel, int64_t stride = 0, int64_t padding = 0) {
+    return {Kind::ReluMaxPool, kernel, stride, padding};
+  }
+  bool none() const { return kind == Kind::None; }
+  // " + ReLU()", " + MaxPool2d(kernel_size=2, stride=2, padding=0) + ReLU()", "" for none
+  std::string describe() const;
+};
+
 // ---- matmul.cpp -------------------------------------------------------------------------
 // a: (m, k)  b: (k, n)  ->  (m, n)
 Tensor matmul(const Tensor& a, const Tensor& b);
-// x: (n, in)  w: (out, in)  b: (out) or undefined  ->  x · wᵀ + b: (n, out)
-Tensor linear(const Tensor& x, const Tensor& w, const Tensor& b);
-// relu(linear(x, w, b)) as one op: the max taken as the product's results are stored, and
-// backward the ReLU's mask and the bias gradient in one pass; values and gradients equal the
-// two ops' bit for bit on the CPU (Sequential runs a Linear and the ReLU after it this way).
-Tensor linear_relu(const Tensor& x, const Tensor& w, const Tensor& b);
+// x: (n, in)  w: (out, in)  b: (out) or undefined  ->  x · wᵀ + b: (n, out), then the epilogue
+// (none or a ReLU; below).
+Tensor linear(const Tensor& x, const Tensor& w, const Tensor& b, const Epilogue& epilogue = {});
 
 // ---- reduce.cpp -------------------------------------------------------------------------
 Tensor sum(const Tensor& x);   // scalar (shape [])
@@ -60,23 +79,15 @@ void accumulate_correct(const Tensor& logits, const Tensor& labels, Tensor& corr
 
 // ---- conv2d.cpp -------------------------------------------------------------------------
 // x: (n, c, h, w)  w: (k, c, r, s)  b: (k) or undefined  ->  (n, k, p, q) with
-// p = (h + 2·pad_h − r) / stride_h + 1,  q = (w + 2·pad_w − s) / stride_w + 1  (PyTorch's Conv2d)
+// p = (h + 2·pad_h − r) / stride_h + 1,  q = (w + 2·pad_w − s) / stride_w + 1  (PyTorch's Conv2d),
+// then the epilogue: relu(·), or max_pool2d_relu(·, kernel, stride, padding), whose output is
+// the op's (the convolution's own is then not kept: backward needs only the pool's winners).
 Tensor conv2d(const Tensor& x, const Tensor& w, const Tensor& b, int64_t stride_h, int64_t stride_w, int64_t pad_h,
-              int64_t pad_w);
-inline Tensor conv2d(const Tensor& x, const Tensor& w, const Tensor& b, int64_t stride = 1, int64_t padding = 0) {
-  return conv2d(x, w, b, stride, stride, padding, padding);
+              int64_t pad_w, const Epilogue& epilogue = {});
+inline Tensor conv2d(const Tensor& x, const Tensor& w, const Tensor& b, int64_t stride = 1, int64_t padding = 0,
+                     const Epilogue& epilogue = {}) {
+  return conv2d(x, w, b, stride, stride, padding, padding, epilogue);
 }
-// relu(conv2d(...)) as one op: the CPU floors each plane or image as its kernel writes it,
-// and backward the ReLU's mask and the bias gradient are one pass; values and gradients equal
-// the two ops' bit for bit on the CPU (Sequential runs a Conv2d and the ReLU after it this way).
-Tensor conv2d_relu(const Tensor& x, const Tensor& w, const Tensor& b, int64_t stride_h, int64_t stride_w,
-                   int64_t pad_h, int64_t pad_w);
-// max_pool2d_relu(conv2d(x, w, b, stride, padding), pool_kernel, pool_stride, pool_padding) as
-// one op: the convolution's output is not kept (backward needs only the pool's winners), and
-// the CPU's Winograd kernel pools each output plane as it makes it. Values and gradients equal
-// the two ops' bit for bit (Sequential runs a Conv2d followed by a max-pool and ReLU this way).
-Tensor conv2d_max_pool2d_relu(const Tensor& x, const Tensor& w, const Tensor& b, int64_t stride, int64_t padding,
-                              int64_t pool_kernel, int64_t pool_stride = 0, int64_t pool_padding = 0);
 
 // ---- pool2d.cpp -------------------------------------------------------------------------
 // x: (n, c, h, w) -> (n, c, p, q), p = (h + 2·padding − kernel) / stride + 1 (floor), q alike.

@@ -101,44 +101,48 @@ void Backend::adam_step(Tensor&, const Tensor&, Tensor&, Tensor&, const AdamPara
 void Backend::adam_step_all(const std::vector<AdamSlot>& slots, const AdamParams& hp, const Tensor* skip_flag) {
   for (const AdamSlot& s : slots) adam_step(*s.param, *s.grad, *s.exp_avg, *s.exp_avg_sq, hp, s.step, skip_flag);
 }
-void Backend::conv2d_forward(const Conv2dGeometry&, const Tensor&, const Tensor&, const Tensor*, Tensor&) {
+void Backend::conv2d_forward(const Conv2dGeometry& g, const ConvEpilogue& e, const Tensor& x, const Tensor& w,
+                             const Tensor* b, Tensor& y, Tensor* argmax) {
+  switch (e.kind) {
+    case ConvEpilogue::Kind::None: return convolve(g, x, w, b, y);
+    case ConvEpilogue::Kind::Relu:
+      convolve(g, x, w, b, y);
+      return unary_forward(UnaryOp::Relu, y, y);
+    case ConvEpilogue::Kind::ReluMaxPool: {
+      NNLAB_CHECK(argmax, "conv2d_forward: a max-pool epilogue needs its argmax tensor");
+      Tensor z = Tensor::empty({g.n, g.k, g.p, g.q}, x.dtype(), x.device());
+      convolve(g, x, w, b, z);
+      return maxpool2d_forward(e.pool, z, y, *argmax);
+    }
+  }
+}
+void Backend::conv2d_backward(const Conv2dGeometry& g, const ConvEpilogue& e, const Tensor& dy, const Tensor& saved,
+                              const Tensor& x, const Tensor& w, Tensor& dx, Tensor& dw, Tensor& db) {
+  Tensor dz = dy;
+  bool bias_done = !db.defined();
+  if (e.kind == ConvEpilogue::Kind::Relu) {  // the mask and the bias gradient in one pass
+    dz = Tensor::empty(dy.shape(), dy.dtype(), dy.device());
+    relu_bias_backward(saved, dy, dz, db.defined() ? &db : nullptr, g.p * g.q);
+    bias_done = true;
+  } else if (e.kind == ConvEpilogue::Kind::ReluMaxPool) {  // dy routed to each window's winner
+    dz = Tensor::empty({g.n, g.k, g.p, g.q}, dy.dtype(), dy.device());
+    maxpool2d_backward(e.pool, dy, saved, dz);
+  }
+  if (dw.defined()) {
+    convolve_backward_filter(g, dz, x, dw, bias_done ? nullptr : &db);
+    bias_done = true;
+  }
+  if (!bias_done) bias_backward(dz, db, g.p * g.q);  // dz as (n, k, p·q)
+  if (dx.defined()) convolve_backward_data(g, dz, w, dx);
+}
+void Backend::convolve(const Conv2dGeometry&, const Tensor&, const Tensor&, const Tensor*, Tensor&) {
   missing("conv2d_forward");
 }
-void Backend::conv2d_backward_params(const Conv2dGeometry& g, const Tensor& dy, const Tensor& x, Tensor& dw,
-                                     Tensor& db) {
-  bias_backward(dy, db, g.p * g.q);
-  conv2d_backward_filter(g, dy, x, dw);
+void Backend::convolve_backward_data(const Conv2dGeometry&, const Tensor&, const Tensor&, Tensor&) {
+  missing("conv2d_backward (data)");
 }
-void Backend::conv2d_relu_backward_params(const Conv2dGeometry& g, const Tensor& y, const Tensor& dy,
-                                          const Tensor& x, Tensor& dw, Tensor* db) {
-  Tensor dz = Tensor::empty(y.shape(), y.dtype(), y.device());
-  relu_bias_backward(y, dy, dz, db, g.p * g.q);
-  conv2d_backward_filter(g, dz, x, dw);
-}
-void Backend::conv2d_relu_forward(const Conv2dGeometry& g, const Tensor& x, const Tensor& w, const Tensor* b,
-                                  Tensor& y) {
-  conv2d_forward(g, x, w, b, y);
-  unary_forward(UnaryOp::Relu, y, y);
-}
-void Backend::conv2d_maxpool_relu_forward(const Conv2dGeometry& g, const Pool2dGeometry& pg, const Tensor& x,
-                                          const Tensor& w, const Tensor* b, Tensor& y, Tensor& argmax) {
-  Tensor z = Tensor::empty({g.n, g.k, g.p, g.q}, x.dtype(), x.device());
-  conv2d_forward(g, x, w, b, z);
-  maxpool2d_forward(pg, z, y, argmax);
-}
-void Backend::conv2d_maxpool_relu_backward(const Conv2dGeometry& g, const Pool2dGeometry& pg, const Tensor& dy,
-                                           const Tensor& argmax, const Tensor& x, const Tensor& w, Tensor& dx,
-                                           Tensor& dw, Tensor& db) {
-  Tensor dz = Tensor::empty({g.n, g.k, g.p, g.q}, dy.dtype(), dy.device());
-  maxpool2d_backward(pg, dy, argmax, dz);
-  conv2d_backward_params(g, dz, x, dw, db);
-  if (dx.defined()) conv2d_backward_data(g, dz, w, dx);
-}
-void Backend::conv2d_backward_data(const Conv2dGeometry&, const Tensor&, const Tensor&, Tensor&) {
-  missing("conv2d_backward_data");
-}
-void Backend::conv2d_backward_filter(const Conv2dGeometry&, const Tensor&, const Tensor&, Tensor&) {
-  missing("conv2d_backward_filter");
+void Backend::convolve_backward_filter(const Conv2dGeometry&, const Tensor&, const Tensor&, Tensor&, Tensor*) {
+  missing("conv2d_backward (filter)");
 }
 void Backend::maxpool2d_forward(const Pool2dGeometry&, const Tensor&, Tensor&, Tensor&) {
   missing("maxpool2d_forward");

@@ -51,6 +51,13 @@ struct Pool2dGeometry {
   bool relu = false;
 };
 
+// What a convolution's op does to its output before storing it (Backend::conv2d_forward).
+struct ConvEpilogue {
+  enum class Kind { None, Relu, ReluMaxPool };
+  Kind kind = Kind::None;
+  Pool2dGeometry pool{};  // ReluMaxPool: the max-pool of the convolution's output, pool.relu set
+};
+
 struct SgdParams {
   double lr, momentum, dampening, weight_decay;
   bool nesterov;
@@ -171,7 +178,7 @@ class Backend : public DeviceMemory {
   virtual void gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, double alpha, const Tensor& a,
                     const Tensor& b, double beta, Tensor& c);
   // A Linear layer's forward: y (n, out) = x (n, in) · wᵀ (w: (out, in)) + b (out, or null),
-  // then, when relu, y = max(0, y) (a ReLU after the layer, fused: linear_relu in autograd/ops.h).
+  // then, when relu, y = max(0, y) (a ReLU epilogue: linear in autograd/ops.h).
   // The default is gemm, bias_forward and unary_forward in place; the CPU adds the bias and
   // takes the max inside its product where it can.
   virtual void linear_forward(const Tensor& x, const Tensor& w, const Tensor* b, Tensor& y, bool relu);
@@ -257,46 +264,33 @@ class Backend : public DeviceMemory {
   virtual void adam_step_all(const std::vector<AdamSlot>& slots, const AdamParams& hp, const Tensor* skip_flag);
 
   // ---- convolution (conv2d_cpu.cpp / conv2d_cuda.cu) -----------------------------------
-  // x: (n, c, h, w)  w: (k, c, r, s)  b: (k) or undefined  y: (n, k, p, q)
-  virtual void conv2d_forward(const Conv2dGeometry& g, const Tensor& x, const Tensor& w, const Tensor* b,
-                              Tensor& y);
-  // The same, then y = max(0, y): a ReLU after the convolution, fused (conv2d_relu in
-  // autograd/ops.h). The default is conv2d_forward, then unary_forward in place; the CPU floors
-  // each plane or image as its kernel writes it, still in the cache.
-  virtual void conv2d_relu_forward(const Conv2dGeometry& g, const Tensor& x, const Tensor& w, const Tensor* b,
-                                   Tensor& y);
-  // A max-pool with its ReLU (pg.relu) after the convolution, fused (conv2d_max_pool2d_relu in
-  // autograd/ops.h): y, argmax as maxpool2d_forward's of the convolution's output, which is not
-  // kept. The default is conv2d_forward into a scratch tensor, then maxpool2d_forward; the CPU's
-  // Winograd kernel pools each output plane as it leaves the transform, still in the cache.
-  virtual void conv2d_maxpool_relu_forward(const Conv2dGeometry& g, const Pool2dGeometry& pg, const Tensor& x,
-                                           const Tensor& w, const Tensor* b, Tensor& y, Tensor& argmax);
-  // Its backward for w and b needing gradients, and x too unless dx is undefined (a first
-  // layer): dy, argmax (n, k, p', q') the pool's;
-  //   dz = dy routed to each window's winner;  dx, dw, db from dz as conv2d_backward_data and
-  //   conv2d_backward_params compute them.
-  // The default stores dz and runs those kernels; the CPU's Winograd and direct row-layout
-  // kernels make each plane of dz as they read it.
-  virtual void conv2d_maxpool_relu_backward(const Conv2dGeometry& g, const Pool2dGeometry& pg, const Tensor& dy,
-                                            const Tensor& argmax, const Tensor& x, const Tensor& w, Tensor& dx,
-                                            Tensor& dw, Tensor& db);
-  // dy: (n, k, p, q)  w: (k, c, r, s)  dx: (n, c, h, w)      dx = col2im(Wᵀ · dy)
-  virtual void conv2d_backward_data(const Conv2dGeometry& g, const Tensor& dy, const Tensor& w, Tensor& dx);
-  // dy: (n, k, p, q)  x: (n, c, h, w)  dw: (k, c, r, s)      dw = Σ_n dy · im2col(x)ᵀ
-  virtual void conv2d_backward_filter(const Conv2dGeometry& g, const Tensor& dy, const Tensor& x, Tensor& dw);
-  // The weight and bias gradients together: dw as conv2d_backward_filter, db = Σ_{n,p,q} dy as
-  // bias_backward, with the bits of the two. The default is the two kernels; the CPU sums the
-  // bias from the planes of dy its filter gradient reads anyway.
-  virtual void conv2d_backward_params(const Conv2dGeometry& g, const Tensor& dy, const Tensor& x, Tensor& dw,
-                                      Tensor& db);
-  // The weight and bias gradients of conv2d_relu for an input that needs no gradient (a
-  // network's first layer), y its output, db null for no bias:
-  //   dz = dy·[y > 0];  db = Σ_{n,p,q} dz;  dw = Σ_n dz · im2col(x)ᵀ
-  // The default is relu_bias_backward, then conv2d_backward_filter on dz; the CPU's im2col path
-  // makes dz image by image and uses it at once, with the same bits.
-  virtual void conv2d_relu_backward_params(const Conv2dGeometry& g, const Tensor& y, const Tensor& dy,
-                                           const Tensor& x, Tensor& dw, Tensor* db);
+  // One op (autograd/ops.h's conv2d): z = W ⋆ x + b, then its epilogue e: y = z, y = max(0, z),
+  // or y = the max-pool of max(0, z) with its winners in argmax. Where the device fuses the
+  // epilogue, z is never stored.
+  //   x: (n, c, h, w)  w: (k, c, r, s)  b: (k) or null  y: (n, k, p, q), or the pool's output
+  //   argmax: int32, y's shape, for the pool (else null)
+  // The default is the convolution (convolve), then the epilogue's own kernels.
+  virtual void conv2d_forward(const Conv2dGeometry& g, const ConvEpilogue& e, const Tensor& x, const Tensor& w,
+                              const Tensor* b, Tensor& y, Tensor* argmax);
+  // Its backward. dy: y's gradient; saved: what the epilogue's backward reads (y for the ReLU,
+  // argmax for the pool, undefined for none). dz = the epilogue's backward of dy, then
+  //   dx = col2im(Wᵀ · dz)     dw = Σ_n dz · im2col(x)ᵀ     db = Σ_{n,p,q} dz
+  // each only where defined on entry (an undefined one needs no gradient). The default stores
+  // dz and runs the pieces below; the CPU makes dz plane by plane where its kernels can.
+  virtual void conv2d_backward(const Conv2dGeometry& g, const ConvEpilogue& e, const Tensor& dy,
+                               const Tensor& saved, const Tensor& x, const Tensor& w, Tensor& dx, Tensor& dw,
+                               Tensor& db);
 
+ protected:
+  // The pieces every device implements, which the two above compose:
+  //   z = W ⋆ x + b;   dx = col2im(Wᵀ · dz);   dw = Σ_n dz · im2col(x)ᵀ and, with db, db = Σ dz
+  //   (the CPU sums the bias from the planes of dz its filter gradient reads anyway).
+  virtual void convolve(const Conv2dGeometry& g, const Tensor& x, const Tensor& w, const Tensor* b, Tensor& z);
+  virtual void convolve_backward_data(const Conv2dGeometry& g, const Tensor& dz, const Tensor& w, Tensor& dx);
+  virtual void convolve_backward_filter(const Conv2dGeometry& g, const Tensor& dz, const Tensor& x, Tensor& dw,
+                                        Tensor* db);
+
+ public:
   // ---- pooling (pool2d_cpu.cpp / pool2d_cuda.cu) ---------------------------------------
   // x: (n, c, h, w)  y: (n, c, p, q)  argmax: int32 (n, c, p, q), flat index into the h×w plane
   // (−1: no winner, a window the fused ReLU zeroed, see Pool2dGeometry::relu)

@@ -1,7 +1,7 @@
 // Which convolution implementation the backends run, chosen at run time
 // (`--conv-impl auto|reference|im2col|cudnn` of train, explain, compare and sweep):
 //   auto       the device's own choice per layer (the default). On the CPU one function,
-//              cpu::choose_conv_algorithm (devices/cpu/conv2d_cpu.cpp), picks Winograd, direct
+//              cpu::plan_conv (devices/cpu/conv2d_plan.cpp), picks Winograd, direct
 //              loops or im2col + GEMM for each geometry and direction; on CUDA it is cuDNN.
 //   reference  the teaching kernels: a direct 7-loop convolution on the CPU
 //              (conv2d_reference_cpu.cpp), one thread per output element on CUDA

@@ -18,21 +18,8 @@ Conv2d::Conv2d(Conv2dOptions o) : options_(o) {
 
 Tensor Conv2d::forward(const Tensor& x) { return conv2d(x, weight_, bias_, options_.stride, options_.padding); }
 
-Tensor Conv2dReLU::forward(const Tensor& x) {
-  const Conv2dOptions& o = conv_->options();
-  return conv2d_relu(x, conv_->weight(), conv_->bias(), o.stride, o.stride, o.padding, o.padding);
-}
-
-std::string Conv2dReLU::describe() const { return conv_->describe() + " + ReLU()"; }
-
-Tensor Conv2dMaxPoolReLU::forward(const Tensor& x) {
-  const Conv2dOptions& o = conv_->options();
-  return conv2d_max_pool2d_relu(x, conv_->weight(), conv_->bias(), o.stride, o.padding, pool_.kernel, pool_.stride,
-                                pool_.padding);
-}
-
-std::string Conv2dMaxPoolReLU::describe() const {
-  return conv_->describe() + " + " + MaxPool2d(pool_).describe() + " + ReLU()";
+Tensor Conv2d::forward_fused(const Tensor& x, const Epilogue& epilogue) {
+  return conv2d(x, weight_, bias_, options_.stride, options_.padding, epilogue);
 }
 
 std::string Conv2d::describe() const {

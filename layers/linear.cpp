@@ -14,15 +14,13 @@ Linear::Linear(LinearOptions options) : options_(options) {
 
 Tensor Linear::forward(const Tensor& x) { return linear(x, weight_, bias_); }
 
+Tensor Linear::forward_fused(const Tensor& x, const Epilogue& epilogue) { return linear(x, weight_, bias_, epilogue); }
+
 std::string Linear::describe() const {
   return "Linear(in_features=" + std::to_string(options_.in_features) +
          ", out_features=" + std::to_string(options_.out_features) + ", bias=" + (options_.bias ? "true" : "false") +
          ")";
 }
-
-Tensor LinearReLU::forward(const Tensor& x) { return linear_relu(x, linear_->weight(), linear_->bias()); }
-
-std::string LinearReLU::describe() const { return linear_->describe() + " + ReLU()"; }
 
 void Linear::reset_parameters(uint64_t seed, uint32_t& next_stream) {
   init_fan_in_uniform(weight_, options_.bias ? &bias_ : nullptr, options_.in_features, seed, next_stream);

@@ -2,6 +2,11 @@
 
 namespace nnlab {
 
+Tensor Module::forward_fused(const Tensor& x, const Epilogue& epilogue) {
+  NNLAB_CHECK(epilogue.none(), describe(), " takes no fused epilogue (only Conv2d, Linear and MaxPool2d do)");
+  return forward(x);
+}
+
 Tensor& Module::register_parameter(const std::string& name, Tensor t) {
   t.set_requires_grad(true);
   parameters_.emplace_back(name, std::move(t));

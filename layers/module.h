@@ -7,6 +7,7 @@
 #include <utility>
 #include <vector>
 
+#include "autograd/ops.h"
 #include "core/tensor.h"
 
 namespace nnlab {
@@ -16,6 +17,11 @@ class Module {
   virtual ~Module() = default;
   virtual Tensor forward(const Tensor& x) = 0;
   Tensor operator()(const Tensor& x) { return forward(x); }
+  // forward with an epilogue fused into the layer's op (autograd/ops.h's Epilogue): what a
+  // model runs for a layer and the ReLU (and max-pool) after it once fuse_epilogues
+  // (layers/fuse_epilogues.h) has grouped them. Conv2d, Linear and MaxPool2d (a ReLU) take
+  // one; the default refuses any but none.
+  virtual Tensor forward_fused(const Tensor& x, const Epilogue& epilogue);
   // "Linear(in_features=784, out_features=256, bias=true)"
   virtual std::string describe() const = 0;
 

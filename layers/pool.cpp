@@ -29,11 +29,11 @@ Tensor MaxPool2d::forward(const Tensor& x) {
 
 std::string MaxPool2d::describe() const { return describe_pool("MaxPool2d", options_); }
 
-Tensor MaxPool2dReLU::forward(const Tensor& x) {
+Tensor MaxPool2d::forward_fused(const Tensor& x, const Epilogue& epilogue) {
+  NNLAB_CHECK(epilogue.kind != Epilogue::Kind::ReluMaxPool, "MaxPool2d: a max-pool epilogue needs a convolution");
+  if (epilogue.none()) return forward(x);
   return max_pool2d_relu(x, options_.kernel, options_.stride, options_.padding);
 }
-
-std::string MaxPool2dReLU::describe() const { return describe_pool("MaxPool2d", options_) + " + ReLU()"; }
 
 AvgPool2d::AvgPool2d(Pool2dOptions options) : options_(checked("AvgPool2d", options)) {}
 

@@ -18,23 +18,11 @@ class MaxPool2d : public Module {
   explicit MaxPool2d(int64_t kernel, int64_t stride = 0, int64_t padding = 0)
       : MaxPool2d(Pool2dOptions{kernel, stride, padding}) {}
   Tensor forward(const Tensor& x) override;
+  // A ReLU (max_pool2d_relu), either side of the pool in the model: relu(maxpool(x)) = maxpool(relu(x)).
+  Tensor forward_fused(const Tensor& x, const Epilogue& epilogue) override;
   // "MaxPool2d(kernel_size=2, stride=2, padding=0)"
   std::string describe() const override;
   const Pool2dOptions& options() const { return options_; }
-
- private:
-  Pool2dOptions options_;
-};
-
-// A MaxPool2d and the ReLU next to it as one op (max_pool2d_relu): what Sequential runs for
-// either order of the pair, since relu(maxpool(x)) = maxpool(relu(x)). Not a layer of the
-// model file: it has no parameters, and the model keeps the two layers it was built from.
-class MaxPool2dReLU : public Module {
- public:
-  explicit MaxPool2dReLU(const MaxPool2d& pool) : options_(pool.options()) {}
-  Tensor forward(const Tensor& x) override;
-  // "MaxPool2d(kernel_size=2, stride=2, padding=0) + ReLU()"
-  std::string describe() const override;
 
  private:
   Pool2dOptions options_;

@@ -8,26 +8,33 @@ namespace nnlab {
 class Sequential : public Module {
  public:
   using Child = std::pair<std::string, std::shared_ptr<Module>>;
+  // One step of forward(): a child, or a group of children run as one op, the first with the
+  // others as its epilogue ("c1+pool1+relu1": the Conv2d c1 with a max-pool and ReLU epilogue).
+  struct Step {
+    std::string name;
+    std::shared_ptr<Module> layer;
+    Epilogue epilogue;
+    Tensor run(const Tensor& x) const { return epilogue.none() ? layer->forward(x) : layer->forward_fused(x, epilogue); }
+    // "Conv2d(1, 32, …) + MaxPool2d(kernel_size=2, stride=2, padding=0) + ReLU()"
+    std::string describe() const { return layer->describe() + epilogue.describe(); }
+  };
 
   Sequential& add(const std::string& name, std::shared_ptr<Module> layer);
   Tensor forward(const Tensor& x) override;
-  // What forward() runs: the children in the order added, except that a MaxPool2d and a ReLU
-  // next to each other (either order) run as one MaxPool2dReLU, named "pool1+relu1" after
-  // both. max is monotonic, so
-  //   maxpool(relu(x)) = relu(maxpool(x))
-  // exactly, and the gradients are equal too (the same window winner receives dy, masked by
-  // the same sign test); the fused op makes one pass over the data where the pair made two,
-  // forward and backward. Likewise a Linear or Conv2d and the ReLU after it run as one
-  // LinearReLU or Conv2dReLU ("fc1+relu1"): the max taken as the output is written, and
-  // backward the ReLU's mask and the bias gradient in one pass (a ReLU with a max-pool after it goes to the pool). `explain`
-  // walks this order as well; `--check-numerics` runs the children one by one, so that a fault
-  // is named at its own layer.
-  const std::vector<Child>& run_order() const { return run_order_; }
+  // What forward() runs: the children in the order added, one step each, until a pass
+  // regroups them (fuse_epilogues, layers/fuse_epilogues.h). `explain` walks this order as
+  // well; `--check-numerics` runs the children one by one, so that a fault is named at its
+  // own layer.
+  const std::vector<Step>& run_order() const { return run_order_; }
+  void set_run_order(std::vector<Step> steps);
+  // Whether a pass has regrouped the children (describe() then lists the groups).
+  bool fused() const { return fused_; }
   std::string describe() const override;
   size_t size() const { return children().size(); }
 
  private:
-  std::vector<Child> run_order_;  // rebuilt by add()
+  std::vector<Step> run_order_;
+  bool fused_ = false;
 };
 
 }  // namespace nnlab

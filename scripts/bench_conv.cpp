@@ -65,10 +65,15 @@ void bench_layer(const char* name, Conv2dGeometry g, int reps) {
   Tensor x = random_tensor({g.n, g.c, g.h, g.w}, 1), w = random_tensor({g.k, g.c, g.r, g.s}, 2);
   Tensor b = random_tensor({g.k}, 3), dy = random_tensor({g.n, g.k, g.p, g.q}, 4);
   Tensor y = Tensor::empty(dy.shape()), dx = Tensor::empty(x.shape()), dw = Tensor::empty(w.shape());
-  report("forward (+bias)", flops, time_it(reps, [&] { be.conv2d_forward(g, x, w, &b, y); }));
-  report("backward data", flops, time_it(reps, [&] { be.conv2d_backward_data(g, dy, w, dx); }));
-  report("backward filter", flops, time_it(reps, [&] { be.conv2d_backward_filter(g, dy, x, dw); }));
-  if (cpu::winograd_applies(g))  // both Winograd algorithms, whichever the backend chose
+  Tensor none;  // a gradient not asked for
+  const ConvEpilogue plain;
+  report("forward (+bias)", flops, time_it(reps, [&] { be.conv2d_forward(g, plain, x, w, &b, y, nullptr); }));
+  report("backward data", flops, time_it(reps, [&] { be.conv2d_backward(g, plain, dy, none, x, w, dx, none, none); }));
+  report("backward filter", flops,
+         time_it(reps, [&] { be.conv2d_backward(g, plain, dy, none, x, w, none, dw, none); }));
+  const cpu::ConvDirection forward = cpu::ConvDirection::Forward;
+  if (cpu::plan_conv(g, forward, DType::Float32, ConvImpl::Auto).algorithm == cpu::ConvAlgorithm::Winograd)
+    // both Winograd algorithms, whichever the plan chose
     for (const cpu::WinogradTile tile : {cpu::WinogradTile::F2x2, cpu::WinogradTile::F4x4}) {
       const std::string name = cpu::winograd_tile_name(tile);
       report((name + " forward").c_str(), flops, time_it(reps, [&] { cpu::winograd_forward(g, tile, x, w, &b, y, false); }));

@@ -58,7 +58,7 @@ int main(int argc, char** argv) {
     // nt accumulates: compare one call each from zero, then time.
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, s.m, s.k, s.n, 1.0f, a.data(), s.n, bt.data(), s.n, 0.0f,
                 s_blas.data(), s.k);
-    nnlab::cpu::small_gemm_nt(s.m, s.k, s.n, a.data(), bt.data(), s_small.data(), s.k, true);
+    nnlab::cpu::small_gemm_nt(s.m, s.k, s.n, a.data(), bt.data(), s_small.data(), s.k, true, nullptr, false);
     const double nt_difference = largest_difference(s_blas, s_small);
     const double blas_nt = gflops(s, reps, [&] {
       cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, s.m, s.k, s.n, 1.0f, a.data(), s.n, bt.data(), s.n, 1.0f,
@@ -66,7 +66,7 @@ int main(int argc, char** argv) {
     });
     const double small_nt =
         gflops(s, reps,
-               [&] { nnlab::cpu::small_gemm_nt(s.m, s.k, s.n, a.data(), bt.data(), s_small.data(), s.k, true); });
+               [&] { nnlab::cpu::small_gemm_nt(s.m, s.k, s.n, a.data(), bt.data(), s_small.data(), s.k, true, nullptr, false); });
     std::printf("%-22s %10.1f %10.1f %10.1f %10.1f   %s (largest difference nn %.1e, nt %.1e)\n",
                 (std::to_string(s.m) + " x " + std::to_string(s.n) + " x " + std::to_string(s.k)).c_str(), blas_nn,
                 small_nn, blas_nt, small_nt, s.what, largest_difference(c_blas, c_small), nt_difference);

@@ -128,17 +128,17 @@ void add_products(std::vector<OpCase>& cases) {
     for (double& v : y) v = v > 0.0 ? v : 0.0;
     return y;
   };
-  lin.name = "linear_relu with bias";
+  lin.name = "linear relu epilogue with bias";
   lin.inputs = {{{6, 7}}, {{4, 7}}, {{4}}};
-  lin.run = [](const std::vector<Tensor>& t) { return nnlab::linear_relu(t[0], t[1], t[2]); };
+  lin.run = [](const std::vector<Tensor>& t) { return nnlab::linear(t[0], t[1], t[2], nnlab::Epilogue::relu()); };
   lin.reference = [relu_of](const HostInputs& in) {
     return Reference{{6, 4}, relu_of(naive_product(in[0], in[1], 6, 7, 4, true, &in[2]))};
   };
   cases.push_back(lin);
 
-  lin.name = "linear_relu without bias";
+  lin.name = "linear relu epilogue without bias";
   lin.inputs.pop_back();
-  lin.run = [](const std::vector<Tensor>& t) { return nnlab::linear_relu(t[0], t[1], Tensor()); };
+  lin.run = [](const std::vector<Tensor>& t) { return nnlab::linear(t[0], t[1], Tensor(), nnlab::Epilogue::relu()); };
   lin.reference = [relu_of](const HostInputs& in) {
     return Reference{{6, 4}, relu_of(naive_product(in[0], in[1], 6, 7, 4, true, nullptr))};
   };

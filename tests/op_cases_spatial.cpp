@@ -86,20 +86,20 @@ void add_conv(std::vector<OpCase>& cases) {
       {"1x1 kernel", 2, 4, 3, 3, 5, 1, 1, 1, 1, 0, 0, true},
       {"kernel as large as the padded image", 2, 2, 3, 3, 3, 5, 5, 1, 1, 1, 1, true},
   };
-  // Every geometry as conv2d; the first four also with the ReLU fused (conv2d_relu): im2col,
+  // Every geometry as conv2d; the first four also with a ReLU epilogue: im2col,
   // the no-bias path, Winograd and the direct loops.
   for (size_t i = 0; i < 2 * std::size(convs); ++i) {
     const Conv& k = convs[i % std::size(convs)];
     const bool relu = i >= std::size(convs);
     if (relu && i % std::size(convs) >= 4) continue;
     OpCase c;
-    c.name = std::string(relu ? "conv2d_relu " : "conv2d ") + k.name;
+    c.name = std::string(relu ? "conv2d relu epilogue " : "conv2d ") + k.name;
     c.inputs = {{{k.n, k.c, k.h, k.w}}, {{k.k, k.c, k.r, k.s}}};
     if (k.bias) c.inputs.push_back({{k.k}});
     c.run = [k, relu](const std::vector<Tensor>& t) {
       const Tensor b = k.bias ? t[2] : Tensor();
-      return relu ? nnlab::conv2d_relu(t[0], t[1], b, k.stride_h, k.stride_w, k.pad_h, k.pad_w)
-                  : nnlab::conv2d(t[0], t[1], b, k.stride_h, k.stride_w, k.pad_h, k.pad_w);
+      return nnlab::conv2d(t[0], t[1], b, k.stride_h, k.stride_w, k.pad_h, k.pad_w,
+                           relu ? nnlab::Epilogue::relu() : nnlab::Epilogue{});
     };
     c.reference = [k, relu](const HostInputs& in) {
       Reference ref = naive_conv2d(k, in);
@@ -112,7 +112,7 @@ void add_conv(std::vector<OpCase>& cases) {
   }
 }
 
-// The convolution with its max-pool and ReLU fused (conv2d_max_pool2d_relu): the references of
+// The convolution with a max-pool and ReLU epilogue: the references of
 // the three composed. Two geometries: Winograd's 3×3 (which pools each plane as it makes it)
 // and lenet5's 5×5 with padding 2 (direct loops), each with a 2×2 pool of stride 2.
 void add_conv_pool(std::vector<OpCase>& cases) {
@@ -120,9 +120,9 @@ void add_conv_pool(std::vector<OpCase>& cases) {
                         {"5x5 lenet-like pad 2 (direct loops)", 2, 1, 6, 8, 6, 5, 5, 1, 1, 2, 2, true}};
   for (const Conv& k : convs) {
     OpCase c;
-    c.name = std::string("conv2d_max_pool2d_relu ") + k.name;
+    c.name = std::string("conv2d max-pool epilogue ") + k.name;
     c.inputs = {{{k.n, k.c, k.h, k.w}}, {{k.k, k.c, k.r, k.s}}, {{k.k}}};
-    c.run = [k](const std::vector<Tensor>& t) { return nnlab::conv2d_max_pool2d_relu(t[0], t[1], t[2], 1, k.pad_h, 2); };
+    c.run = [k](const std::vector<Tensor>& t) { return nnlab::conv2d(t[0], t[1], t[2], 1, k.pad_h, nnlab::Epilogue::relu_max_pool(2)); };
     c.reference = [k](const HostInputs& in) {
       const Reference conv = naive_conv2d(k, in);
       std::vector<double> y = naive_pool2d(conv.values, conv.shape, 2, 2, 0, true);

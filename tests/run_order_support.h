@@ -1,5 +1,5 @@
-// The names Sequential runs its layers under (fused groups joined by "+"), for the tests of
-// its fusions.
+// The names Sequential runs its layers under (groups fuse_epilogues made joined by "+"), for
+// the tests of its fusions.
 #pragma once
 #include <string>
 #include <vector>
@@ -10,7 +10,7 @@ namespace nnlab_test {
 
 inline std::vector<std::string> run_order_names(const nnlab::Sequential& model) {
   std::vector<std::string> names;
-  for (const auto& [name, layer] : model.run_order()) names.push_back(name);
+  for (const nnlab::Sequential::Step& step : model.run_order()) names.push_back(step.name);
   return names;
 }
 

@@ -1,6 +1,6 @@
-// A convolution's weight and bias gradients from one pass over dy (Backend::conv2d_backward_params):
+// A convolution's weight and bias gradients from one pass over dy (Backend::conv2d_backward with dw and db):
 // the CPU's filter gradients sum each plane of dy for the bias as they read it (bias_lanes.h).
-// Against bias_backward and conv2d_backward_filter one after the other, bit for bit, on every
+// Against bias_backward and the filter gradient alone one after the other, bit for bit, on every
 // CPU kernel path, both instruction sets, one and two threads, float32 and float64.
 #include <catch2/catch.hpp>
 
@@ -16,6 +16,7 @@
 #include "devices/conv_impl.h"
 #include "devices/kernel_log.h"
 #include "devices/registry.h"
+#include "conv_support.h"
 #include "cpu_paths_support.h"
 #include "test_support.h"
 
@@ -58,12 +59,12 @@ TEST_CASE("the filter gradient's bias sums equal bias_backward bit for bit on ev
           Tensor dw = Tensor::empty({g.k, g.c, g.r, g.s}, dtype), db = Tensor::empty({g.k}, dtype);
           {
             KernelLogScope log;
-            cpu.conv2d_backward_params(g, dy, x, dw, db);
+            nnlab_test::conv_backward_filter(cpu, g, dy, x, dw, &db);
             for (const KernelCall& call : take_kernel_calls()) kernels.insert(call.family);
           }
           Tensor dw_plain = Tensor::empty(dw.shape(), dtype), db_plain = Tensor::empty({g.k}, dtype);
           cpu.bias_backward(dy, db_plain, g.p * g.q);
-          cpu.conv2d_backward_filter(g, dy, x, dw_plain);
+          nnlab_test::conv_backward_filter(cpu, g, dy, x, dw_plain);
           CHECK(dw.to_vector<double>() == dw_plain.to_vector<double>());
           CHECK(db.to_vector<double>() == db_plain.to_vector<double>());
           // Winograd's F(4×4) filter gradient, which auto does not choose, sums the same way.
@@ -81,7 +82,7 @@ TEST_CASE("the filter gradient's bias sums equal bias_backward bit for bit on ev
     const Tensor x = random_tensor({g.n, g.c, g.h, g.w}, kSeed, 1, DType::Float32);
     const Tensor dy = random_tensor({g.n, g.k, g.p, g.q}, kSeed, 2, DType::Float32);
     Tensor dw = Tensor::empty({g.k, g.c, g.r, g.s}), db = Tensor::empty({g.k}), db_plain = Tensor::empty({g.k});
-    cpu.conv2d_backward_params(g, dy, x, dw, db);
+    nnlab_test::conv_backward_filter(cpu, g, dy, x, dw, &db);
     cpu.bias_backward(dy, db_plain, g.p * g.q);
     CHECK(db.to_vector<float>() == db_plain.to_vector<float>());
   }
@@ -111,8 +112,8 @@ TEST_CASE("Conv2d's weight and bias gradients come from one call and equal the s
     Backend& cpu = backend_for(Device::cpu());
     Tensor db = Tensor::empty({16}), dw = Tensor::empty(w.shape()), dx = Tensor::empty(x.shape());
     cpu.bias_backward(dy, db, 100);
-    cpu.conv2d_backward_filter(g, dy, x, dw);
-    cpu.conv2d_backward_data(g, dy, w, dx);
+    nnlab_test::conv_backward_filter(cpu, g, dy, x, dw);
+    nnlab_test::conv_backward_data(cpu, g, dy, w, dx);
     CHECK(b.grad().to_vector<float>() == db.to_vector<float>());
     CHECK(w.grad().to_vector<float>() == dw.to_vector<float>());
     CHECK(x.grad().to_vector<float>() == dx.to_vector<float>());

@@ -1,5 +1,5 @@
-// A Conv2d followed by a max-pool and its ReLU, fused (conv2d_max_pool2d_relu,
-// Conv2dMaxPoolReLU): Sequential's grouping, and the fused op against the ops one by one, bit
+// A Conv2d followed by a max-pool and its ReLU, fused (conv2d with a max-pool + ReLU epilogue):
+// fuse_epilogues' grouping, and the fused op against the ops one by one, bit
 // for bit, forward and backward, on the CPU's Winograd path (which pools each output plane as
 // it leaves the transform, and routes the pool's gradient plane by plane as its backward
 // kernels read it) and the paths that run the two kernels, under both instruction sets.
@@ -14,6 +14,7 @@
 #include "devices/kernel_log.h"
 #include "layers/activation.h"
 #include "layers/conv2d.h"
+#include "layers/fuse_epilogues.h"
 #include "layers/pool.h"
 #include "layers/sequential.h"
 #include "cpu_paths_support.h"
@@ -43,30 +44,33 @@ void for_each_setting(Body&& body) {
   set_cpu_threads(0);
 }
 
-TEST_CASE("Sequential runs a Conv2d, a max-pool and its ReLU as one op", "[conv2d][pool2d][layers]") {
+TEST_CASE("fuse_epilogues runs a Conv2d, a max-pool and its ReLU as one op", "[conv2d][pool2d][layers]") {
   // cifar-cnn's pattern (conv, ReLU, conv, ReLU, pool) and the other order of the pair
   Sequential cifar;
   cifar.add("c1", std::make_shared<Conv2d>(3, 8, 3, 1, 1)).add("relu1", std::make_shared<ReLU>());
   cifar.add("c2", std::make_shared<Conv2d>(8, 8, 3, 1, 1)).add("relu2", std::make_shared<ReLU>());
   cifar.add("pool1", std::make_shared<MaxPool2d>(2));
+  CHECK(fuse_epilogues(cifar) == 2);
   CHECK(run_order_names(cifar) == std::vector<std::string>{"c1+relu1", "c2+pool1+relu2"});
-  CHECK(cifar.run_order()[1].second->describe() ==
+  CHECK(cifar.run_order()[1].describe() ==
         "Conv2d(8, 8, kernel_size=(3, 3), stride=(1, 1), padding=(1, 1)) + MaxPool2d(kernel_size=2, stride=2, "
         "padding=0) + ReLU()");
-  CHECK(cifar.parameters().size() == 4);  // the fused modules own nothing
+  CHECK(cifar.parameters().size() == 4);  // the children and their parameters stay as built
 
   Sequential pool_first;
   pool_first.add("c", std::make_shared<Conv2d>(4, 4, 3)).add("pool", std::make_shared<MaxPool2d>(3, 2, 1));
   pool_first.add("relu", std::make_shared<ReLU>());
+  fuse_epilogues(pool_first);
   CHECK(run_order_names(pool_first) == std::vector<std::string>{"c+pool+relu"});
 
   // A pool without a ReLU beside it stays a pool.
   Sequential no_relu;
   no_relu.add("c", std::make_shared<Conv2d>(4, 4, 3)).add("pool", std::make_shared<MaxPool2d>(2));
+  fuse_epilogues(no_relu);
   CHECK(run_order_names(no_relu) == std::vector<std::string>{"c", "pool"});
 }
 
-TEST_CASE("conv2d_max_pool2d_relu equals conv2d, then max_pool2d_relu, bit for bit", "[conv2d][pool2d][ops]") {
+TEST_CASE("conv2d with a max-pool epilogue equals conv2d, then max_pool2d_relu, bit for bit", "[conv2d][pool2d][ops]") {
   struct Case {
     int64_t n, c, hw, k, pad, pool_kernel, pool_stride;
   };
@@ -87,7 +91,7 @@ TEST_CASE("conv2d_max_pool2d_relu equals conv2d, then max_pool2d_relu, bit for b
       Tensor y_fused;
       {
         KernelLogScope log;  // which kernels ran
-        y_fused = conv2d_max_pool2d_relu(x, w, b, 1, c.pad, c.pool_kernel, c.pool_stride, 0);
+        y_fused = conv2d(x, w, b, 1, c.pad, Epilogue::relu_max_pool(c.pool_kernel, c.pool_stride, 0));
         for (const KernelCall& call : take_kernel_calls()) kernels.insert(call.family);
       }
       const Tensor dy = random_tensor(y_fused.shape(), kSeed, 4, dtype);
@@ -119,14 +123,14 @@ TEST_CASE("conv2d_max_pool2d_relu equals conv2d, then max_pool2d_relu, bit for b
                              "winograd", "direct", "maxpool2d_forward", "maxpool2d_backward"});
 }
 
-TEST_CASE("conv2d_max_pool2d_relu names a pool that does not fit the convolution's output", "[conv2d][pool2d][ops]") {
+TEST_CASE("conv2d's max-pool epilogue names a pool that does not fit the convolution's output", "[conv2d][pool2d][ops]") {
   const Tensor x = Tensor::zeros({1, 2, 4, 4}), w = Tensor::zeros({3, 2, 3, 3}), b = Tensor::zeros({3});
-  CHECK_THROWS_WITH(conv2d_max_pool2d_relu(x, w, b, 1, 0, 3),
-                    Catch::Contains("conv2d_max_pool2d_relu: a 3×3 window with padding 0 does not fit input the "
+  CHECK_THROWS_WITH(conv2d(x, w, b, 1, 0, Epilogue::relu_max_pool(3)),
+                    Catch::Contains("conv2d's max-pool: a 3×3 window with padding 0 does not fit input the "
                                     "convolution's output float32[1, 3, 2, 2]"));
 }
 
-TEST_CASE("conv2d_max_pool2d_relu of a first layer (no input gradient) equals the ops one by one, bit for bit",
+TEST_CASE("conv2d's max-pool epilogue of a first layer (no input gradient) equals the ops one by one, bit for bit",
           "[conv2d][pool2d][ops]") {
   struct Case {
     int64_t n, c, hw, k, r, pad;
@@ -149,7 +153,7 @@ TEST_CASE("conv2d_max_pool2d_relu of a first layer (no input gradient) equals th
       Tensor y_fused;
       {
         KernelLogScope log;
-        y_fused = conv2d_max_pool2d_relu(x, w, b, 1, c.pad, 2, 2, 0);
+        y_fused = conv2d(x, w, b, 1, c.pad, Epilogue::relu_max_pool(2, 2, 0));
         const Tensor dy = random_tensor(y_fused.shape(), kSeed, 8, dtype);
         y_fused.backward(dy);
         for (const KernelCall& call : take_kernel_calls()) kernels.insert(call.family);

@@ -11,7 +11,7 @@
 #include <type_traits>
 #include <vector>
 
-#include "devices/cpu/conv2d_algorithm.h"
+#include "devices/cpu/conv2d_plan.h"
 #include "devices/cpu/conv2d_winograd.h"
 #include "devices/cpu/cpu_backend.h"
 // lane_vectors.h as the AVX2 kernels have it (the header belongs to the kernels compiled once
@@ -89,18 +89,18 @@ TEST_CASE("Winograd F(2x2,3x3) and F(4x4,3x3) match the reference in every direc
 }
 
 TEST_CASE("Winograd takes the larger tile only where it measured faster", "[conv2d][winograd]") {
-  // conv2d_cpu.cpp's rule: F(4×4, 3×3) for the forward and data gradient from 28×28 outputs;
+  // the plan's rule (conv2d_plan.cpp): F(4×4, 3×3) for the forward and data gradient from 28×28 outputs;
   // filter gradients, cifar-cnn's 16×16 and the cnn's 14×14 planes keep F(2×2, 3×3).
   using cpu::ConvDirection;
   using cpu::WinogradTile;
   const Conv2dGeometry c2 = geometry(64, 32, 32, 32, 32, 1, 1), c4 = geometry(64, 64, 64, 16, 16, 1, 1);
   const Conv2dGeometry cnn = geometry(64, 32, 64, 14, 14, 1, 1);
-  CHECK(cpu::winograd_tile(c2, ConvDirection::Forward) == WinogradTile::F4x4);
-  CHECK(cpu::winograd_tile(c2, ConvDirection::BackwardData) == WinogradTile::F4x4);
-  CHECK(cpu::winograd_tile(c2, ConvDirection::BackwardFilter) == WinogradTile::F2x2);
+  CHECK(cpu::plan_conv(c2, ConvDirection::Forward, DType::Float32, ConvImpl::Auto).tile == WinogradTile::F4x4);
+  CHECK(cpu::plan_conv(c2, ConvDirection::BackwardData, DType::Float32, ConvImpl::Auto).tile == WinogradTile::F4x4);
+  CHECK(cpu::plan_conv(c2, ConvDirection::BackwardFilter, DType::Float32, ConvImpl::Auto).tile == WinogradTile::F2x2);
   for (ConvDirection d : {ConvDirection::Forward, ConvDirection::BackwardData, ConvDirection::BackwardFilter}) {
-    CHECK(cpu::winograd_tile(c4, d) == WinogradTile::F2x2);
-    CHECK(cpu::winograd_tile(cnn, d) == WinogradTile::F2x2);
+    CHECK(cpu::plan_conv(c4, d, DType::Float32, ConvImpl::Auto).tile == WinogradTile::F2x2);
+    CHECK(cpu::plan_conv(cnn, d, DType::Float32, ConvImpl::Auto).tile == WinogradTile::F2x2);
   }
   CHECK(std::string(cpu::winograd_tile_name(WinogradTile::F4x4)) == "F(4×4,3×3)");
 }

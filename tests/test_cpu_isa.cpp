@@ -126,10 +126,10 @@ TEST_CASE("AVX2 and AVX-512 small_gemm agree on the Winograd shapes", "[cpu_isa]
         // nt: C (m × k) += A (m × n) · B (k × n)ᵀ, n the long Winograd tile dimension
         const Tensor bt = random({k, n}, 8), at = random({m, n}, 9);
         Tensor s2 = Tensor::zeros({m, k}), s512 = Tensor::zeros({m, k}), sm = Tensor::zeros({m, k});
-        cpu::avx2::small_gemm_nt(m, k, n, at.data<float>(), bt.data<float>(), s2.data<float>(), k, true);
-        cpu::avx512::small_gemm_nt(m, k, n, at.data<float>(), bt.data<float>(), s512.data<float>(), k, true);
+        cpu::avx2::small_gemm_nt(m, k, n, at.data<float>(), bt.data<float>(), s2.data<float>(), k, true, nullptr, false);
+        cpu::avx512::small_gemm_nt(m, k, n, at.data<float>(), bt.data<float>(), s512.data<float>(), k, true, nullptr, false);
         cpu::avx2::small_gemm_nt(m, k, n, absolute(at).data<float>(), absolute(bt).data<float>(), sm.data<float>(), k,
-                                 true);
+                                 true, nullptr, false);
         check_close(s2, s512, sm);
       }
 }
@@ -164,9 +164,19 @@ TEST_CASE("AVX2 and AVX-512 direct convolutions agree in every direction", "[cpu
   for (const Conv2dGeometry& g : {conv(3, 1, 6, 5, 28, 2), conv(3, 6, 16, 5, 14, 0), conv(2, 3, 32, 3, 12, 1),
                                   conv(2, 2, 16, 5, 20, 2), conv(20, 6, 16, 5, 14, 0)}) {
     INFO("c " << g.c << " k " << g.k << " " << g.r << "×" << g.s << " on " << g.h << "×" << g.w);
-    compare_conv(g, cpu::avx2::direct_forward, cpu::avx512::direct_forward, cpu::avx2::direct_backward_data,
-                 cpu::avx512::direct_backward_data, cpu::avx2::direct_backward_filter,
-                 cpu::avx512::direct_backward_filter);
+    // each direction in the layout its plan gives it
+    const auto in_planned_layout = [](cpu::ConvDirection direction, auto kernel) {
+      return [direction, kernel](const Conv2dGeometry& g, auto&&... args) {
+        kernel(g, cpu::plan_conv(g, direction, DType::Float32, ConvImpl::Auto).layout, args...);
+      };
+    };
+    using cpu::ConvDirection;
+    compare_conv(g, in_planned_layout(ConvDirection::Forward, cpu::avx2::direct_forward),
+                 in_planned_layout(ConvDirection::Forward, cpu::avx512::direct_forward),
+                 in_planned_layout(ConvDirection::BackwardData, cpu::avx2::direct_backward_data),
+                 in_planned_layout(ConvDirection::BackwardData, cpu::avx512::direct_backward_data),
+                 in_planned_layout(ConvDirection::BackwardFilter, cpu::avx2::direct_backward_filter),
+                 in_planned_layout(ConvDirection::BackwardFilter, cpu::avx512::direct_backward_filter));
   }
 }
 
@@ -215,8 +225,9 @@ TEST_CASE("the backend runs the kernels of the chosen instruction set", "[cpu_is
     CHECK(cpu_isa() == isa);
     CHECK(cpu_isa_report() == std::string(cpu_isa_name(isa)) + " (set by the program)");
     Tensor through_table = Tensor::empty({g.n, g.k, g.p, g.q}), own = Tensor::empty({g.n, g.k, g.p, g.q});
-    cpu_backend.conv2d_forward(g, x, w, &b, through_table);
-    (isa == CpuIsa::avx512 ? cpu::avx512::direct_forward : cpu::avx2::direct_forward)(g, x, w, &b, own, false);
+    cpu_backend.conv2d_forward(g, ConvEpilogue{}, x, w, &b, through_table, nullptr);
+    const cpu::DirectLayout layout = cpu::plan_conv(g, cpu::ConvDirection::Forward, DType::Float32, ConvImpl::Auto).layout;
+    (isa == CpuIsa::avx512 ? cpu::avx512::direct_forward : cpu::avx2::direct_forward)(g, layout, x, w, &b, own, false);
     CHECK(through_table.to_vector<float>() == own.to_vector<float>());
   }
   if (!cpu_supports(CpuIsa::avx512)) CHECK_THROWS_WITH(set_cpu_isa(CpuIsa::avx512), Catch::Contains("avx512"));

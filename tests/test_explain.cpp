@@ -134,8 +134,8 @@ TEST_CASE("nnlab explain lists forward and backward nodes with the selected conv
   const CliResult ref = run_cli("explain --model cnn --batch 2 --threads 1 --conv-impl reference");
   INFO(ref.output);
   REQUIRE(ref.exit_code == 0);
-  CHECK(ref.output.find("fwd  c1+pool1+relu1 Conv2dMaxPool2dRelu") != std::string::npos);
-  CHECK(ref.output.find("bwd  c2+pool2+relu2 Conv2dMaxPool2dRelu") != std::string::npos);
+  CHECK(ref.output.find("fwd  c1+pool1+relu1 Conv2d") != std::string::npos);
+  CHECK(ref.output.find("bwd  c2+pool2+relu2 Conv2d") != std::string::npos);
   CHECK(ref.output.find("reference conv2d fwd x 2×1×28×28 w 32×1×3×3 s1 p1: the definition as loops") !=
         std::string::npos);
   CHECK(ref.output.find("reference conv2d bwd filter x 2×32×14×14 w 64×32×3×3 s1 p1") != std::string::npos);
@@ -162,6 +162,19 @@ TEST_CASE("nnlab explain lists forward and backward nodes with the selected conv
   CHECK(automatic.output.find("winograd conv2d fwd x 2×32×14×14 w 64×32×3×3 s1 p1") != std::string::npos);
   CHECK(automatic.output.find("winograd conv2d bwd filter x 2×32×14×14") != std::string::npos);
   CHECK(automatic.output.find("im2col+small_gemm conv2d bwd filter x 2×1×28×28") != std::string::npos);
+  // Each plan says why it was chosen: the rule in conv2d_plan.cpp, in words.
+  CHECK(automatic.output.find("F(2×2,3×3), 16 products per image chunk (why: 3×3, stride 1, ≥ 8 channels in and "
+                              "out") != std::string::npos);
+
+  // "What runs for lenet5's c1 backward on the CPU, and why?" (docs/cpu-kernels.md)
+  const CliResult lenet = run_cli("explain --model lenet5 --batch 64 --threads 1");
+  INFO(lenet.output);
+  REQUIRE(lenet.exit_code == 0);
+  CHECK(lenet.output.find("fuse_epilogues: c1+pool1+relu1, c2+pool2+relu2, f1+relu3, f2+relu4 each run as one op") !=
+        std::string::npos);
+  CHECK(lenet.output.find("direct conv2d bwd filter x 64×1×28×28 w 6×1×5×5 s1 p2: images in the vector lanes (why: "
+                          "stride 1, ≤ 7 input channels, ≥ 25 taps: too shallow for im2col + GEMM to pay; 16 images "
+                          "fill the lanes within 1 MB; unpools the gradient plane by plane)") != std::string::npos);
 }
 
 TEST_CASE("nnlab explain refuses what it cannot run", "[explain]") {
@@ -179,7 +192,7 @@ TEST_CASE("nnlab explain refuses what it cannot run", "[explain]") {
     const CliResult both = run_cli("explain --model mlp --batch 2 --threads 1 --device cpu,cuda");
     CHECK(both.exit_code == 0);
     CHECK(both.output.find("cuda: not usable: ") != std::string::npos);
-    CHECK(both.output.find("bwd  fc1+relu1   LinearRelu") != std::string::npos);
+    CHECK(both.output.find("bwd  fc1+relu1   Linear") != std::string::npos);
   }
 }
 

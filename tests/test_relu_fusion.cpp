@@ -1,5 +1,5 @@
-// A Linear or Conv2d layer and the ReLU after it, fused (linear_relu and conv2d_relu,
-// LinearReLU and Conv2dReLU): Sequential's pairing, and the fused ops against the two ops one by
+// A Linear or Conv2d layer and the ReLU after it, fused (linear and conv2d with a ReLU
+// epilogue): fuse_epilogues' pairing, and the fused ops against the two ops one by
 // one, bit for bit, forward and backward, on every CPU kernel path and both instruction sets;
 // the fused ReLU-and-bias gradient kernel against its two kernels.
 #include <catch2/catch.hpp>
@@ -17,9 +17,11 @@
 #include "devices/registry.h"
 #include "layers/activation.h"
 #include "layers/conv2d.h"
+#include "layers/fuse_epilogues.h"
 #include "layers/linear.h"
 #include "layers/pool.h"
 #include "layers/sequential.h"
+#include "conv_support.h"
 #include "cpu_paths_support.h"
 #include "run_order_support.h"
 #include "test_support.h"
@@ -47,20 +49,25 @@ void drop_gradients(Module& model) {
 
 }  // namespace
 
-TEST_CASE("Sequential runs a Linear and the ReLU after it as one LinearReLU", "[linear][layers]") {
+TEST_CASE("fuse_epilogues runs a Linear and the ReLU after it as one op", "[linear][layers]") {
   Sequential mlp;
   mlp.add("fc1", std::make_shared<Linear>(12, 8)).add("relu1", std::make_shared<ReLU>());
   mlp.add("fc2", std::make_shared<Linear>(8, 6)).add("relu2", std::make_shared<ReLU>());
   mlp.add("fc3", std::make_shared<Linear>(6, 3));
+  // Nothing is fused until the pass runs.
+  CHECK(run_order_names(mlp) == std::vector<std::string>{"fc1", "relu1", "fc2", "relu2", "fc3"});
+  CHECK(fuse_epilogues(mlp) == 2);
   CHECK(run_order_names(mlp) == std::vector<std::string>{"fc1+relu1", "fc2+relu2", "fc3"});
-  CHECK(mlp.run_order()[0].second->describe() == "Linear(in_features=12, out_features=8, bias=true) + ReLU()");
-  CHECK(mlp.parameters().size() == 6);  // the fused modules own nothing
+  CHECK(mlp.run_order()[0].describe() == "Linear(in_features=12, out_features=8, bias=true) + ReLU()");
+  CHECK(mlp.parameters().size() == 6);  // the children and their parameters stay as built
+  CHECK(mlp.describe().find("fuse_epilogues ran these groups as one op each:\n  fc1+relu1: Linear") != std::string::npos);
 
   // A ReLU with a max-pool after it goes to the pool (pooled, it is a quarter the size); a ReLU
   // after anything else stays a ReLU.
   Sequential mixed;
   mixed.add("fc", std::make_shared<Linear>(4, 4)).add("relu1", std::make_shared<ReLU>());
   mixed.add("pool", std::make_shared<MaxPool2d>(2)).add("relu2", std::make_shared<ReLU>());
+  fuse_epilogues(mixed);
   CHECK(run_order_names(mixed) == std::vector<std::string>{"fc", "pool+relu1", "relu2"});
 
   // cifar-cnn's pattern: conv, ReLU, conv, ReLU, pool (the second conv takes the pool and its
@@ -69,12 +76,13 @@ TEST_CASE("Sequential runs a Linear and the ReLU after it as one LinearReLU", "[
   cnn.add("c1", std::make_shared<Conv2d>(3, 8, 3, 1, 1)).add("relu1", std::make_shared<ReLU>());
   cnn.add("c2", std::make_shared<Conv2d>(8, 8, 3, 1, 1)).add("relu2", std::make_shared<ReLU>());
   cnn.add("pool1", std::make_shared<MaxPool2d>(2));
+  fuse_epilogues(cnn);
   CHECK(run_order_names(cnn) == std::vector<std::string>{"c1+relu1", "c2+pool1+relu2"});
-  CHECK(cnn.run_order()[0].second->describe() ==
+  CHECK(cnn.run_order()[0].describe() ==
         "Conv2d(3, 8, kernel_size=(3, 3), stride=(1, 1), padding=(1, 1)) + ReLU()");
 }
 
-TEST_CASE("linear_relu equals linear then relu bit for bit, forward and backward", "[linear][ops]") {
+TEST_CASE("linear with a ReLU epilogue equals linear then relu bit for bit, forward and backward", "[linear][ops]") {
   struct Case {
     int64_t n, in, out;
     bool bias;
@@ -97,6 +105,7 @@ TEST_CASE("linear_relu equals linear then relu bit for bit, forward and backward
           layer.to(dtype);
           Sequential fused;
           fused.add("fc", std::shared_ptr<Linear>(&layer, [](Linear*) {})).add("relu", std::make_shared<ReLU>());
+          fuse_epilogues(fused);
           REQUIRE(run_order_names(fused) == std::vector<std::string>{"fc+relu"});
 
           Tensor x = random_tensor({c.n, c.in}, kSeed, 1, dtype);
@@ -127,18 +136,18 @@ TEST_CASE("linear_relu equals linear then relu bit for bit, forward and backward
   set_cpu_threads(0);
 }
 
-TEST_CASE("linear_relu gives a NaN sum 0, as relu does, and no gradient through it", "[linear][ops]") {
+TEST_CASE("linear with a ReLU epilogue gives a NaN sum 0, as relu does, and no gradient through it", "[linear][ops]") {
   const Tensor w = Tensor::from_vector(std::vector<float>{1, 1, 1, -1}, {2, 2});
   const Tensor b = Tensor::from_vector(std::vector<float>{0, 0}, {2});
   Tensor x = Tensor::from_vector(std::vector<float>{std::numeric_limits<float>::quiet_NaN(), 1, 2, 1}, {2, 2});
   x.set_requires_grad(true);
-  Tensor y = linear_relu(x, w, b);
+  Tensor y = linear(x, w, b, Epilogue::relu());
   CHECK(y.to_vector<float>() == std::vector<float>{0, 0, 3, 1});
   y.backward(Tensor::full({2, 2}, 1.0));
   CHECK(x.grad().to_vector<float>() == std::vector<float>{0, 0, 2, 0});
 }
 
-TEST_CASE("conv2d_relu equals conv2d then relu bit for bit on every CPU kernel path", "[conv2d][ops]") {
+TEST_CASE("conv2d with a ReLU epilogue equals conv2d then relu bit for bit on every CPU kernel path", "[conv2d][ops]") {
   struct Case {
     int64_t n, c, hw, k, kernel, stride, pad;
   };
@@ -161,7 +170,7 @@ TEST_CASE("conv2d_relu equals conv2d then relu bit for bit on every CPU kernel p
         Tensor y_fused;
         {
           KernelLogScope log;  // which kernels ran
-          y_fused = conv2d_relu(x, w, b, c.stride, c.stride, c.pad, c.pad);
+          y_fused = conv2d(x, w, b, c.stride, c.stride, c.pad, c.pad, Epilogue::relu());
           for (const KernelCall& call : take_kernel_calls()) kernels.insert(call.family);
         }
         const Tensor dy = random_tensor(y_fused.shape(), kSeed, 8, dtype);
@@ -205,8 +214,8 @@ TEST_CASE("the CPU's fused ReLU and bias gradient equals its two kernels on any 
   set_cpu_threads(0);
 }
 
-// A first layer (its input needs no gradient): conv2d_relu's backward asks the backend for the
-// weight and bias gradients alone (conv2d_relu_backward_params), which the CPU's im2col path
+// A first layer (its input needs no gradient): the ReLU epilogue's backward asks the backend for
+// the weight and bias gradients alone (Backend::conv2d_backward, dx undefined), which the CPU's im2col path
 // makes image by image without storing dz. Against the two kernels, bit for bit: cifar-cnn's
 // first layer on few images, resnet8's, one image (fewer than the threads: images one at a
 // time), a stride of 2 (OpenBLAS's product), with and without a bias.
@@ -235,7 +244,7 @@ TEST_CASE("a first layer's fused ReLU, bias and filter gradient equals its two k
             std::vector<std::string> kernels;
             {
               KernelLogScope log;
-              y = conv2d_relu(x, w, b, c.stride, c.stride, 1, 1);
+              y = conv2d(x, w, b, c.stride, c.stride, 1, 1, Epilogue::relu());
               const Tensor dy = random_tensor(y.shape(), kSeed, 12, dtype);
               y.backward(dy);
               for (const KernelCall& call : take_kernel_calls()) kernels.push_back(call.family);
@@ -247,7 +256,7 @@ TEST_CASE("a first layer's fused ReLU, bias and filter gradient equals its two k
             Tensor dz = Tensor::empty(y.shape(), dtype), dw_plain = Tensor::empty(w.shape(), dtype);
             Tensor db_plain = Tensor::empty({c.k}, dtype);
             cpu.relu_bias_backward(y, dy, dz, with_bias ? &db_plain : nullptr, g.p * g.q);
-            cpu.conv2d_backward_filter(g, dz, x, dw_plain);
+            nnlab_test::conv_backward_filter(cpu, g, dz, x, dw_plain);
             CHECK(w.grad().to_vector<double>() == dw_plain.to_vector<double>());
             if (with_bias) CHECK(b.grad().to_vector<double>() == db_plain.to_vector<double>());
           }

@@ -93,7 +93,7 @@ TEST_CASE("small_gemm_nt adds a float64 product on every block and tail shape", 
         const auto a = filled(m * t, 4), b = filled(n * t, 5), c0 = filled(m * n, 6);
         std::vector<float> buffer(m * n + 2 * pad, kGuard);
         std::copy(c0.begin(), c0.end(), buffer.begin() + pad);
-        cpu::small_gemm_nt(m, n, t, a.data(), b.data(), buffer.data() + pad, n, true);
+        cpu::small_gemm_nt(m, n, t, a.data(), b.data(), buffer.data() + pad, n, true, nullptr, false);
         std::vector<double> expected, magnitude;
         reference_product(
             m, n, t, [&](int64_t i, int64_t p) { return a[i * t + p]; },
@@ -109,7 +109,7 @@ TEST_CASE("small_gemm_nt writes (or adds) a block of a wider C and leaves the co
   for (bool accumulate : {false, true}) {
     INFO("accumulate " << accumulate);
     std::vector<float> c = wide;
-    cpu::small_gemm_nt(m, n, t, a.data(), b.data(), c.data() + 2, ldc, accumulate);
+    cpu::small_gemm_nt(m, n, t, a.data(), b.data(), c.data() + 2, ldc, accumulate, nullptr, false);
     for (int64_t i = 0; i < m; ++i)
       for (int64_t j = 0; j < ldc; ++j) {
         INFO("row " << i << " column " << j);

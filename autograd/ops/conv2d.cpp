@@ -1,6 +1,7 @@
-// 2-D convolution (PyTorch's Conv2d: cross-correlation, dilation 1, one group): the
-// forward op and its Backward node. The kernels are devices/cpu/conv2d_cpu.cpp (which picks
-// Winograd, direct loops or im2col + GEMM per layer) and devices/cuda/conv2d_cuda.cu.
+// 2-D convolution (PyTorch's Conv2d: cross-correlation, dilation 1, one group) with its
+// epilogue (none, ReLU, or max-pool + ReLU): the op and its Backward node. The kernels are
+// devices/cpu/conv2d_cpu.cpp (which runs the plan conv2d_plan.cpp makes per layer: Winograd,
+// direct loops or im2col + GEMM) and devices/cuda/conv2d_cuda.cu (cuDNN).
 #include "autograd/engine.h"
 #include "autograd/ops.h"
 #include "autograd/ops/pool2d_geometry.h"
@@ -10,113 +11,39 @@ namespace nnlab {
 
 namespace {
 
-// y = W ⋆ x + b   ->   dx = col2im(Wᵀ · dy) ;  dW = dy · im2col(x)ᵀ ;  db = Σ_{n,p,q} dy
+// y = e(z), z = W ⋆ x + b   ->   dz = e's backward of dy:  dy itself (none), dy·[y > 0] (ReLU),
+//                                 or dy routed to each window's winner (max-pool + ReLU);
+//                                 dx = col2im(Wᵀ · dz) ;  dW = Σ_n dz · im2col(x)ᵀ ;  db = Σ_{n,p,q} dz
 // Inputs are {x, w, b}; an absent bias is an undefined Tensor (autograd/node.h), so it gets
-// no gradient, as in LinearBackward.
+// no gradient, as in LinearBackward. z itself is never kept: y > 0 exactly where z > 0, and the
+// pool's winners are all the pool's backward needs.
 class Conv2dBackward : public Node {
  public:
-  Conv2dBackward(const Conv2dGeometry& g, std::vector<Tensor> inputs) : Node(std::move(inputs)), g_(g) {}
+  Conv2dBackward(const Conv2dGeometry& g, const ConvEpilogue& e, std::vector<Tensor> inputs, const Tensor& saved)
+      : Node(std::move(inputs)), g_(g), e_(e), saved_(saved.defined() ? saved.detach() : Tensor()) {}
   std::string name() const override { return "Conv2dBackward"; }
+  Shape hidden_output_shape() const override {
+    if (e_.kind == ConvEpilogue::Kind::ReluMaxPool) return {g_.n, g_.k, g_.p, g_.q};
+    return {};
+  }
   std::vector<Tensor> backward(const Tensor& dy) override {
-    Tensor db;
-    if (needs_grad(2)) db = Tensor::empty({g_.k}, dy.dtype(), dy.device());
-    if (needs_grad(1) && needs_grad(2)) {
-      // Both from one pass over dy where the backend can (the CPU's filter gradients).
-      const Tensor& w = inputs()[1];
-      Tensor dw = Tensor::empty(w.shape(), w.dtype(), w.device());
-      backend_for(dy.device()).conv2d_backward_params(g_, dy, inputs()[0], dw, db);
-      return {input_gradient(dy), dw, db};
-    }
-    if (needs_grad(2)) backend_for(dy.device()).bias_backward(dy, db, g_.p * g_.q);  // dy as (n, k, p·q)
-    return {input_gradient(dy), filter_gradient(dy), db};
-  }
-
- protected:
-  // dx = col2im(Wᵀ · dy)  (undefined when x needs none)
-  Tensor input_gradient(const Tensor& dy) const {
-    if (!needs_grad(0)) return Tensor();
-    const Tensor& x = inputs()[0];
-    Tensor dx = Tensor::empty(x.shape(), x.dtype(), x.device());
-    backend_for(dy.device()).conv2d_backward_data(g_, dy, inputs()[1], dx);
-    return dx;
-  }
-  // dW = dy · im2col(x)ᵀ  (undefined when W needs none)
-  Tensor filter_gradient(const Tensor& dy) const {
-    if (!needs_grad(1)) return Tensor();
-    const Tensor& w = inputs()[1];
-    Tensor dw = Tensor::empty(w.shape(), w.dtype(), w.device());
-    backend_for(dy.device()).conv2d_backward_filter(g_, dy, inputs()[0], dw);
-    return dw;
-  }
-
-  Conv2dGeometry g_;
-};
-
-// y = relu(z), z = W ⋆ x + b   ->   dz = dy·[y > 0] ;  dx = col2im(Wᵀ · dz) ;  dW = dz · im2col(x)ᵀ ;
-//                                   db = Σ_{n,p,q} dz
-// The mask and the bias gradient are one pass (Backend::relu_bias_backward); y > 0 exactly
-// where z > 0, so z need not be kept.
-class Conv2dReluBackward : public Conv2dBackward {
- public:
-  Conv2dReluBackward(const Conv2dGeometry& g, std::vector<Tensor> inputs, const Tensor& y)
-      : Conv2dBackward(g, std::move(inputs)), y_(y.detach()) {}
-  std::string name() const override { return "Conv2dReluBackward"; }
-  std::vector<Tensor> backward(const Tensor& dy) override {
+    const Tensor &x = inputs()[0], &w = inputs()[1];
+    Tensor dx = needs_grad(0) ? Tensor::empty(x.shape(), x.dtype(), x.device()) : Tensor();
+    Tensor dw = needs_grad(1) ? Tensor::empty(w.shape(), w.dtype(), w.device()) : Tensor();
     Tensor db = needs_grad(2) ? Tensor::empty({g_.k}, dy.dtype(), dy.device()) : Tensor();
-    Backend& be = backend_for(dy.device());
-    if (!needs_grad(0) && needs_grad(1)) {
-      // A first layer: dz feeds the filter gradient alone, so the backend may make it piece by
-      // piece and never store it whole.
-      const Tensor& w = inputs()[1];
-      Tensor dw = Tensor::empty(w.shape(), w.dtype(), w.device());
-      be.conv2d_relu_backward_params(g_, y_, dy, inputs()[0], dw, db.defined() ? &db : nullptr);
-      return {Tensor(), dw, db};
-    }
-    Tensor dz = Tensor::empty(y_.shape(), y_.dtype(), y_.device());
-    be.relu_bias_backward(y_, dy, dz, db.defined() ? &db : nullptr, g_.p * g_.q);
-    return {input_gradient(dz), filter_gradient(dz), db};
+    backend_for(dy.device()).conv2d_backward(g_, e_, dy, saved_, x, w, dx, dw, db);
+    return {dx, dw, db};
   }
 
  protected:
-  void release_saved() override { y_ = Tensor(); }
+  void release_saved() override { saved_ = Tensor(); }
 
  private:
-  Tensor y_;  // detached: saving y itself would make y → node → y a reference cycle
-};
-
-// y = relu(maxpool(z)), z = W ⋆ x + b   ->   dz = the pool's dy routed to each window's winner
-// (maxpool2d_backward; argmax −1, no winner, where the ReLU zeroed the window); then dx, dW,
-// db from dz as in Conv2dBackward. z itself is not kept: the winners are all the pool needs.
-class Conv2dMaxPoolReluBackward : public Conv2dBackward {
- public:
-  Conv2dMaxPoolReluBackward(const Conv2dGeometry& g, std::vector<Tensor> inputs, const Pool2dGeometry& pg,
-                            const Tensor& argmax)
-      : Conv2dBackward(g, std::move(inputs)), pg_(pg), argmax_(argmax) {}
-  std::string name() const override { return "Conv2dMaxPool2dReluBackward"; }
-  Shape hidden_output_shape() const override { return {g_.n, g_.k, g_.p, g_.q}; }
-  std::vector<Tensor> backward(const Tensor& dy) override {
-    Backend& be = backend_for(dy.device());
-    if (needs_grad(1) && needs_grad(2)) {
-      // The weights' and bias's gradients, and x's unless it needs none (a first layer), from
-      // the pool's dy, without storing dz where the backend can (the CPU's Winograd and direct
-      // kernels route each plane as they read it).
-      const Tensor &x = inputs()[0], &w = inputs()[1];
-      Tensor dx = needs_grad(0) ? Tensor::empty(x.shape(), x.dtype(), x.device()) : Tensor();
-      Tensor dw = Tensor::empty(w.shape(), w.dtype(), w.device()), db = Tensor::empty({g_.k}, dy.dtype(), dy.device());
-      be.conv2d_maxpool_relu_backward(g_, pg_, dy, argmax_, x, w, dx, dw, db);
-      return {dx, dw, db};
-    }
-    Tensor dz = Tensor::empty({g_.n, g_.k, g_.p, g_.q}, dy.dtype(), dy.device());
-    be.maxpool2d_backward(pg_, dy, argmax_, dz);
-    return Conv2dBackward::backward(dz);
-  }
-
- protected:
-  void release_saved() override { argmax_ = Tensor(); }
-
- private:
-  Pool2dGeometry pg_;
-  Tensor argmax_;
+  Conv2dGeometry g_;
+  ConvEpilogue e_;
+  // y for the ReLU, the pool's argmax for max-pool + ReLU, undefined for none; detached: saving
+  // y itself would make y → node → y a reference cycle
+  Tensor saved_;
 };
 
 // Checks the inputs the way a user would want to hear about them, and works out p and q.
@@ -147,55 +74,49 @@ Conv2dGeometry conv2d_geometry(const Tensor& x, const Tensor& w, const Tensor& b
   return g;
 }
 
-// The convolution, with the ReLU after it fused when relu; both ops are this.
-Tensor convolve(const char* op, const Tensor& x, const Tensor& w, const Tensor& b, int64_t stride_h,
-                int64_t stride_w, int64_t pad_h, int64_t pad_w, bool relu) {
+}  // namespace
+
+Tensor conv2d(const Tensor& x, const Tensor& w, const Tensor& b, int64_t stride_h, int64_t stride_w, int64_t pad_h,
+              int64_t pad_w, const Epilogue& epilogue) {
+  const char* op = "conv2d";
   if (b.defined()) check_same_device(op, {&x, &w, &b});
   else check_same_device(op, {&x, &w});
   check_float(op, x);
   const Conv2dGeometry g = conv2d_geometry(x, w, b, stride_h, stride_w, pad_h, pad_w);
-  Tensor y = Tensor::empty({g.n, g.k, g.p, g.q}, x.dtype(), x.device());
-  Backend& be = backend_for(x.device());
+  ConvEpilogue e;
+  Shape out_shape{g.n, g.k, g.p, g.q};
+  if (epilogue.kind == Epilogue::Kind::Relu) e.kind = ConvEpilogue::Kind::Relu;
+  if (epilogue.kind == Epilogue::Kind::ReluMaxPool) {
+    e.kind = ConvEpilogue::Kind::ReluMaxPool;
+    e.pool = pool2d_geometry("conv2d's max-pool", g.n, g.k, g.p, g.q,
+                             std::string("the convolution's output ") + dtype_name(x.dtype()) + shape_str(out_shape),
+                             epilogue.pool_kernel, epilogue.pool_stride, epilogue.pool_padding);
+    e.pool.relu = true;
+    out_shape = {e.pool.n, e.pool.c, e.pool.p, e.pool.q};
+  }
+  Tensor y = Tensor::empty(out_shape, x.dtype(), x.device());
+  Tensor argmax = e.kind == ConvEpilogue::Kind::ReluMaxPool ? Tensor::empty(out_shape, DType::Int32, x.device())
+                                                            : Tensor();
   const Tensor* bias = b.defined() ? &b : nullptr;
-  if (y.numel() > 0) relu ? be.conv2d_relu_forward(g, x, w, bias, y) : be.conv2d_forward(g, x, w, bias, y);
+  if (y.numel() > 0)
+    backend_for(x.device()).conv2d_forward(g, e, x, w, bias, y, argmax.defined() ? &argmax : nullptr);
   if (needs_graph({&x, &w, &b})) {
-    if (relu) attach(y, std::make_shared<Conv2dReluBackward>(g, std::vector<Tensor>{x, w, b}, y));
-    else attach(y, std::make_shared<Conv2dBackward>(g, std::vector<Tensor>{x, w, b}));
+    const Tensor saved = e.kind == ConvEpilogue::Kind::Relu ? y : argmax;
+    attach(y, std::make_shared<Conv2dBackward>(g, e, std::vector<Tensor>{x, w, b}, saved));
   }
   return y;
 }
 
-}  // namespace
-
-Tensor conv2d_max_pool2d_relu(const Tensor& x, const Tensor& w, const Tensor& b, int64_t stride, int64_t padding,
-                              int64_t pool_kernel, int64_t pool_stride, int64_t pool_padding) {
-  const char* op = "conv2d_max_pool2d_relu";
-  if (b.defined()) check_same_device(op, {&x, &w, &b});
-  else check_same_device(op, {&x, &w});
-  check_float(op, x);
-  const Conv2dGeometry g = conv2d_geometry(x, w, b, stride, stride, padding, padding);
-  Pool2dGeometry pg = pool2d_geometry(op, g.n, g.k, g.p, g.q,
-                                      std::string("the convolution's output ") + dtype_name(x.dtype()) +
-                                          shape_str({g.n, g.k, g.p, g.q}),
-                                      pool_kernel, pool_stride, pool_padding);
-  pg.relu = true;
-  Tensor y = Tensor::empty({pg.n, pg.c, pg.p, pg.q}, x.dtype(), x.device());
-  Tensor argmax = Tensor::empty(y.shape(), DType::Int32, x.device());
-  const Tensor* bias = b.defined() ? &b : nullptr;
-  if (y.numel() > 0) backend_for(x.device()).conv2d_maxpool_relu_forward(g, pg, x, w, bias, y, argmax);
-  if (needs_graph({&x, &w, &b}))
-    attach(y, std::make_shared<Conv2dMaxPoolReluBackward>(g, std::vector<Tensor>{x, w, b}, pg, argmax));
-  return y;
-}
-
-Tensor conv2d(const Tensor& x, const Tensor& w, const Tensor& b, int64_t stride_h, int64_t stride_w, int64_t pad_h,
-              int64_t pad_w) {
-  return convolve("conv2d", x, w, b, stride_h, stride_w, pad_h, pad_w, false);
-}
-
-Tensor conv2d_relu(const Tensor& x, const Tensor& w, const Tensor& b, int64_t stride_h, int64_t stride_w,
-                   int64_t pad_h, int64_t pad_w) {
-  return convolve("conv2d_relu", x, w, b, stride_h, stride_w, pad_h, pad_w, true);
+std::string Epilogue::describe() const {
+  switch (kind) {
+    case Kind::None: return "";
+    case Kind::Relu: return " + ReLU()";
+    case Kind::ReluMaxPool:
+      return " + MaxPool2d(kernel_size=" + std::to_string(pool_kernel) +
+             ", stride=" + std::to_string(pool_stride == 0 ? pool_kernel : pool_stride) +
+             ", padding=" + std::to_string(pool_padding) + ") + ReLU()";
+  }
+  return "";
 }
 
 }  // namespace nnlab

@@ -1,5 +1,5 @@
-// Matrix products: matmul and the Linear layer's op (alone or with the ReLU after it), one GEMM
-// per direction.
+// Matrix products: matmul and the Linear layer's op (alone or with the ReLU after it as its
+// epilogue), one GEMM per direction.
 #include <utility>
 
 #include "autograd/engine.h"
@@ -33,48 +33,33 @@ class MatmulBackward : public Node {
   }
 };
 
-// y = x · wᵀ + b   ->   dx = dy · w ;  dw = dyᵀ · x ;  db = Σ_rows dy
+// y = e(z), z = x · wᵀ + b   ->   dz = dy (no epilogue) or dy·[y > 0] (ReLU) ;
+//                                 dx = dz · w ;  dw = dzᵀ · x ;  db = Σ_rows dz
+// With the ReLU, the mask and the bias gradient are one pass (Backend::relu_bias_backward);
+// y > 0 exactly where z > 0, so z need not be kept.
 class LinearBackward : public Node {
  public:
-  LinearBackward(const Tensor& x, const Tensor& w, const Tensor& b) : Node({x, w, b}) {}
+  LinearBackward(const Tensor& x, const Tensor& w, const Tensor& b, const Tensor& relu_output)
+      : Node({x, w, b}), y_(relu_output.defined() ? relu_output.detach() : Tensor()) {}
   std::string name() const override { return "LinearBackward"; }
   std::vector<Tensor> backward(const Tensor& dy) override {
-    Tensor db;
-    if (wants_bias_gradient()) {
-      db = Tensor::empty(inputs()[2].shape(), dy.dtype(), dy.device());
-      backend_for(dy.device()).bias_backward(dy, db, 1);
+    Backend& be = backend_for(dy.device());
+    const bool bias = inputs()[2].defined() && needs_grad(2);
+    Tensor db = bias ? Tensor::empty(inputs()[2].shape(), dy.dtype(), dy.device()) : Tensor();
+    Tensor dz = dy;
+    if (y_.defined()) {
+      dz = Tensor::empty(y_.shape(), y_.dtype(), y_.device());
+      be.relu_bias_backward(y_, dy, dz, bias ? &db : nullptr, 1);
+    } else if (bias) {
+      be.bias_backward(dy, db, 1);
     }
-    auto [dx, dw] = products(dy);
-    return {dx, dw, db};
-  }
-
- protected:
-  bool wants_bias_gradient() const { return inputs()[2].defined() && needs_grad(2); }
-  // dx = dy · w and dw = dyᵀ · x, each undefined when its input needs none: one backend call,
-  // which may run the two at once.
-  std::pair<Tensor, Tensor> products(const Tensor& dy) const {
+    // dx = dz · w and dw = dzᵀ · x, each undefined when its input needs none: one backend call,
+    // which may run the two at once.
     const Tensor& x = inputs()[0];
     const Tensor& w = inputs()[1];
     Tensor dx = needs_grad(0) ? Tensor::empty(x.shape(), x.dtype(), x.device()) : Tensor();
     Tensor dw = needs_grad(1) ? Tensor::empty(w.shape(), w.dtype(), w.device()) : Tensor();
-    backend_for(dy.device()).linear_backward(dy, x, w, dx.defined() ? &dx : nullptr, dw.defined() ? &dw : nullptr);
-    return {dx, dw};
-  }
-};
-
-// y = relu(z), z = x · wᵀ + b   ->   dz = dy·[y > 0] ;  dx = dz · w ;  dw = dzᵀ · x ;  db = Σ_rows dz
-// The mask and the bias gradient are one pass (Backend::relu_bias_backward); y > 0 exactly
-// where z > 0, so z need not be kept.
-class LinearReluBackward : public LinearBackward {
- public:
-  LinearReluBackward(const Tensor& x, const Tensor& w, const Tensor& b, const Tensor& y)
-      : LinearBackward(x, w, b), y_(y.detach()) {}
-  std::string name() const override { return "LinearReluBackward"; }
-  std::vector<Tensor> backward(const Tensor& dy) override {
-    Tensor dz = Tensor::empty(y_.shape(), y_.dtype(), y_.device());
-    Tensor db = wants_bias_gradient() ? Tensor::empty(inputs()[2].shape(), dy.dtype(), dy.device()) : Tensor();
-    backend_for(dy.device()).relu_bias_backward(y_, dy, dz, db.defined() ? &db : nullptr, 1);
-    auto [dx, dw] = products(dz);
+    be.linear_backward(dz, x, w, dx.defined() ? &dx : nullptr, dw.defined() ? &dw : nullptr);
     return {dx, dw, db};
   }
 
@@ -82,10 +67,10 @@ class LinearReluBackward : public LinearBackward {
   void release_saved() override { y_ = Tensor(); }
 
  private:
-  Tensor y_;  // detached: saving y itself would make y → node → y a reference cycle
+  Tensor y_;  // the output, with the ReLU; detached: saving y itself would make y → node → y a cycle
 };
 
-// The checks both Linear ops make; the output, allocated.
+// The Linear op's checks; the output, allocated.
 Tensor linear_output(const char* op, const Tensor& x, const Tensor& w, const Tensor& b) {
   if (b.defined()) check_same_device(op, {&x, &w, &b});
   else check_same_device(op, {&x, &w});
@@ -112,17 +97,13 @@ Tensor matmul(const Tensor& a, const Tensor& b) {
   return y;
 }
 
-Tensor linear(const Tensor& x, const Tensor& w, const Tensor& b) {
+Tensor linear(const Tensor& x, const Tensor& w, const Tensor& b, const Epilogue& epilogue) {
+  NNLAB_CHECK(epilogue.kind != Epilogue::Kind::ReluMaxPool,
+              "linear: a max-pool epilogue needs a convolution (a Linear's output has no planes)");
+  const bool relu = epilogue.kind == Epilogue::Kind::Relu;
   Tensor y = linear_output("linear", x, w, b);
-  backend_for(x.device()).linear_forward(x, w, b.defined() ? &b : nullptr, y, false);
-  if (needs_graph({&x, &w, &b})) attach(y, std::make_shared<LinearBackward>(x, w, b));
-  return y;
-}
-
-Tensor linear_relu(const Tensor& x, const Tensor& w, const Tensor& b) {
-  Tensor y = linear_output("linear_relu", x, w, b);
-  backend_for(x.device()).linear_forward(x, w, b.defined() ? &b : nullptr, y, true);
-  if (needs_graph({&x, &w, &b})) attach(y, std::make_shared<LinearReluBackward>(x, w, b, y));
+  backend_for(x.device()).linear_forward(x, w, b.defined() ? &b : nullptr, y, relu);
+  if (needs_graph({&x, &w, &b})) attach(y, std::make_shared<LinearBackward>(x, w, b, relu ? y : Tensor()));
   return y;
 }
 

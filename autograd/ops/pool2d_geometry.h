@@ -1,5 +1,5 @@
 // The pooling ops' window geometry (pool2d.cpp), shared with the convolution that pools its
-// own output (conv2d.cpp's conv2d_max_pool2d_relu), whose input to the pool is never a tensor.
+// own output (conv2d.cpp's max-pool epilogue), whose input to the pool is never a tensor.
 #pragma once
 #include <string>
 

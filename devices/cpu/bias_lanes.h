@@ -6,7 +6,7 @@
 //   per channel             the images' lanes added in image order, then the 32 lanes in lane
 //                           order, plus the images' tails added in image order
 // Users: bias_backward and relu_bias_backward (reduce_cpu.cpp); the filter gradients that take
-// the bias gradient along (Backend::conv2d_backward_params: the direct, Winograd and im2col
+// the bias gradient along (Backend::conv2d_backward with dw and db: the direct, Winograd and im2col
 // paths, summing each plane of dy as they read it anyway) and the first layer's fused ReLU, bias
 // and filter gradient (conv2d_im2col_cpu.cpp).
 // In namespace cpu::NNLAB_ISA, like the kernels compiled once per instruction set that use it

@@ -206,11 +206,11 @@ void forward_rows(const Conv2dGeometry& g, const Tensor& x, const Tensor& w, con
 // x: (n, c, h, w)  w: (k, c, r, s)  b: (k) or null  y: (n, k, p, q)
 // relu: y = max(0, y), each image's output as soon as it is written, still in the cache (in the
 // channel layout, each image after the whole batch is written).
-void direct_forward(const Conv2dGeometry& g, const Tensor& x, const Tensor& w, const Tensor* b, Tensor& y,
-                    bool relu) {
+void direct_forward(const Conv2dGeometry& g, DirectLayout layout, const Tensor& x, const Tensor& w, const Tensor* b,
+                    Tensor& y, bool relu) {
   dispatch_float("conv2d_forward", x, [&](auto tag) {
     using T = decltype(tag);
-    if (channel_forward_pays(g)) {
+    if (layout == DirectLayout::ChannelLanes) {
       const Bordered border = bordered(g.c, g.p, g.q, g.r, g.s, g.pad_h, g.h);
       channel_forward(g, border, x, w, b, y);
       const long image = g.k * g.p * g.q;
@@ -222,7 +222,7 @@ void direct_forward(const Conv2dGeometry& g, const Tensor& x, const Tensor& w, c
 }
 
 // pool: a 2×2, stride 2, unpadded max-pool of the whole output, with its ReLU (pool.relu);
-// y, argmax (n, k, p/2, q/2) as maxpool2d_forward's. The row layout only (direct_pools_rows).
+// y, argmax (n, k, p/2, q/2) as maxpool2d_forward's. The row layout only (the plan's `pools`).
 void direct_forward_maxpool(const Conv2dGeometry& g, const Pool2dGeometry& pool, const Tensor& x, const Tensor& w,
                             const Tensor* b, Tensor& y, Tensor& argmax) {
   dispatch_float("conv2d_forward", x, [&](auto tag) {
@@ -232,11 +232,11 @@ void direct_forward_maxpool(const Conv2dGeometry& g, const Pool2dGeometry& pool,
 }
 
 // dy: (n, k, p, q)  w: (k, c, r, s)  dx: (n, c, h, w)
-void direct_backward_data(const Conv2dGeometry& g, const Tensor& dy, const Tensor& w, Tensor& dx) {
+void direct_backward_data(const Conv2dGeometry& g, DirectLayout layout, const Tensor& dy, const Tensor& w, Tensor& dx) {
   dispatch_float("conv2d_backward_data", dy, [&](auto tag) {
     using T = decltype(tag);
     // dy bordered by r − 1 − pad, read as (k, h + r − 1, …)
-    if (images_layout_pays(g)) return images_backward_data(g, dy, w, dx);
+    if (layout == DirectLayout::ImageLanes) return images_backward_data(g, dy, w, dx);
     const Bordered border = bordered(g.k, g.h, g.w, g.r, g.s, g.r - 1 - g.pad_h, g.p);
     Tensor work = Tensor::empty({omp_get_max_threads() * border.size()}, dy.dtype(), dy.device());
     const T* dy_data = dy.data<T>();
@@ -322,25 +322,26 @@ void backward_filter_rows(const Conv2dGeometry& g, const Tensor& dy, const Tenso
 }  // namespace
 
 // dy: (n, k, p, q)  x: (n, c, h, w)  dw: (k, c, r, s)  db: (k) or null
-void direct_backward_filter(const Conv2dGeometry& g, const Tensor& dy, const Tensor& x, Tensor& dw, Tensor* db) {
+void direct_backward_filter(const Conv2dGeometry& g, DirectLayout layout, const Tensor& dy, const Tensor& x, Tensor& dw,
+                            Tensor* db) {
   dispatch_float("conv2d_backward_filter", dy, [&](auto tag) {
     using T = decltype(tag);
-    if (channel_layout_pays(g)) {
+    if (layout == DirectLayout::ChannelLanes) {
       const Bordered border = bordered(g.c, g.p, g.q, g.r, g.s, g.pad_h, g.h);
       return channel_backward_filter(g, border, dy, x, dw, db);
     }
-    if (images_filter_pays(g)) return images_backward_filter(g, dy, x, dw, db, nullptr, nullptr);
+    if (layout == DirectLayout::ImageLanes) return images_backward_filter(g, dy, x, dw, db, nullptr, nullptr);
     backward_filter_rows<T>(g, dy, x, dw, db, nullptr, nullptr);
   });
 }
 
 // The backward of direct_forward_maxpool's convolution for its weights and bias: dy and argmax
-// the pool's (n, k, p/2, q/2). The row layout only.
-void direct_backward_filter_unpool(const Conv2dGeometry& g, const Pool2dGeometry& pool, const Tensor& dy,
-                                   const Tensor& argmax, const Tensor& x, Tensor& dw, Tensor* db) {
+// the pool's (n, k, p/2, q/2). The row or image-lane layout.
+void direct_backward_filter_unpool(const Conv2dGeometry& g, DirectLayout layout, const Pool2dGeometry& pool,
+                                   const Tensor& dy, const Tensor& argmax, const Tensor& x, Tensor& dw, Tensor* db) {
   dispatch_float("conv2d_backward_filter", dy, [&](auto tag) {
     using T = decltype(tag);
-    if (images_filter_pays(g)) return images_backward_filter(g, dy, x, dw, db, &pool, &argmax);
+    if (layout == DirectLayout::ImageLanes) return images_backward_filter(g, dy, x, dw, db, &pool, &argmax);
     backward_filter_rows<T>(g, dy, x, dw, db, &pool, &argmax);
   });
 }

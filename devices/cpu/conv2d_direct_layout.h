@@ -101,15 +101,15 @@ void for_each_image(long n, long work_per_image, Body&& body) {
 }
 
 // The two kernels of the channel layout (conv2d_direct_channels_cpu.cpp), for the geometries
-// channel_layout_pays() accepts. b: the bordered layout of one image of x.
+// plan's ChannelLanes layout. b: the bordered layout of one image of x.
 // x: (n, c, h, w)  w: (k, c, r, s)  bias: (k) or null  y: (n, k, p, q)
 void channel_forward(const Conv2dGeometry& g, const Bordered& b, const Tensor& x, const Tensor& w, const Tensor* bias,
                      Tensor& y);
 // The input gradient with the images in the lanes (conv2d_direct_images_cpu.cpp), for the
-// geometries images_layout_pays() accepts.
+// plan's ImageLanes layout.
 // dy: (n, k, p, q)  w: (k, c, r, s)  dx: (n, c, h, w)
 void images_backward_data(const Conv2dGeometry& g, const Tensor& dy, const Tensor& w, Tensor& dx);
-// The filter gradient with the images in the lanes, for the geometries images_filter_pays()
+// The filter gradient with the images in the lanes, for the plan's ImageLanes layout
 // accepts; pooled (pool set): dy and argmax a 2×2 max-pool's (n, k, p/2, q/2), routed to the
 // winners group by group.
 // dy: (n, k, p, q)  x: (n, c, h, w)  dw: (k, c, r, s)  db: (k) or null

@@ -1,10 +1,10 @@
-// im2col + GEMM convolution kernels of the CPU backend (conv2d_im2col_cpu.cpp), run where
-// conv2d_cpu.cpp's choose_conv_algorithm picks Im2colSmallGemm or Im2colBlas (and for every
-// layer under --conv-impl im2col).
+// im2col + GEMM convolution kernels of the CPU backend (conv2d_im2col_cpu.cpp), run where the
+// plan (conv2d_plan.h) says Im2colSmallGemm or Im2colBlas (and for every layer under
+// --conv-impl im2col).
 #pragma once
 #include <string>
 
-#include "devices/cpu/conv2d_algorithm.h"
+#include "devices/cpu/conv2d_plan.h"
 
 namespace nnlab::cpu {
 
@@ -17,7 +17,7 @@ constexpr int64_t kSmallGemmMaxDepth = 64;
 // image of a direction runs, for the kernel log.
 std::string im2col_product_text(const Conv2dGeometry& g, ConvDirection direction);
 
-// `product` is Im2colSmallGemm or Im2colBlas, as choose_conv_algorithm returned it; backward
+// `product` is Im2colSmallGemm or Im2colBlas, as the plan says; backward
 // data is always OpenBLAS (its Wᵀ · dy has no small_gemm form).
 void im2col_forward(const Conv2dGeometry& g, const Tensor& x, const Tensor& w, const Tensor* b, Tensor& y,
                     ConvAlgorithm product);

@@ -1,5 +1,5 @@
 // Convolution on the CPU as im2col + GEMM (OpenBLAS, or small_gemm.h for a short c·r·s), one
-// image per thread. Chosen by conv2d_cpu.cpp's choose_conv_algorithm for the layers Winograd
+// image per thread. Chosen by the router (conv2d_plan.cpp) for the layers Winograd
 // and the direct loops do not serve.
 //
 // For image i, im2col lays every receptive field out as a column:
@@ -52,7 +52,7 @@ void gemm_rm(bool small, bool ta, bool tb, long m, long n, long k, const float* 
              float* c) {
   if (small && !ta) {
     if (!tb) return small_gemm_nn(m, n, k, a, b, c, accumulate);
-    if (accumulate) return small_gemm_nt(m, n, k, a, b, c, n, true);
+    if (accumulate) return small_gemm_nt(m, n, k, a, b, c, n, true, nullptr, false);
   }
   cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, int(m), int(n), int(k),
               1.0f, a, int(ta ? m : k), b, int(tb ? k : n), accumulate ? 1.0f : 0.0f, c, int(n));
@@ -257,7 +257,7 @@ void im2col_backward_filter(const Conv2dGeometry& g, const Tensor& dy, const Ten
 // layer: 8 MB each way). The same sums in the same order as the two kernels: the same bits.
 void im2col_relu_backward_params(const Conv2dGeometry& g, const Tensor& y, const Tensor& dy, const Tensor& x,
                                  Tensor& dw, Tensor* db, ConvAlgorithm product) {
-  dispatch_float("conv2d_relu_backward_params", dy, [&](auto tag) {
+  dispatch_float("conv2d_backward (ReLU epilogue)", dy, [&](auto tag) {
     using T = decltype(tag);
     const long pq = g.p * g.q, kpq = g.k * pq;
     const long slots = spread_images(g, omp_get_max_threads()) ? omp_get_max_threads() : 1;

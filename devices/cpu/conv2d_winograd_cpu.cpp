@@ -86,7 +86,7 @@ void add_product_nt(long m, long n, long t, const float* a, const float* b, floa
     transpose_matrix(b, n, t, t, scratch, n);
     if (libxsmm_gemm(false, false, m, n, t, 1.0f, a, scratch, 1.0f, c)) return;
   }
-  small_gemm_nt(m, n, t, a, b, c, n, true);
+  small_gemm_nt(m, n, t, a, b, c, n, true, nullptr, false);
 }
 void add_product_nt(long m, long n, long t, const double* a, const double* b, double* c, double*) {
   cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasTrans, int(m), int(n), int(t), 1.0, a, int(t), b, int(t), 1.0, c,

@@ -62,22 +62,11 @@ class CpuBackend final : public Backend {
   void adam_step(Tensor& param, const Tensor& grad, Tensor& exp_avg, Tensor& exp_avg_sq, const AdamParams& hp,
                  int64_t step, const Tensor* skip_flag) override;
 
-  // conv2d_cpu.cpp: the router (choose_conv_algorithm, conv2d_algorithm.h)
-  void conv2d_forward(const Conv2dGeometry& g, const Tensor& x, const Tensor& w, const Tensor* b,
-                      Tensor& y) override;
-  void conv2d_relu_forward(const Conv2dGeometry& g, const Tensor& x, const Tensor& w, const Tensor* b,
-                           Tensor& y) override;
-  void conv2d_maxpool_relu_forward(const Conv2dGeometry& g, const Pool2dGeometry& pg, const Tensor& x, const Tensor& w,
-                                   const Tensor* b, Tensor& y, Tensor& argmax) override;
-  void conv2d_maxpool_relu_backward(const Conv2dGeometry& g, const Pool2dGeometry& pg, const Tensor& dy,
-                                    const Tensor& argmax, const Tensor& x, const Tensor& w, Tensor& dx, Tensor& dw,
-                                    Tensor& db) override;
-  void conv2d_backward_data(const Conv2dGeometry& g, const Tensor& dy, const Tensor& w, Tensor& dx) override;
-  void conv2d_backward_filter(const Conv2dGeometry& g, const Tensor& dy, const Tensor& x, Tensor& dw) override;
-  void conv2d_backward_params(const Conv2dGeometry& g, const Tensor& dy, const Tensor& x, Tensor& dw,
-                              Tensor& db) override;
-  void conv2d_relu_backward_params(const Conv2dGeometry& g, const Tensor& y, const Tensor& dy, const Tensor& x,
-                                   Tensor& dw, Tensor* db) override;
+  // conv2d_cpu.cpp: each call runs its plan (conv2d_plan.h)
+  void conv2d_forward(const Conv2dGeometry& g, const ConvEpilogue& e, const Tensor& x, const Tensor& w,
+                      const Tensor* b, Tensor& y, Tensor* argmax) override;
+  void conv2d_backward(const Conv2dGeometry& g, const ConvEpilogue& e, const Tensor& dy, const Tensor& saved,
+                       const Tensor& x, const Tensor& w, Tensor& dx, Tensor& dw, Tensor& db) override;
 
   // pool2d_cpu.cpp
   void maxpool2d_forward(const Pool2dGeometry& g, const Tensor& x, Tensor& y, Tensor& argmax) override;
@@ -98,6 +87,12 @@ class CpuBackend final : public Backend {
   // dropout_cpu.cpp
   void dropout_forward(const Tensor& x, double p, uint64_t seed, uint32_t stream, Tensor& y, Tensor& mask) override;
   void dropout_backward(const Tensor& dy, const Tensor& mask, double p, Tensor& dx) override;
+ protected:
+  // conv2d_cpu.cpp
+  void convolve(const Conv2dGeometry& g, const Tensor& x, const Tensor& w, const Tensor* b, Tensor& z) override;
+  void convolve_backward_data(const Conv2dGeometry& g, const Tensor& dz, const Tensor& w, Tensor& dx) override;
+  void convolve_backward_filter(const Conv2dGeometry& g, const Tensor& dz, const Tensor& x, Tensor& dw,
+                                Tensor* db) override;
 };
 
 // conv2d_reference_cpu.cpp: the teaching convolution (direct loops), run by the conv2d

@@ -1,7 +1,9 @@
 // The kernels compiled once per instruction set (CMakeLists.txt, NNLAB_ISA_SOURCES), and the
 // one place that calls the set cpu_isa() chose: cpu::avx512 (x86-64-v4) or cpu::avx2 (the
 // library's x86-64-v3 baseline). The choice is made once (cpu_isa.h); each call here reads it
-// back, a load and a predictable branch beside kernels that run for microseconds or more.
+// back, a load and a predictable branch beside kernels that run for microseconds or more. The
+// choosers come from each family's list (isa_kernels.h); the pooling kernels are the backend's
+// own methods, below.
 //
 //   family        file                      what AVX-512 changes
 //   small_gemm    small_gemm_cpu.cpp        register-blocked 512-bit loops (AVX2: OpenBLAS)
@@ -26,75 +28,10 @@ bool use_avx512() { return cpu_isa() == CpuIsa::avx512; }
 
 namespace cpu {
 
-void small_gemm_nn(int64_t m, int64_t n, int64_t k, const float* a, const float* b, float* c, bool accumulate) {
-  use_avx512() ? avx512::small_gemm_nn(m, n, k, a, b, c, accumulate) : avx2::small_gemm_nn(m, n, k, a, b, c, accumulate);
-}
-
-void small_gemm_nt(int64_t m, int64_t n, int64_t t, const float* a, const float* b, float* c, int64_t ldc,
-                   bool accumulate, const float* column_bias, bool relu) {
-  use_avx512() ? avx512::small_gemm_nt(m, n, t, a, b, c, ldc, accumulate, column_bias, relu)
-               : avx2::small_gemm_nt(m, n, t, a, b, c, ldc, accumulate, column_bias, relu);
-}
-
-void direct_forward(const Conv2dGeometry& g, const Tensor& x, const Tensor& w, const Tensor* b, Tensor& y,
-                    bool relu) {
-  use_avx512() ? avx512::direct_forward(g, x, w, b, y, relu) : avx2::direct_forward(g, x, w, b, y, relu);
-}
-
-void direct_backward_data(const Conv2dGeometry& g, const Tensor& dy, const Tensor& w, Tensor& dx) {
-  use_avx512() ? avx512::direct_backward_data(g, dy, w, dx) : avx2::direct_backward_data(g, dy, w, dx);
-}
-
-void direct_backward_filter(const Conv2dGeometry& g, const Tensor& dy, const Tensor& x, Tensor& dw, Tensor* db) {
-  use_avx512() ? avx512::direct_backward_filter(g, dy, x, dw, db) : avx2::direct_backward_filter(g, dy, x, dw, db);
-}
-
-void direct_forward_maxpool(const Conv2dGeometry& g, const Pool2dGeometry& pool, const Tensor& x, const Tensor& w,
-                            const Tensor* b, Tensor& y, Tensor& argmax) {
-  use_avx512() ? avx512::direct_forward_maxpool(g, pool, x, w, b, y, argmax)
-               : avx2::direct_forward_maxpool(g, pool, x, w, b, y, argmax);
-}
-
-void direct_backward_filter_unpool(const Conv2dGeometry& g, const Pool2dGeometry& pool, const Tensor& dy,
-                                   const Tensor& argmax, const Tensor& x, Tensor& dw, Tensor* db) {
-  use_avx512() ? avx512::direct_backward_filter_unpool(g, pool, dy, argmax, x, dw, db)
-               : avx2::direct_backward_filter_unpool(g, pool, dy, argmax, x, dw, db);
-}
-
-void winograd_forward(const Conv2dGeometry& g, WinogradTile tile, const Tensor& x, const Tensor& w, const Tensor* b,
-                      Tensor& y, bool relu) {
-  use_avx512() ? avx512::winograd_forward(g, tile, x, w, b, y, relu)
-               : avx2::winograd_forward(g, tile, x, w, b, y, relu);
-}
-
-void winograd_forward_maxpool(const Conv2dGeometry& g, WinogradTile tile, const Pool2dGeometry& pool,
-                              const Tensor& x, const Tensor& w, const Tensor* b, Tensor& y, Tensor& argmax) {
-  use_avx512() ? avx512::winograd_forward_maxpool(g, tile, pool, x, w, b, y, argmax)
-               : avx2::winograd_forward_maxpool(g, tile, pool, x, w, b, y, argmax);
-}
-
-void winograd_backward_data_unpool(const Conv2dGeometry& g, WinogradTile tile, const Pool2dGeometry& pool,
-                                   const Tensor& dy, const Tensor& argmax, const Tensor& w, Tensor& dx) {
-  use_avx512() ? avx512::winograd_backward_data_unpool(g, tile, pool, dy, argmax, w, dx)
-               : avx2::winograd_backward_data_unpool(g, tile, pool, dy, argmax, w, dx);
-}
-
-void winograd_backward_filter_unpool(const Conv2dGeometry& g, WinogradTile tile, const Pool2dGeometry& pool,
-                                     const Tensor& dy, const Tensor& argmax, const Tensor& x, Tensor& dw, Tensor* db) {
-  use_avx512() ? avx512::winograd_backward_filter_unpool(g, tile, pool, dy, argmax, x, dw, db)
-               : avx2::winograd_backward_filter_unpool(g, tile, pool, dy, argmax, x, dw, db);
-}
-
-void winograd_backward_data(const Conv2dGeometry& g, WinogradTile tile, const Tensor& dy, const Tensor& w,
-                            Tensor& dx) {
-  use_avx512() ? avx512::winograd_backward_data(g, tile, dy, w, dx) : avx2::winograd_backward_data(g, tile, dy, w, dx);
-}
-
-void winograd_backward_filter(const Conv2dGeometry& g, WinogradTile tile, const Tensor& dy, const Tensor& x,
-                              Tensor& dw, Tensor* db) {
-  use_avx512() ? avx512::winograd_backward_filter(g, tile, dy, x, dw, db)
-               : avx2::winograd_backward_filter(g, tile, dy, x, dw, db);
-}
+// Each family header's list, one chooser per kernel (isa_kernels.h).
+NNLAB_SMALL_GEMM_KERNELS(NNLAB_ISA_FORWARD)
+NNLAB_DIRECT_KERNELS(NNLAB_ISA_FORWARD)
+NNLAB_WINOGRAD_KERNELS(NNLAB_ISA_FORWARD)
 
 }  // namespace cpu
 

@@ -25,23 +25,19 @@
 #pragma once
 #include <cstdint>
 
+#include "devices/cpu/isa_kernels.h"
+
+// small_gemm_nt's column_bias may be null; relu needs accumulate false.
+#define NNLAB_SMALL_GEMM_KERNELS(X)                                                                                  \
+  X(small_gemm_nn, (int64_t m, int64_t n, int64_t k, const float* a, const float* b, float* c, bool accumulate),     \
+    (m, n, k, a, b, c, accumulate))                                                                                  \
+  X(small_gemm_nt,                                                                                                   \
+    (int64_t m, int64_t n, int64_t t, const float* a, const float* b, float* c, int64_t ldc, bool accumulate,       \
+     const float* column_bias, bool relu),                                                                           \
+    (m, n, t, a, b, c, ldc, accumulate, column_bias, relu))
+
 namespace nnlab::cpu {
 
-// The kernels of the instruction set cpu_isa() chose (isa_dispatch.cpp).
-void small_gemm_nn(int64_t m, int64_t n, int64_t k, const float* a, const float* b, float* c, bool accumulate);
-void small_gemm_nt(int64_t m, int64_t n, int64_t t, const float* a, const float* b, float* c, int64_t ldc,
-                   bool accumulate, const float* column_bias = nullptr, bool relu = false);
-
-// Each instruction set's own (small_gemm_cpu.cpp, compiled once per set).
-namespace avx2 {
-void small_gemm_nn(int64_t m, int64_t n, int64_t k, const float* a, const float* b, float* c, bool accumulate);
-void small_gemm_nt(int64_t m, int64_t n, int64_t t, const float* a, const float* b, float* c, int64_t ldc,
-                   bool accumulate, const float* column_bias = nullptr, bool relu = false);
-}  // namespace avx2
-namespace avx512 {
-void small_gemm_nn(int64_t m, int64_t n, int64_t k, const float* a, const float* b, float* c, bool accumulate);
-void small_gemm_nt(int64_t m, int64_t n, int64_t t, const float* a, const float* b, float* c, int64_t ldc,
-                   bool accumulate, const float* column_bias = nullptr, bool relu = false);
-}  // namespace avx512
+NNLAB_SMALL_GEMM_KERNELS(NNLAB_ISA_DECLARE)
 
 }  // namespace nnlab::cpu

@@ -190,8 +190,7 @@ size_t log_cudnn(const char* call, int algo, const Conv2dGeometry& g) {
 }  // namespace
 
 // y = conv(x, w) (+ b broadcast over (n, ·, p, q))
-void CudaBackend::conv2d_forward(const Conv2dGeometry& g, const Tensor& x, const Tensor& w, const Tensor* b,
-                                 Tensor& y) {
+void CudaBackend::convolve(const Conv2dGeometry& g, const Tensor& x, const Tensor& w, const Tensor* b, Tensor& y) {
   cuda::require_f32("conv2d_forward", x);
   cuda::Context& c = *ctx_;
   if (use_reference(x)) return cuda::conv2d_reference_forward(c, g, x, w, b, y);  // --conv-impl reference
@@ -208,7 +207,7 @@ void CudaBackend::conv2d_forward(const Conv2dGeometry& g, const Tensor& x, const
 }
 
 // dx = the transposed convolution of dy with w
-void CudaBackend::conv2d_backward_data(const Conv2dGeometry& g, const Tensor& dy, const Tensor& w, Tensor& dx) {
+void CudaBackend::convolve_backward_data(const Conv2dGeometry& g, const Tensor& dy, const Tensor& w, Tensor& dx) {
   cuda::require_f32("conv2d_backward_data", dy);
   cuda::Context& c = *ctx_;
   if (use_reference(dy)) return cuda::conv2d_reference_backward_data(c, g, dy, w, dx);  // --conv-impl reference
@@ -222,19 +221,26 @@ void CudaBackend::conv2d_backward_data(const Conv2dGeometry& g, const Tensor& dy
                                                  pl.bwd_data_workspace, &zero, pl.x_desc, dx.raw_data()));
 }
 
-// dw = Σ_n dy ⋆ x (correlation of each output-gradient plane with the input)
-void CudaBackend::conv2d_backward_filter(const Conv2dGeometry& g, const Tensor& dy, const Tensor& x, Tensor& dw) {
+// dw = Σ_n dy ⋆ x (correlation of each output-gradient plane with the input); with db, then
+// db = Σ_{n,p,q} dy (bias_backward)
+void CudaBackend::convolve_backward_filter(const Conv2dGeometry& g, const Tensor& dy, const Tensor& x, Tensor& dw,
+                                           Tensor* db) {
   cuda::require_f32("conv2d_backward_filter", dy);
   cuda::Context& c = *ctx_;
-  if (use_reference(dy)) return cuda::conv2d_reference_backward_filter(c, g, dy, x, dw);  // --conv-impl reference
-  cuda::ConvPlan& pl = plan_for(c, g);
-  if (!pl.have_bwd_filter) choose_algorithm<BackwardFilterDirection>(c, pl, g, x, dy, dw);
-  KernelTiming timing(kernel_log_enabled() ? log_cudnn("cudnnConvolutionBackwardFilter", int(pl.bwd_filter_algo), g) : kNotRecorded);
-  cuda::Scratch workspace(*c.allocator, pl.bwd_filter_workspace);
-  const float one = 1.0f, zero = 0.0f;
-  NNLAB_CUDNN_CHECK(cudnnConvolutionBackwardFilter(c.cudnn, &one, pl.x_desc, x.raw_data(), pl.y_desc, dy.raw_data(),
-                                                   pl.bwd_filter_desc, pl.bwd_filter_algo, workspace.as<void>(),
-                                                   pl.bwd_filter_workspace, &zero, pl.w_desc, dw.raw_data()));
+  if (use_reference(dy)) {
+    cuda::conv2d_reference_backward_filter(c, g, dy, x, dw);  // --conv-impl reference
+  } else {
+    cuda::ConvPlan& pl = plan_for(c, g);
+    if (!pl.have_bwd_filter) choose_algorithm<BackwardFilterDirection>(c, pl, g, x, dy, dw);
+    KernelTiming timing(kernel_log_enabled() ? log_cudnn("cudnnConvolutionBackwardFilter", int(pl.bwd_filter_algo), g)
+                                             : kNotRecorded);
+    cuda::Scratch workspace(*c.allocator, pl.bwd_filter_workspace);
+    const float one = 1.0f, zero = 0.0f;
+    NNLAB_CUDNN_CHECK(cudnnConvolutionBackwardFilter(c.cudnn, &one, pl.x_desc, x.raw_data(), pl.y_desc, dy.raw_data(),
+                                                     pl.bwd_filter_desc, pl.bwd_filter_algo, workspace.as<void>(),
+                                                     pl.bwd_filter_workspace, &zero, pl.w_desc, dw.raw_data()));
+  }
+  if (db) bias_backward(dy, *db, g.p * g.q);
 }
 
 }  // namespace nnlab

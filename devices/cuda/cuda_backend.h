@@ -106,11 +106,6 @@ class CudaBackend final : public Backend {
   void sgd_step_all(const std::vector<SgdSlot>& slots, const SgdParams& hp, Tensor* skip_flag) override;
   void adam_step_all(const std::vector<AdamSlot>& slots, const AdamParams& hp, const Tensor* skip_flag) override;
 
-  // conv2d_cuda.cu
-  void conv2d_forward(const Conv2dGeometry& g, const Tensor& x, const Tensor& w, const Tensor* b,
-                      Tensor& y) override;
-  void conv2d_backward_data(const Conv2dGeometry& g, const Tensor& dy, const Tensor& w, Tensor& dx) override;
-  void conv2d_backward_filter(const Conv2dGeometry& g, const Tensor& dy, const Tensor& x, Tensor& dw) override;
 
   // pool2d_cuda.cu
   void maxpool2d_forward(const Pool2dGeometry& g, const Tensor& x, Tensor& y, Tensor& argmax) override;
@@ -137,6 +132,12 @@ class CudaBackend final : public Backend {
  private:
   std::unique_ptr<CachingAllocator> allocator_;
   std::unique_ptr<cuda::Context> ctx_;
+ protected:
+  // conv2d_cuda.cu: cuDNN (or the reference kernels); the epilogues are Backend's own kernels.
+  void convolve(const Conv2dGeometry& g, const Tensor& x, const Tensor& w, const Tensor* b, Tensor& z) override;
+  void convolve_backward_data(const Conv2dGeometry& g, const Tensor& dz, const Tensor& w, Tensor& dx) override;
+  void convolve_backward_filter(const Conv2dGeometry& g, const Tensor& dz, const Tensor& x, Tensor& dw,
+                                Tensor* db) override;
 };
 
 }  // namespace nnlab

@@ -5,6 +5,7 @@
 
 #include "core/philox.h"
 #include "devices/cuda/cuda_backend.h"
+#include "conv_support.h"
 
 using namespace nnlab;
 using namespace nnlab::gputest;
@@ -34,30 +35,33 @@ void check_conv(const Conv2dGeometry& g) {
   Tensor x = fresh_tensor({g.n, g.c, g.h, g.w}), w = fresh_tensor({g.k, g.c, g.r, g.s}), b = fresh_tensor({g.k});
   Tensor y = Tensor::empty({g.n, g.k, g.p, g.q}), gy = gpu_empty({g.n, g.k, g.p, g.q});
   const Tensor gb = on_gpu(b);
-  cpu().conv2d_forward(g, x, w, &b, y);
-  gpu().conv2d_forward(g, on_gpu(x), on_gpu(w), &gb, gy);
+  nnlab_test::conv_forward(cpu(), g, x, w, &b, y);
+  nnlab_test::conv_forward(gpu(), g, on_gpu(x), on_gpu(w), &gb, gy);
   require_allclose(gy, y, 1e-5, atol, what + " forward");
   Tensor dy = fresh_tensor({g.n, g.k, g.p, g.q});
   Tensor dx = Tensor::empty({g.n, g.c, g.h, g.w}), gdx = gpu_empty({g.n, g.c, g.h, g.w});
-  cpu().conv2d_backward_data(g, dy, w, dx);
-  gpu().conv2d_backward_data(g, on_gpu(dy), on_gpu(w), gdx);
+  nnlab_test::conv_backward_data(cpu(), g, dy, w, dx);
+  nnlab_test::conv_backward_data(gpu(), g, on_gpu(dy), on_gpu(w), gdx);
   require_allclose(gdx, dx, 1e-5, 1e-6 * static_cast<double>(g.k * g.r * g.s) + 1e-6, what + " backward data");
   Tensor dw = Tensor::empty({g.k, g.c, g.r, g.s}), gdw = gpu_empty({g.k, g.c, g.r, g.s});
-  cpu().conv2d_backward_filter(g, dy, x, dw);
-  gpu().conv2d_backward_filter(g, on_gpu(dy), on_gpu(x), gdw);
+  nnlab_test::conv_backward_filter(cpu(), g, dy, x, dw);
+  nnlab_test::conv_backward_filter(gpu(), g, on_gpu(dy), on_gpu(x), gdw);
   const double sum_atol = 1e-6 * static_cast<double>(g.n * g.p * g.q) + 1e-6;
   require_allclose(gdw, dw, 1e-5, sum_atol, what + " backward filter");
-  // The weight and bias gradients in one call (the CPU's fused filter gradients; CUDA's default,
-  // the two kernels), and those of a first layer with its ReLU fused, y = relu(conv).
+  // The weight and bias gradients in one call (the CPU's fused filter gradients; CUDA's filter
+  // gradient, then bias_backward), and those of a first layer with a ReLU epilogue, y = relu(conv).
   Tensor db = Tensor::empty({g.k}), gdb = gpu_empty({g.k});
-  cpu().conv2d_backward_params(g, dy, x, dw, db);
-  gpu().conv2d_backward_params(g, on_gpu(dy), on_gpu(x), gdw, gdb);
+  nnlab_test::conv_backward_filter(cpu(), g, dy, x, dw, &db);
+  nnlab_test::conv_backward_filter(gpu(), g, on_gpu(dy), on_gpu(x), gdw, &gdb);
   require_allclose(gdw, dw, 1e-5, sum_atol, what + " weight gradient with the bias");
   require_allclose(gdb, db, 1e-5, sum_atol, what + " bias gradient with the weights");
   Tensor y_relu = y.clone();
   cpu().unary_forward(UnaryOp::Relu, y, y_relu);
-  cpu().conv2d_relu_backward_params(g, y_relu, dy, x, dw, &db);
-  gpu().conv2d_relu_backward_params(g, on_gpu(y_relu), on_gpu(dy), on_gpu(x), gdw, &gdb);
+  ConvEpilogue relu;
+  relu.kind = ConvEpilogue::Kind::Relu;
+  Tensor no_dx, gpu_no_dx;
+  cpu().conv2d_backward(g, relu, dy, y_relu, x, w, no_dx, dw, db);
+  gpu().conv2d_backward(g, relu, on_gpu(dy), on_gpu(y_relu), on_gpu(x), on_gpu(w), gpu_no_dx, gdw, gdb);
   require_allclose(gdw, dw, 1e-5, sum_atol, what + " first layer's weight gradient through its ReLU");
   require_allclose(gdb, db, 1e-5, sum_atol, what + " first layer's bias gradient through its ReLU");
 }
@@ -65,8 +69,8 @@ void check_conv(const Conv2dGeometry& g) {
 }  // namespace
 
 TEST_CASE("gpu: cuDNN convolution matches the CPU's own choice of algorithm per shape", "[gpu][conv2d]") {
-  // The CPU side runs whatever choose_conv_algorithm picks (direct loops, Winograd, im2col +
-  // small_gemm or OpenBLAS: see devices/cpu/conv2d_cpu.cpp); cuDNN runs its own algorithms.
+  // The CPU side runs whatever its plan says (direct loops, Winograd, im2col + small_gemm or
+  // OpenBLAS: see devices/cpu/conv2d_plan.cpp); cuDNN runs its own algorithms.
   // Both must compute the same cross-correlation.
   const std::vector<Conv2dGeometry> shapes = {
       conv_geometry(1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0),     conv_geometry(2, 3, 8, 8, 4, 3, 3, 1, 1, 1, 1),
@@ -123,13 +127,16 @@ TEST_CASE("gpu: a convolution with its max-pool and ReLU fused matches the CPU's
       {conv_geometry(2, 8, 12, 12, 8, 3, 3, 1, 1, 1, 1), pool_geometry(2, 8, 12, 12, 3, 3, 2, 2, 0, 0)}};
   for (auto [g, pg] : cases) {
     pg.relu = true;
+    ConvEpilogue pooled;
+    pooled.kind = ConvEpilogue::Kind::ReluMaxPool;
+    pooled.pool = pg;
     const Shape ys{pg.n, pg.c, pg.p, pg.q};
     Tensor x = fresh_tensor({g.n, g.c, g.h, g.w}), w = fresh_tensor({g.k, g.c, g.r, g.s}), b = fresh_tensor({g.k});
     Tensor y = Tensor::empty(ys), arg = Tensor::empty(ys, DType::Int32);
     Tensor gy = gpu_empty(ys), garg = gpu_empty(ys, DType::Int32);
     const Tensor gb = on_gpu(b);
-    cpu().conv2d_maxpool_relu_forward(g, pg, x, w, &b, y, arg);
-    gpu().conv2d_maxpool_relu_forward(g, pg, on_gpu(x), on_gpu(w), &gb, gy, garg);
+    cpu().conv2d_forward(g, pooled, x, w, &b, y, &arg);
+    gpu().conv2d_forward(g, pooled, on_gpu(x), on_gpu(w), &gb, gy, &garg);
     require_allclose(gy, y, 1e-5, 1e-6 * static_cast<double>(g.c * g.r * g.s) + 1e-6, "pooled convolution");
     // The winners: the same cell, but for windows whose two best sums the devices' different
     // summation orders may swap (rare with continuous random inputs).
@@ -142,16 +149,16 @@ TEST_CASE("gpu: a convolution with its max-pool and ReLU fused matches the CPU's
     const Tensor dy = fresh_tensor(ys);
     Tensor dx = Tensor::empty({g.n, g.c, g.h, g.w}), dw = Tensor::empty({g.k, g.c, g.r, g.s}), db = Tensor::empty({g.k});
     Tensor gdx = gpu_empty(dx.shape()), gdw = gpu_empty(dw.shape()), gdb = gpu_empty(db.shape());
-    cpu().conv2d_maxpool_relu_backward(g, pg, dy, arg, x, w, dx, dw, db);
-    gpu().conv2d_maxpool_relu_backward(g, pg, on_gpu(dy), on_gpu(arg), on_gpu(x), on_gpu(w), gdx, gdw, gdb);
+    cpu().conv2d_backward(g, pooled, dy, arg, x, w, dx, dw, db);
+    gpu().conv2d_backward(g, pooled, on_gpu(dy), on_gpu(arg), on_gpu(x), on_gpu(w), gdx, gdw, gdb);
     const double sum_atol = 1e-6 * static_cast<double>(g.n * g.p * g.q) + 1e-6;
     require_allclose(gdx, dx, 1e-5, 1e-6 * static_cast<double>(g.k * g.r * g.s) + 1e-6, "pooled convolution's dx");
     require_allclose(gdw, dw, 1e-5, sum_atol, "pooled convolution's dw");
     require_allclose(gdb, db, 1e-5, sum_atol, "pooled convolution's db");
     // A first layer's: no dx (the CPU's direct and Winograd filter gradients route dy alone).
     Tensor no_dx, gpu_no_dx;
-    cpu().conv2d_maxpool_relu_backward(g, pg, dy, arg, x, w, no_dx, dw, db);
-    gpu().conv2d_maxpool_relu_backward(g, pg, on_gpu(dy), on_gpu(arg), on_gpu(x), on_gpu(w), gpu_no_dx, gdw, gdb);
+    cpu().conv2d_backward(g, pooled, dy, arg, x, w, no_dx, dw, db);
+    gpu().conv2d_backward(g, pooled, on_gpu(dy), on_gpu(arg), on_gpu(x), on_gpu(w), gpu_no_dx, gdw, gdb);
     CHECK(!no_dx.defined());
     CHECK(!gpu_no_dx.defined());
     require_allclose(gdw, dw, 1e-5, sum_atol, "first layer's pooled convolution's dw");

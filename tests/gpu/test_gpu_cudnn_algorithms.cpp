@@ -13,6 +13,7 @@
 
 #include "devices/cuda/conv2d_algorithm_pick.h"
 #include "devices/cuda/cuda_backend.h"
+#include "conv_support.h"
 #include "gpu/gpu_support.h"
 
 using namespace nnlab;
@@ -115,9 +116,9 @@ TEST_CASE("gpu: every cuDNN convolution algorithm cuDNN accepts agrees with the 
     const Tensor dy = fresh_tensor({g.n, g.k, g.p, g.q});
     Tensor y = Tensor::empty({g.n, g.k, g.p, g.q}), dx = Tensor::empty({g.n, g.c, g.h, g.w});
     Tensor dw = Tensor::empty({g.k, g.c, g.r, g.s});
-    cpu().conv2d_forward(g, x, w, nullptr, y);
-    cpu().conv2d_backward_data(g, dy, w, dx);
-    cpu().conv2d_backward_filter(g, dy, x, dw);
+    nnlab_test::conv_forward(cpu(), g, x, w, nullptr, y);
+    nnlab_test::conv_backward_data(cpu(), g, dy, w, dx);
+    nnlab_test::conv_backward_filter(cpu(), g, dy, x, dw);
     const Tensor gx = on_gpu(x), gw = on_gpu(w), gdy = on_gpu(dy);
     Tensor out = Tensor::empty(y.shape(), DType::Float32, Device::cuda(0));
     Tensor out_dx = Tensor::empty(dx.shape(), DType::Float32, Device::cuda(0));

@@ -5,6 +5,7 @@
 
 #include "cli_support.h"
 #include "devices/conv_impl.h"
+#include "conv_support.h"
 #include "gpu/gpu_support.h"
 
 using namespace nnlab;
@@ -35,23 +36,23 @@ TEST_CASE("gpu: the reference convolution kernels match the CPU reference", "[gp
     Tensor dy = fresh_tensor({g.n, g.k, g.p, g.q});
     Tensor y = Tensor::empty(dy.shape()), gy = Tensor::empty(dy.shape(), DType::Float32, Device::cuda(0));
     const Tensor gb = on_gpu(b);
-    cpu().conv2d_forward(g, x, w, &b, y);
-    gpu().conv2d_forward(g, on_gpu(x), on_gpu(w), &gb, gy);
+    nnlab_test::conv_forward(cpu(), g, x, w, &b, y);
+    nnlab_test::conv_forward(gpu(), g, on_gpu(x), on_gpu(w), &gb, gy);
     require_allclose(gy, y, 1e-5, 1e-5, "reference forward");
     Tensor dx = Tensor::empty(x.shape()), gdx = Tensor::empty(x.shape(), DType::Float32, Device::cuda(0));
-    cpu().conv2d_backward_data(g, dy, w, dx);
-    gpu().conv2d_backward_data(g, on_gpu(dy), on_gpu(w), gdx);
+    nnlab_test::conv_backward_data(cpu(), g, dy, w, dx);
+    nnlab_test::conv_backward_data(gpu(), g, on_gpu(dy), on_gpu(w), gdx);
     require_allclose(gdx, dx, 1e-5, 1e-5, "reference backward data");
     Tensor dw = Tensor::empty(w.shape()), gdw = Tensor::empty(w.shape(), DType::Float32, Device::cuda(0));
-    cpu().conv2d_backward_filter(g, dy, x, dw);
-    gpu().conv2d_backward_filter(g, on_gpu(dy), on_gpu(x), gdw);
+    nnlab_test::conv_backward_filter(cpu(), g, dy, x, dw);
+    nnlab_test::conv_backward_filter(gpu(), g, on_gpu(dy), on_gpu(x), gdw);
     require_allclose(gdw, dw, 1e-5, 1e-4, "reference backward filter");
   }
   set_conv_impl(ConvImpl::Im2col);
   Tensor y = Tensor::empty({1, 1, 3, 3}, DType::Float32, Device::cuda(0));
   const Conv2dGeometry g{1, 1, 3, 3, 1, 1, 1, 1, 1, 0, 0, 3, 3};
-  REQUIRE_THROWS_WITH(gpu().conv2d_forward(g, on_gpu(fresh_tensor({1, 1, 3, 3})), on_gpu(fresh_tensor({1, 1, 1, 1})),
-                                           nullptr, y),
+  REQUIRE_THROWS_WITH(nnlab_test::conv_forward(gpu(), g, on_gpu(fresh_tensor({1, 1, 3, 3})),
+                                               on_gpu(fresh_tensor({1, 1, 1, 1})), nullptr, y),
                       Catch::Contains("im2col is the CPU's path"));
 }
 
