@@ -20,7 +20,7 @@
 #include "apps/run_variant.h"
 #include "apps/trainer.h"
 #include "autograd/ops.h"
-#include "devices/cpu/threads.h"
+#include "devices/host_cpu.h"
 #include "devices/registry.h"
 
 namespace nnlab {
@@ -45,7 +45,7 @@ VariantRun run_variant(const TrainConfig& c, const RunVariant& v, int64_t test_i
   trainer.keep_step_losses();
   trainer.run();
   run.device = device_label(device);
-  run.threads = cpu_threads();
+  run.threads = host_cpu::threads();
   run.conv = conv_impl_name(v.conv);
   for (const EpochResult& e : trainer.epoch_results()) {
     run.phases.data += e.phases.data;

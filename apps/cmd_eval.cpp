@@ -12,7 +12,7 @@
 #include "autograd/grad_mode.h"
 #include "autograd/ops.h"
 #include "datasets/dataloader.h"
-#include "devices/cpu/threads.h"
+#include "devices/host_cpu.h"
 #include "devices/registry.h"
 
 namespace nnlab {
@@ -91,7 +91,7 @@ void print_report(const std::vector<std::vector<int64_t>>& confusion, const std:
 int run_eval(const EvalOptions& o) {
   NNLAB_CHECK(o.batch > 0, "--batch must be at least 1, got ", o.batch);
   NNLAB_CHECK(o.threads >= 0, "--threads must be >= 0 (0 = all cores), got ", o.threads);
-  set_cpu_threads(o.threads);
+  host_cpu::set_threads(o.threads);
   std::string why;
   const Device device = resolve_device(o.device, &why);
   CheckpointInfo info;

@@ -11,9 +11,7 @@
 #include "apps/distributed/world.h"
 #include "apps/explain_step.h"
 #include "apps/train_config.h"
-#include "devices/cpu/core_latency.h"
-#include "devices/cpu/cpu_isa.h"
-#include "devices/cpu/threads.h"
+#include "devices/host_cpu.h"
 #include "devices/registry.h"
 #include "layers/zoo.h"
 
@@ -193,7 +191,7 @@ void register_explain_command(CLI::App& app) {
     std::vector<DeviceExplain> runs;
     for (const RunVariant& v : usable) runs.push_back(explain_on(v, info, o->batch, o->seed));
     std::printf("nnlab explain: %s, batch %lld, one training step after two warm-up steps; cpu kernels: %s\n",
-                info.name.c_str(), static_cast<long long>(o->batch), cpu_isa_report().c_str());
+                info.name.c_str(), static_cast<long long>(o->batch), host_cpu::kernel_isa_report().c_str());
     if (!runs.front().fused_groups.empty()) {
       std::string groups;
       for (const std::string& g : runs.front().fused_groups) groups += (groups.empty() ? "" : ", ") + g;
@@ -203,11 +201,11 @@ void register_explain_command(CLI::App& app) {
       std::printf("cuda: each node's ms is the GPU's own time (CUDA events), the step queued whole before the GPU "
                   "starts it\n");
     // A two-thread CPU step meets the other thread at every barrier and hand-over; what that
-    // costs on this machine, now (core_latency.h: cloud machines change it between runs).
+    // costs on this machine, now (host_cpu.h: cloud machines change it between runs).
     const bool on_cpu = std::any_of(usable.begin(), usable.end(),
                                     [](const RunVariant& v) { return v.device_text.rfind("cpu", 0) == 0; });
-    if (on_cpu && cpu_threads() > 1)
-      if (const std::optional<double> trip = core_round_trip_ns())
+    if (on_cpu && host_cpu::threads() > 1)
+      if (const std::optional<double> trip = host_cpu::core_round_trip_ns())
         std::printf("cpu: between its first two CPUs a cache line's round trip takes %.0f ns\n", *trip);
     if (World::get().distributed())
       std::printf("data parallel: %s; --batch %lld on every rank; the all-reduce's MB are what each rank sends in a "

@@ -9,10 +9,7 @@
 #include "autograd/grad_mode.h"
 #include "autograd/ops.h"
 #include "core/random.h"
-#include "devices/cpu/core_latency.h"
-#include "devices/cpu/cpu_isa.h"
-#include "devices/cpu/openblas_core.h"
-#include "devices/cpu/threads.h"
+#include "devices/host_cpu.h"
 #include "devices/registry.h"
 #include "layers/zoo.h"
 
@@ -51,20 +48,20 @@ void register_info_commands(CLI::App& app) {
   CLI::App* devices = app.add_subcommand("devices", "List the CPU and the GPUs nnlab can use");
   devices->add_option("--threads", *threads, "CPU threads (default: all cores)");
   add_command(devices, [threads] {
-    set_cpu_threads(*threads);
-    std::printf("cpu: %s, %d cores, %d threads\n  OpenBLAS: %s\n", cpu_model_name().c_str(), cpu_cores(),
-                cpu_threads(), openblas_build());
+    host_cpu::set_threads(*threads);
+    std::printf("cpu: %s, %d cores, %d threads\n  OpenBLAS: %s\n", host_cpu::model_name().c_str(), host_cpu::cores(),
+                host_cpu::threads(), host_cpu::openblas_build());
     std::printf("  cpu kernels: %s; this CPU %s AVX-512 (set NNLAB_CPU_ISA=avx2|avx512|auto to choose)\n",
-                cpu_isa_report().c_str(), cpu_has_avx512() ? "has" : "lacks");
+                host_cpu::kernel_isa_report().c_str(), host_cpu::has_avx512() ? "has" : "lacks");
     // Two threads hand data and barriers over through this trip; a cloud machine can move its
-    // virtual CPUs between placements where it differs 4× (core_latency.h).
-    if (const std::optional<double> trip = core_round_trip_ns())
+    // virtual CPUs between placements where it differs 4× (host_cpu.h).
+    if (const std::optional<double> trip = host_cpu::core_round_trip_ns())
       std::printf("  between its first two CPUs a cache line's round trip takes %.0f ns\n", *trip);
-    else if (cpu_cores() >= 2)
+    else if (host_cpu::cores() >= 2)
       std::printf("  between its first two CPUs a cache line's round trip: not measurable now (a CPU kept busy)\n");
     // Which kernels OpenBLAS runs, what this CPU could run, and what nnlab did about it: an old
-    // core costs 5x on every product (openblas_core.h).
-    std::printf("  %s\n", openblas_core_report().c_str());
+    // core costs 5x on every product (host_cpu.h).
+    std::printf("  %s\n", host_cpu::openblas_core_report().c_str());
     std::printf("%s\n", cuda_report().c_str());
     return 0;
   });
@@ -77,7 +74,7 @@ void register_info_commands(CLI::App& app) {
   sgemm->add_option("--device", *sgemm_device, "cpu, cuda or auto")->capture_default_str();
   add_command(sgemm, [size, threads, sgemm_device] {
     NNLAB_CHECK(*size > 0 && *size <= 16384, "--size must lie in 1..16384, got ", *size);
-    set_cpu_threads(*threads);
+    host_cpu::set_threads(*threads);
     const Device device = resolve_device(*sgemm_device, nullptr);
     NoGradGuard no_grad;
     Tensor a = Tensor::empty({*size, *size}), b = Tensor::empty({*size, *size});
@@ -96,7 +93,7 @@ void register_info_commands(CLI::App& app) {
     }
     std::sort(rates.begin(), rates.end());
     std::printf("sgemm %lld³ on %s, %d threads: median %.1f GFLOP/s, best %.1f GFLOP/s\n",
-                static_cast<long long>(*size), device.str().c_str(), cpu_threads(), rates[rates.size() / 2],
+                static_cast<long long>(*size), device.str().c_str(), host_cpu::threads(), rates[rates.size() / 2],
                 rates.back());
     return 0;
   });

@@ -17,7 +17,7 @@
 #include "autograd/ops.h"
 #include "core/error.h"
 #include "datasets/image_io.h"
-#include "devices/cpu/threads.h"
+#include "devices/host_cpu.h"
 #include "devices/registry.h"
 
 namespace nnlab {
@@ -71,7 +71,7 @@ std::vector<std::vector<double>> softmax_rows(const Tensor& logits) {
 
 int run_predict(const PredictOptions& o) {
   NNLAB_CHECK(o.top_k >= 1, "--top-k must be at least 1, got ", o.top_k);
-  set_cpu_threads(o.threads);
+  host_cpu::set_threads(o.threads);
   std::string why;
   const Device device = resolve_device(o.device, &why);
   CheckpointInfo info;

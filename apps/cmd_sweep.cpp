@@ -17,7 +17,7 @@
 #include "apps/step_graph.h"
 #include "autograd/ops.h"
 #include "core/random.h"
-#include "devices/cpu/threads.h"
+#include "devices/host_cpu.h"
 #include "devices/registry.h"
 #include "apps/train_config.h"
 #include "layers/fuse_epilogues.h"
@@ -231,7 +231,7 @@ void write_sweep_outputs(const SweepOptions& o, const SweepPlan& plan, const Swe
                     fmt("%.0f", r[b].get<double>()), fmt("%.2f", r["ratio"].get<double>())});
   const std::string body = "<p>Steady-state training images/s (" + std::to_string(o.steps) + " timed steps after " +
                            std::to_string(o.warmup) + " warm-up steps) of <b>" + html_escape(a) + "</b> (A) and <b>" +
-                           html_escape(b) + "</b> (B), CPU: " + html_escape(cpu_model_name()) + ".</p><ul>" +
+                           html_escape(b) + "</b> (B), CPU: " + html_escape(host_cpu::model_name()) + ".</p><ul>" +
                            out.summary + "</ul>\n<h2>Images/s over batch size</h2>\n<div class='charts'>" +
                            out.charts + "</div>\n<h2>Measurements</h2>\n" +
                            html_table({"model", "width", "math", "batch", "A img/s", "B img/s", "B/A"}, rows);

@@ -1,8 +1,6 @@
 #include "apps/environment.h"
 
-#include "devices/cpu/cpu_isa.h"
-#include "devices/cpu/openblas_core.h"
-#include "devices/cpu/threads.h"
+#include "devices/host_cpu.h"
 #include "devices/registry.h"
 
 // The commit comes from the header the build regenerates (scripts/commit_header.cmake), the
@@ -92,17 +90,17 @@ nlohmann::json gpu_record(Device device) {
 }
 
 // The core of kernels OpenBLAS runs against what the CPU could run, and what nnlab did about
-// it (devices/cpu/openblas_core.h): an old core makes every product several times slower.
+// it (devices/host_cpu.h): an old core makes every product several times slower.
 nlohmann::json openblas_core_record() {
-  const OpenblasCoreStatus s = openblas_core_status();
+  const host_cpu::OpenblasCore s = host_cpu::openblas_core();
   nlohmann::json record = {{"core", s.core},
-                           {"instructions", openblas_core_instructions(s.core)},
+                           {"instructions", s.instructions},
                            {"cpu", s.cpu},
                            {"best", s.best},
                            {"forced", s.forced},
                            {"older", s.older},
-                           {"action", openblas_core_action_name(s.action)},
-                           {"summary", openblas_core_report(s)}};
+                           {"action", s.action},
+                           {"summary", s.summary}};
   if (!s.before.empty()) record["before"] = s.before;
   return record;
 }
@@ -113,11 +111,11 @@ nlohmann::json environment_record(const TrainConfig& config, Device device) {
   nlohmann::json env;
   env["nnlab_version"] = nnlab_version();
   env["commit"] = nnlab_commit();
-  env["cpu"] = {{"model", cpu_model_name()}, {"cores", cpu_cores()}, {"threads", cpu_threads()},
-                {"denormals", denormals_name(cpu_denormals())},
-                // nnlab's own kernels: "avx512" or "avx2", and "auto" or why not (cpu_isa.h)
-                {"kernels", cpu_isa_name(cpu_isa())}, {"kernels_chosen", cpu_isa_reason()}};
-  env["openblas"] = openblas_build();
+  env["cpu"] = {{"model", host_cpu::model_name()}, {"cores", host_cpu::cores()}, {"threads", host_cpu::threads()},
+                {"denormals", host_cpu::denormals_mode()},
+                // nnlab's own kernels: "avx512" or "avx2", and "auto" or why not (host_cpu.h)
+                {"kernels", host_cpu::kernel_isa()}, {"kernels_chosen", host_cpu::kernel_isa_reason()}};
+  env["openblas"] = host_cpu::openblas_build();
   env["openblas_core"] = openblas_core_record();
   env["device"] = device.str();
   env["gpu"] = gpu_record(device);

@@ -7,15 +7,14 @@
 #include <spdlog/spdlog.h>
 
 #include "apps/commands.h"
-#include "devices/cpu/cpu_isa.h"
-#include "devices/cpu/openblas_core.h"
 #include "apps/distributed/world.h"
+#include "devices/host_cpu.h"
 
 int main(int argc, char** argv) {
   // OpenBLAS chose its kernels while it loaded; an older core than this CPU runs is corrected by
-  // starting again, so this comes before any thread, output or MPI_Init (openblas_core.h).
+  // starting again, so this comes before any thread, output or MPI_Init (host_cpu.h).
   try {
-    nnlab::restart_on_best_openblas_core(argv);
+    nnlab::host_cpu::restart_on_best_openblas_core(argv);
   } catch (const std::exception& e) {
     return nnlab::exit_after_error(e);
   }
@@ -46,7 +45,7 @@ int main(int argc, char** argv) {
     return app.exit(e);
   }
   try {
-    nnlab::cpu_isa();  // a bad NNLAB_CPU_ISA is refused here, before any work
+    nnlab::host_cpu::kernel_isa();  // a bad NNLAB_CPU_ISA is refused here, before any work
     const int code = nnlab::run_selected_command(app);
     nnlab::end_ranks();  // under mpirun: every rank ends MPI together
     return code;

@@ -3,7 +3,7 @@
 #include <sstream>
 
 #include "core/error.h"
-#include "devices/cpu/threads.h"
+#include "devices/host_cpu.h"
 #include "devices/registry.h"
 
 namespace nnlab {
@@ -83,7 +83,7 @@ void check_variants(const std::vector<RunVariant>& variants) {
 Device apply_variant(const RunVariant& v) {
   check_variants({v});
   const Device device = resolve_device(v.device_text, nullptr);
-  set_cpu_threads(v.threads);
+  host_cpu::set_threads(v.threads);
   set_conv_impl(v.conv);
   CudaOptions cuda = cuda_options();
   cuda.tf32 = v.tf32;

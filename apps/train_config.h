@@ -29,7 +29,7 @@ struct TrainConfig {
   std::string normalize = "none";    // none | dataset (per-channel mean/std of the training set)
   uint64_t seed = 0;
   int threads = 0;                // 0 = all cores
-  std::string denormals = "flush";  // CPU: flush (to zero, fast) | keep (IEEE gradual underflow); threads.h
+  std::string denormals = "flush";  // CPU: flush (to zero, fast) | keep (IEEE gradual underflow); host_cpu.h
   std::string device = "cpu";
   std::string math = "fp32";        // fp32 (strict, the default) | tf32 (CUDA tensor cores, recorded)
   bool deterministic = false;      // CUDA: deterministic cuDNN algorithms, no Winograd/FFT

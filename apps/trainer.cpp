@@ -20,10 +20,8 @@
 #include "apps/progress.h"
 #include "autograd/grad_mode.h"
 #include "autograd/ops.h"
-#include "devices/cpu/cpu_isa.h"
-#include "devices/cpu/openblas_core.h"
-#include "devices/cpu/threads.h"
 #include "devices/conv_impl.h"
+#include "devices/host_cpu.h"
 #include "devices/registry.h"
 #include "layers/dropout.h"
 #include "layers/fuse_epilogues.h"
@@ -59,8 +57,8 @@ void install_stop_handlers() {
 
 Trainer::Trainer(TrainConfig config) : config_(std::move(config)) {
   prepare_checkpoint_dir();  // before anything slow: a bad folder fails at once
-  set_cpu_threads(config_.threads);
-  set_cpu_denormals(config_.denormals == "keep" ? Denormals::keep : Denormals::flush);
+  host_cpu::set_threads(config_.threads);
+  host_cpu::set_flush_denormals(config_.denormals != "keep");
   std::string why;
   device_ = resolve_device(config_.device, &why);
   if (config_.device == "auto") spdlog::info("{}", why);
@@ -78,11 +76,11 @@ Trainer::Trainer(TrainConfig config) : config_(std::move(config)) {
     graphs_mode_ = parse_cuda_graphs(config_.cuda_graphs);
   });
   set_conv_impl(requested_conv);
-  if (device_.is_cpu() && config_.threads == 0 && cpu_threads() >= 2) {
+  if (device_.is_cpu() && config_.threads == 0 && host_cpu::threads() >= 2) {
     ThreadGovernorOptions governor;
-    governor.max_threads = config_max_threads_ = cpu_threads();
+    governor.max_threads = config_max_threads_ = host_cpu::threads();
     governor_ = std::make_unique<ThreadGovernor>(governor);
-    set_cpu_threads(governor_->threads());
+    host_cpu::set_threads(governor_->threads());
   }
   if (device_.is_cuda()) set_cuda_options({config_.math == "tf32", config_.deterministic});
   train_ = load_dataset(config_.data, config_.data_dir, "train");
@@ -164,9 +162,9 @@ EpochResult Trainer::train_epoch(int64_t epoch) {
   // all busy with the step's parallel loops, that third thread preempted them at their
   // barriers: the mlp's epoch took 0.213–0.327 s with it against 0.205–0.207 without
   // (2 threads, 2 cores).
-  const int step_threads = !governor_ ? cpu_threads() : governor_->chosen() > 0 ? governor_->chosen()
-                                                                                  : config_max_threads_;
-  loader_->set_prefetch(!device_.is_cpu() || step_threads < cpu_cores());
+  const int step_threads = !governor_ ? host_cpu::threads() : governor_->chosen() > 0 ? governor_->chosen()
+                                                                                      : config_max_threads_;
+  loader_->set_prefetch(!device_.is_cpu() || step_threads < host_cpu::cores());
   loader_->start_epoch(epoch, skip);
   const int64_t steps = loader_->steps_per_epoch();
   EpochProgress progress(epoch, config_.epochs, steps, config_.log_interval, isatty(STDOUT_FILENO));
@@ -242,7 +240,7 @@ EpochResult Trainer::train_epoch(int64_t epoch) {
                    {"seconds", r.seconds},
                    {"images_per_second", r.images_per_second},
                    {"warmup_seconds", epoch_results_.empty() ? warm_up_seconds_ : 0.0},  // before this clock
-                   {"threads", cpu_threads()},
+                   {"threads", host_cpu::threads()},
                    {"thread_changes", governor_ ? governor_->changes() : 0},
                    // what the CUDA step was: the graph's nodes (0: eager steps only), the set on the device
                    {"cuda_graph_nodes", graphed_ && graphed_->captured() ? graphed_->nodes() : 0},
@@ -261,7 +259,7 @@ EpochResult Trainer::train_epoch(int64_t epoch) {
 void Trainer::adapt_threads(double step_seconds) {
   const int chosen_before = governor_->chosen();
   const int threads = governor_->after_step(step_seconds);
-  if (threads != cpu_threads()) set_cpu_threads(threads);
+  if (threads != host_cpu::threads()) host_cpu::set_threads(threads);
   // The probes' own switches are not news; a new choice is (the first only when it is not the default).
   const int chosen = governor_->chosen();
   if (chosen != chosen_before && (chosen_before != 0 || chosen != config_max_threads_))
@@ -341,10 +339,10 @@ EpochResult Trainer::run() {
   spdlog::info("model {} ({} parameters) on {}, data {} ({} train / {} test images from {})", config_.model,
                model_->parameter_count(), device_label(device_), config_.data, train_.size(), test_.size(), config_.data_dir);
   const std::string threads = governor_ ? std::to_string(config_max_threads_) + " CPU threads (1 while other programs keep the cores busy)"
-                                        : std::to_string(cpu_threads()) + " CPU threads";
+                                        : std::to_string(host_cpu::threads()) + " CPU threads";
   spdlog::info("optimizer {}, batch {}, {} epochs, seed {}, {} (denormals: {}; cpu kernels: {})", optimizer_->describe(),
-               config_.batch, config_.epochs, config_.seed, threads, denormals_name(cpu_denormals()), cpu_isa_report());
-  if (device_.is_cpu()) spdlog::info("{}", openblas_core_report());
+               config_.batch, config_.epochs, config_.seed, threads, host_cpu::denormals_mode(), host_cpu::kernel_isa_report());
+  if (device_.is_cpu()) spdlog::info("{}", host_cpu::openblas_core_report());
   if (parallel_) spdlog::info("{}", parallel_->describe(config_.batch));
   recorder_.write({{"type", "run"},
                    {"model", config_.model},
@@ -356,9 +354,9 @@ EpochResult Trainer::run() {
                    {"batch", config_.batch},
                    {"epochs", config_.epochs},
                    {"seed", config_.seed},
-                   {"threads", cpu_threads()},
+                   {"threads", host_cpu::threads()},
                    {"ranks", World::get().size()},
-                   {"cpu", cpu_model_name()},
+                   {"cpu", host_cpu::model_name()},
                    {"environment", environment_record(config_, device_)}});
   warm_up_seconds_ = warm_up();
   EpochResult last;

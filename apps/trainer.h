@@ -10,7 +10,7 @@
 #include "apps/train_config.h"
 #include "datasets/dataloader.h"
 #include "datasets/dataset.h"
-#include "devices/cpu/thread_governor.h"
+#include "apps/thread_governor.h"
 #include "layers/check_numerics.h"
 #include "layers/zoo.h"
 #include "optim/optimizer.h"

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # One epoch of the mlp beside a busy program, and on the idle machine: nnlab with its default
-# threads (the thread governor, devices/cpu/thread_governor.h), with --threads 1 and with
+# threads (the thread governor, apps/thread_governor.h), with --threads 1 and with
 # --threads 2, and PyTorch's mlp (scripts/torch_reference.py) with 1 and 2 threads, so
 # docs/benchmarks.md can say what sharing the cores costs each. The busy program is a second
 # nnlab training the cnn on 2 threads, as a user running two trainings at once would.

@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """Lists every project #include of the library and the app, resolved to its file and floor,
-and fails on one that runs up a floor (docs/design.md, Floors).
+and fails on one that runs up a floor, or that reaches into the CPU backend's internals from
+outside devices/ (docs/design.md, Floors).
 
     scripts/include_floors.py [--list] [ROOT]
 
@@ -9,11 +10,17 @@ is resolved as the compiler resolves it: "x" beside the including file first, th
 source root; <x> from the CUDA simulator's headers (devices/cuda/sim/include), else it is a
 system or third-party header and not listed. "nnlab_commit.h" is generated into the build
 tree for apps/environment.cpp (the app's floor). --list prints every resolved include as
-`file:line: include -> floor a -> floor b`; without it only the upward ones are printed.
-Exit status 1 when any include runs up, or names a project file that does not exist.
+`file:line: include -> floor a -> floor b`; without it only the failing ones are printed.
+Exit status 1 when any include runs up, reaches into devices/cpu/ from another floor, or names
+a project file that does not exist.
 
-The build enforces the same rule (cmake/floors.cmake); this script is the audit that shows
-the whole graph, and the CTest test include_floors runs it.
+Why the second rule: devices/cpu/ holds the CPU backend's kernels and tuning. Higher floors
+reach the CPU through the kernel table (devices/backend.h) and the program through
+devices/host_cpu.h, so the backend can change inside without them noticing. The floors alone
+allow such an include (devices/ is below them all); this check is what keeps it from coming back.
+
+The build enforces the floors (cmake/floors.cmake) but not the second rule; this script is
+the audit that shows the whole graph and checks both, and the CTest test include_floors runs it.
 """
 import os
 import re
@@ -24,11 +31,19 @@ NAMES = ["core", "devices", "autograd", "layers/optim", "datasets", "apps"]
 GENERATED = {"nnlab_commit.h": "apps"}
 SIM_INCLUDE = os.path.join("devices", "cuda", "sim", "include")
 SUFFIXES = (".h", ".cpp", ".cu", ".cuh")
+# Folders whose headers only their own floor may include: folder -> the floor it belongs to.
+INTERNAL = {os.path.join("devices", "cpu"): "devices"}
 INCLUDE = re.compile(r'^\s*#\s*include\s*([<"])([^>"]+)[>"]')
 
 
 def floor_of(rel_path):
     return FLOORS.get(rel_path.split(os.sep, 1)[0])
+
+
+def reaches_inside(src, target):
+    """Whether `src` includes an internal header of a floor other than its own."""
+    return any(target.startswith(folder + os.sep) and floor_of(src) != FLOORS[owner]
+               for folder, owner in INTERNAL.items())
 
 
 def resolve(root, including, kind, name):
@@ -49,7 +64,7 @@ def main(argv):
     list_all = "--list" in argv
     args = [a for a in argv if a != "--list"]
     root = os.path.abspath(args[0] if args else os.path.join(os.path.dirname(__file__), ".."))
-    edges = upward = missing = 0
+    edges = upward = inside = missing = 0
     for top in FLOORS:
         for dirpath, _, files in sorted(os.walk(os.path.join(root, top))):
             for f in sorted(files):
@@ -75,13 +90,16 @@ def main(argv):
                             dst_floor = floor_of(target)
                         edges += 1
                         up = dst_floor > src_floor
+                        internal = reaches_inside(rel, target)
                         upward += up
-                        if up or list_all:
-                            mark = "  UPWARD" if up else ""
+                        inside += internal
+                        if up or internal or list_all:
+                            mark = "  UPWARD" if up else "  INTERNAL" if internal else ""
                             print(f"{rel}:{lineno}: {name} -> {target}  "
                                   f"[{NAMES[src_floor]} -> {NAMES[dst_floor]}]{mark}")
-    print(f"{edges} project includes resolved; {upward} run up a floor; {missing} unresolved")
-    return 1 if upward or missing else 0
+    print(f"{edges} project includes resolved; {upward} run up a floor; "
+          f"{inside} reach into another floor's internals; {missing} unresolved")
+    return 1 if upward or inside or missing else 0
 
 
 if __name__ == "__main__":

@@ -1,4 +1,4 @@
-// The thread governor (devices/cpu/thread_governor.h) fed made-up step times: an idle
+// The thread governor (apps/thread_governor.h) fed made-up step times: an idle
 // machine where 2 threads are faster, a busy one where every barrier waits a time slice,
 // and load that comes and goes. Tests the mechanism, never a timing.
 #include <catch2/catch.hpp>
@@ -11,7 +11,7 @@
 #include <string>
 
 #include "cli_support.h"
-#include "devices/cpu/thread_governor.h"
+#include "apps/thread_governor.h"
 #include "devices/cpu/threads.h"
 
 using namespace nnlab;

@@ -24,8 +24,9 @@
 //              the time the probe measured for the chosen count (load came or went)
 // "Median" and "time" here are per step: a probe half's median, and for a stopped max-thread
 // half the mean of the steps it tried.
-// It only advises: the caller applies the count (set_cpu_threads). Pure logic, so the
-// mechanism is tested with made-up step times (tests/test_thread_governor.cpp).
+// It only advises: the caller applies the count (host_cpu::set_threads). Pure logic, so the
+// mechanism is tested with made-up step times (tests/test_thread_governor.cpp), and it lives
+// with its one user, the trainer, rather than in the CPU backend: it times steps, not cores.
 //
 // Results: nnlab's sums are split over threads, so a run whose thread count changes is not
 // bit-identical to one that keeps it. `--threads N` pins the count (no governor) for runs

@@ -1,4 +1,4 @@
-#include "devices/cpu/thread_governor.h"
+#include "apps/thread_governor.h"
 
 #include <algorithm>
 #include <cstdio>
