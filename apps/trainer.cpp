@@ -174,6 +174,13 @@ EpochResult Trainer::train_epoch(int64_t epoch) {
   DeviceCounts counts_before;
   const bool counted = backend_for(device_).device_counts(&counts_before);
   Tensor loss_sum = Tensor::full({}, resumed_epoch ? start_loss_sum_ : 0.0, DType::Float32, device_);
+  // The phases on the device's clock where it has one (CUDA); else on the host's, as they pass.
+  std::unique_ptr<PhaseEvents> device_phases = PhaseEvents::on(device_);
+  PhaseSeconds host_phases;
+  PhaseSeconds& phases = device_phases ? host_phases : r.phases;
+  const auto end_of = [&](StepPhase phase) {
+    if (device_phases) device_phases->end_of(phase);
+  };
   Batch batch;
   int64_t step = skip, images = 0;
   for (;;) {
@@ -181,15 +188,17 @@ EpochResult Trainer::train_epoch(int64_t epoch) {
     const auto t_step = Clock::now();
     auto t = t_step;
     if (!loader_->next(batch)) break;
-    r.phases.data += seconds_since(t);
+    phases.data += seconds_since(t);
+    end_of(StepPhase::Data);
 
-    const Tensor loss = train_step(batch, r.phases);
+    const Tensor loss = train_step(batch, phases, end_of);
     t = Clock::now();
     {
       NoGradGuard no_grad;
       loss_sum = add(loss_sum, loss);
     }
-    r.phases.optimizer += seconds_since(t);
+    phases.optimizer += seconds_since(t);
+    end_of(StepPhase::Optimizer);
     if (governor_) adapt_threads(seconds_since(t_step));
     ++step;
     ++global_step_;
@@ -203,6 +212,7 @@ EpochResult Trainer::train_epoch(int64_t epoch) {
     if (progress.due(step)) {
       // The only read-backs of a step: at the log interval (at most 10 a second on a terminal).
       stop_if_faulty("; no update was applied from that step on.");
+      if (device_phases) device_phases->collect(r.phases);  // the device has passed them: no added wait
       const double mean_loss = loss_sum.item() / static_cast<double>(step);
       progress.show(step, mean_loss, static_cast<double>(images) / seconds_since(t_epoch));
     }
@@ -216,6 +226,7 @@ EpochResult Trainer::train_epoch(int64_t epoch) {
   progress.finish();
   r.steps_done = step;
   r.loss_sum = loss_sum.item();
+  if (device_phases) device_phases->collect(r.phases);  // the loss sum's read has waited for them
   if (keep_step_losses_ && step > skip)
     for (float l : epoch_losses.rows(0, step - skip).to_vector<float>()) step_losses_.push_back(l);
   if (r.interrupted) return r;
@@ -267,7 +278,7 @@ void Trainer::adapt_threads(double step_seconds) {
 }
 
 // The step numbered global_step_ + 1. Returns its loss (on the device, not read back).
-Tensor Trainer::train_step(const Batch& batch, PhaseSeconds& phases) {
+Tensor Trainer::train_step(const Batch& batch, PhaseSeconds& phases, const std::function<void(StepPhase)>& end_of) {
   const int64_t this_step = global_step_ + 1;
   auto t = Clock::now();
   optimizer_->zero_grad();
@@ -284,10 +295,12 @@ Tensor Trainer::train_step(const Batch& batch, PhaseSeconds& phases) {
     if (numerics_) numerics_->check_loss(loss);
   }
   if (!graphed) phases.forward += seconds_since(t);
+  end_of(StepPhase::Forward);
 
   t = Clock::now();
   if (parallel_) parallel_->begin_step(batch.whole, mine, loss, g_stop_signal != 0);
   if (mine > 0 && !graphed) loss.backward();
+  end_of(StepPhase::Backward);
   double reduce_seconds = 0;  // its own phase, not backward's
   if (parallel_) {
     // Every rank now holds the global batch's mean gradient, and its mean loss.
@@ -295,16 +308,17 @@ Tensor Trainer::train_step(const Batch& batch, PhaseSeconds& phases) {
     reduce_seconds = parallel_->reducer().last_seconds();
     loss = Tensor::full({}, parallel_->reducer().global_loss(), DType::Float32, device_);
   }
+  phases.backward += seconds_since(t) - reduce_seconds;
+  phases.allreduce += reduce_seconds;
+  end_of(StepPhase::Allreduce);
+
+  t = Clock::now();
   // Before the optimizer (and clipping, which leaves non-finite gradients as they are): a bad
   // gradient raises the flag, so the step below and every later one is skipped. Without
   // clipping, the optimizer checks the gradients itself as it steps (step_checked: SGD on the
   // CPU reads each gradient once for both, in one parallel region).
   const bool check_apart = config_.clip_grad_norm > 0;
   if (check_apart) guard_->check_gradients(optimizer_->params(), this_step);
-  phases.backward += seconds_since(t) - reduce_seconds;
-  phases.allreduce += reduce_seconds;
-
-  t = Clock::now();
   if (config_.clip_grad_norm > 0) clip_grad_norm(optimizer_->params(), config_.clip_grad_norm);
   schedule_->apply(*optimizer_, global_step_);
   if (check_apart || graphed) optimizer_->step();  // a graph step checked its gradients with its loss

@@ -1,26 +1,23 @@
 // The training loop behind `nnlab train`: data, model, optimizer, one epoch at a time,
 // progress while it runs and one result line per epoch.
 #pragma once
+#include <functional>
 #include <memory>
 
 #include "apps/distributed/data_parallel.h"
 #include "apps/nonfinite_guard.h"
+#include "apps/phase_events.h"
 #include "apps/run_records.h"
 #include "apps/step_graph.h"
+#include "apps/thread_governor.h"
 #include "apps/train_config.h"
 #include "datasets/dataloader.h"
 #include "datasets/dataset.h"
-#include "apps/thread_governor.h"
 #include "layers/check_numerics.h"
 #include "layers/zoo.h"
 #include "optim/optimizer.h"
 
 namespace nnlab {
-
-struct PhaseSeconds {
-  double data = 0, forward = 0, backward = 0, optimizer = 0;
-  double allreduce = 0;  // distributed runs: time the step waited on the gradient all-reduce
-};
 
 struct EpochResult {
   int64_t epoch = 0;
@@ -76,7 +73,8 @@ class Trainer {
   void resume_from(const std::string& path);
   void save_epoch_checkpoints(const EpochResult& r);
   // One training step: forward, loss, backward, gradient check, optimizer.
-  Tensor train_step(const Batch& batch, PhaseSeconds& phases);
+  // end_of marks each phase's end on the device's clock (PhaseEvents), where there is one.
+  Tensor train_step(const Batch& batch, PhaseSeconds& phases, const std::function<void(StepPhase)>& end_of);
   // Its forward and backward through the CUDA graph; an empty tensor when the step must run
   // eagerly instead (another shape, the first steps, or, with auto, a capture that failed).
   Tensor graphed_forward_backward(const Batch& batch, int64_t this_step);

@@ -122,6 +122,9 @@ class DeviceTimeline {
   // Waits for the device; the seconds from the first mark to each mark (the first is 0).
   virtual std::vector<double> read() = 0;
   virtual bool expired() const = 0;
+  // Forgets the marks read (after read()), keeping their events for the next ones: a timeline
+  // kept across many steps creates no event per mark.
+  virtual void restart() = 0;
 };
 
 // Whether CUDA can be used here and, if not, why (devices/registry.h's cuda_status(); the

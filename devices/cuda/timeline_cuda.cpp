@@ -52,22 +52,30 @@ class CudaTimeline final : public DeviceTimeline {
     }
   }
   void mark() override {
-    cudaEvent_t e = nullptr;
-    NNLAB_CUDA_CHECK(cudaEventCreate(&e));
-    events_.push_back(e);
-    NNLAB_CUDA_CHECK(cudaEventRecord(e, c_.stream));
+    if (marked_ == events_.size()) {
+      cudaEvent_t e = nullptr;
+      NNLAB_CUDA_CHECK(cudaEventCreate(&e));
+      events_.push_back(e);
+    }
+    NNLAB_CUDA_CHECK(cudaEventRecord(events_[marked_++], c_.stream));
   }
   std::vector<double> read() override {
     release();
     std::vector<double> seconds;
-    if (events_.empty()) return seconds;
-    NNLAB_CUDA_CHECK(cudaEventSynchronize(events_.back()));
-    for (cudaEvent_t e : events_) {
+    if (marked_ == 0) return seconds;
+    NNLAB_CUDA_CHECK(cudaEventSynchronize(events_[marked_ - 1]));
+    for (size_t i = 0; i < marked_; ++i) {
       float ms = 0;
-      NNLAB_CUDA_CHECK(cudaEventElapsedTime(&ms, events_.front(), e));
+      NNLAB_CUDA_CHECK(cudaEventElapsedTime(&ms, events_.front(), events_[i]));
       seconds.push_back(static_cast<double>(ms) / 1e3);
     }
     return seconds;
+  }
+  void restart() override {
+    release();
+    if (!gates_.empty()) NNLAB_CUDA_CHECK(cudaStreamSynchronize(c_.stream));  // a gate is in use until passed
+    gates_.clear();
+    marked_ = 0;
   }
   bool expired() const override {
     for (const auto& gate : gates_) {
@@ -80,7 +88,8 @@ class CudaTimeline final : public DeviceTimeline {
  private:
   cuda::Context& c_;
   std::vector<std::unique_ptr<Gate>> gates_;
-  std::vector<cudaEvent_t> events_;
+  std::vector<cudaEvent_t> events_;  // events_[0, marked_) are the marks; the rest wait for reuse
+  size_t marked_ = 0;
 };
 
 }  // namespace
