@@ -27,6 +27,20 @@ std::string pad(const std::string& text, size_t width) {
 }
 
 
+// "  0.022 ms, after 0.004 ms idle": a call's time on the device's clock and, launched as
+// training launches it, the device's wait for it before (explain_step.cpp, add_launch_waits).
+std::string device_time_text(const KernelCall& k) {
+  if (k.device_seconds < 0) return "";
+  char text[64];
+  std::snprintf(text, sizeof text, "  %.3f ms", k.device_seconds * 1e3);
+  std::string out = text;
+  if (k.launch_wait_seconds >= 0) {
+    std::snprintf(text, sizeof text, ", after %.3f ms idle", k.launch_wait_seconds * 1e3);
+    out += text;
+  }
+  return out;
+}
+
 void print_explain(const std::vector<DeviceExplain>& runs) {
   int layer_width = 11, op_width = 13;  // wider where a fused layer's names need it
   for (const OpRecord& r : runs[0].ops) {
@@ -49,9 +63,7 @@ void print_explain(const std::vector<DeviceExplain>& runs) {
       if (i < d.ops.size())
         for (const KernelCall& k : d.ops[i].calls)
           std::printf("      %s%s %s%s\n", runs.size() > 1 ? ("[" + d.label + "] ").c_str() : "", k.family.c_str(),
-                      k.detail.c_str(),
-                      k.device_seconds >= 0 ? ("  " + std::to_string(k.device_seconds * 1e3).substr(0, 5) + " ms").c_str()
-                                            : "");
+                      k.detail.c_str(), device_time_text(k).c_str());
   }
 }
 

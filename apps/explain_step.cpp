@@ -263,6 +263,43 @@ double device_seconds(Backend& be, const std::function<void()>& step, int repeat
   return median(spans);
 }
 
+// Each call's wait for its own launch (CUDA): plain steps queued as training queues them, a
+// mark on the device after every call. A call's interval between marks is then its work plus
+// the time the device sat idle until the host had queued it; less the call's time in the held
+// step (its work alone), the rest is that wait. The kernel log stays on for the marks, so the
+// host's cost per call includes recording it, which training does not pay.
+void add_launch_waits(Sequential& model, Optimizer& opt, const Tensor& images, const Tensor& labels, Backend& be,
+                      GradientReducer* reducer, int repeats, std::vector<OpRecord>& ops) {
+  std::vector<std::vector<double>> intervals;  // per call of the step, in order: one per repeat
+  for (int i = 0; i < repeats; ++i) {
+    std::unique_ptr<DeviceTimeline> timeline = be.timeline();
+    int marks = 0;
+    timeline->mark();
+    std::vector<KernelCall> calls;
+    {
+      KernelLogScope log;
+      set_kernel_mark_hook([&] {
+        timeline->mark();
+        return ++marks;
+      });
+      plain_step(model, opt, images, labels, reducer);
+      set_kernel_mark_hook(nullptr);
+      calls = take_kernel_calls();
+    }
+    const std::vector<double> at = timeline->read();
+    intervals.resize(std::max(intervals.size(), calls.size()));
+    for (size_t c = 0; c < calls.size(); ++c)
+      if (calls[c].mark > 0) intervals[c].push_back(at[size_t(calls[c].mark)] - at[size_t(calls[c].mark - 1)]);
+  }
+  size_t c = 0;
+  for (OpRecord& r : ops)
+    for (KernelCall& k : r.calls) {
+      if (c < intervals.size() && !intervals[c].empty() && k.device_seconds >= 0)
+        k.launch_wait_seconds = std::max(0.0, median(intervals[c]) - k.device_seconds);
+      ++c;
+    }
+}
+
 // The step on the device's clock: busy against span for plain steps, then forward and
 // backward as one CUDA graph (as train replays them) where the model allows one.
 DeviceTime time_on_device(Sequential& model, Optimizer& opt, const Tensor& images, const Tensor& labels,
@@ -337,6 +374,7 @@ DeviceExplain explain_on(const RunVariant& v, const ModelFile& info, int64_t bat
       r.seconds = at[size_t(r.mark)] - at[size_t(first - 1)];
     }
     out.device = time_on_device(*model, *opt, images, label_t, be, reducer.get());
+    add_launch_waits(*model, *opt, images, label_t, be, reducer.get(), out.device.repeats, out.ops);
     out.device.expired = out.device.expired || timeline->expired();
   }
   out.cpu = device.kind == DeviceKind::CPU;

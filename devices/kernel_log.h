@@ -35,6 +35,9 @@ struct KernelCall {
   // call's end, and the device's time from the mark before it to this one (explain fills it in).
   int mark = -1;
   double device_seconds = -1;
+  // explain on CUDA: how long the device sat idle before this call's work, in a step queued as
+  // training queues it (launch by launch); -1: not measured.
+  double launch_wait_seconds = -1;
 };
 
 namespace detail {
