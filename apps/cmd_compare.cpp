@@ -111,7 +111,7 @@ void register_compare_command(CLI::App& app) {
                   "Convolution for every variant that names none: auto, reference, im2col (CPU) or cudnn (CUDA)")
       ->capture_default_str();
   sub->add_option("--gemm-impl", *gemm,
-                  "GEMM for every CUDA variant that names none: cublas, naive, tiled or registers (CUDA only)")
+                  "GEMM for every variant that names none: cublas, or on CUDA naive, tiled or registers")
       ->capture_default_str();
   sub->add_option("--report", *report, "Write a self-contained HTML report (inline SVG charts) to this file");
   sub->add_option("--test-images", *test_images, "Evaluate on the first N test images (0 = all)")

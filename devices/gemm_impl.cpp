@@ -36,7 +36,8 @@ GemmImpl gemm_impl() { return g_gemm_impl.load(); }
 void check_gemm_impl(GemmImpl impl, Device device) {
   NNLAB_CHECK(impl == GemmImpl::Cublas || device.kind == DeviceKind::CUDA, "--gemm-impl ", gemm_impl_name(impl),
               " is a CUDA kernel, but the device is ", device.str(),
-              "; the CPU runs its own products (OpenBLAS and nnlab's small kernels): leave --gemm-impl at cublas");
+              "; the CPU runs its own products (OpenBLAS and nnlab's small kernels): leave --gemm-impl at cublas "
+              "there, and name the rung of a CUDA run variant alone (cuda:gemm=", gemm_impl_name(impl), ")");
 }
 
 }  // namespace nnlab
