@@ -104,12 +104,12 @@ __device__ void stage_b(float* tile, int ld, const GemmArgs& g, int p0, int col0
 // The block's 16×16 outputs need rows i0..i0+15 of op(A) and columns j0..j0+15 of op(B).
 // The k axis is walked in phases of 16: the block copies a 16×16 tile of each into shared
 // memory (one element per thread), waits, and every thread sums its 16 products from there:
-//   C[i][j] = alpha · Σ_phases Σ_{p<16} As[p][i − i0] · Bs[p][j − j0] + beta · C[i][j]
+//   C[i][j] = alpha · Σ_phases Σ_{p<16} as[p][i − i0] · bs[p][j − j0] + beta · C[i][j]
 // Each element brought from global memory is now read by 16 threads (an element of op(A) by
 // the 16 threads of its row of C, one of op(B) by the 16 of its column), so global reads fall
-// from 2k per output to 2k/16: the tile size is the reuse factor. The first __syncthreads keeps a thread from
-// reading a tile before all of it is written; the second keeps the next phase from
-// overwriting a tile another thread is still reading. The rows are 17 floats long, not 16:
+// from 2k per output to 2k/16: the tile size is the reuse factor. The first __syncthreads
+// keeps a thread from reading a tile before all of it is written; the second keeps the next
+// phase from overwriting a tile another thread is still reading. The rows are 17 floats, not 16:
 // an operand whose stored rows run along k (A when not transposed, B when transposed) is
 // written down a column of its tile, and the extra float puts those 16 writes in 16
 // different banks of shared memory instead of two (a bank serves one address at a time).
@@ -136,14 +136,14 @@ __global__ void gemm_tiled_kernel(GemmArgs g) {
 // A block computes a 64×64 tile of C, walking k in phases of 8: it stages op(A)'s 64×8 strip
 // and op(B)'s 8×64 strip (two elements of each per thread), then thread (ty, tx) computes the
 // 16 outputs at rows i0 + ty + 16r and columns j0 + tx + 16c (r, c = 0..3):
-//   for each p:  a_r = As[p][ty + 16r], b_c = Bs[p][tx + 16c]   (8 shared-memory reads)
+//   for each p:  a_r = as[p][ty + 16r], b_c = bs[p][tx + 16c]   (8 shared-memory reads)
 //                acc[r][c] += a_r · b_c                         (16 FMAs on registers)
 // The tiled kernel does one FMA per two shared-memory reads; here every value read is used 4
 // times, so shared memory stops being the limit. And each element staged from global memory
 // now serves 64 outputs instead of 16: global reads per output fall to 2k/64. The 16
 // accumulators, 4 + 4 operands and the loop's indices stay in registers (the loops over r and
 // c are unrolled, so every index is a constant). The strided rows and columns (ty + 16r, not
-// 4ty + r) keep tx on neighbouring columns: the reads of Bs and the writes of C stay
+// 4ty + r) keep tx on neighbouring columns: the reads of bs and the writes of C stay
 // coalesced, as in the kernels above.
 constexpr int kBlockTile = 64, kStrip = 8, kPerThread = 4, kThreadsSide = kBlockTile / kPerThread;
 constexpr int kStripLd = kBlockTile + 1;  // one float of padding, as in the tiled kernel
