@@ -164,7 +164,7 @@ void print_totals(const DeviceExplain& d) {
 
 void register_explain_command(CLI::App& app) {
   struct Options {
-    std::string model = "cnn", model_file, devices = "cpu", conv = "auto";
+    std::string model = "cnn", model_file, devices = "cpu", conv = "auto", gemm = "cublas";
     int64_t batch = 64;
     int threads = 0;
     uint64_t seed = 0;
@@ -174,13 +174,19 @@ void register_explain_command(CLI::App& app) {
   sub->add_option("--model", o->model, "Model from the zoo: " + model_names())->capture_default_str();
   sub->add_option("--model-file", o->model_file, "Your own model, described in a JSON file (docs/models.md)");
   sub->add_option("--device", o->devices,
-                  "Device(s), comma-separated: cpu, cuda, cuda:N, with optional :threads=N :conv=... :math=...")
+                  "Device(s), comma-separated: cpu, cuda, cuda:N, with optional :threads=N :conv=... :math=... "
+                  ":gemm=...")
       ->capture_default_str();
   sub->add_option("--batch", o->batch, "Batch size")->capture_default_str();
   sub->add_option("--threads", o->threads, "CPU threads (default: all cores)");
   sub->add_option("--conv-impl", o->conv,
                   "Convolution: auto (the device's own choice per layer), reference (readable direct loops), im2col "
                   "(CPU) or cudnn (CUDA)")
+      ->capture_default_str();
+  sub->add_option("--gemm-impl", o->gemm,
+                  "GEMM kernels on CUDA (every Linear layer and matmul): cublas (the default), or nnlab's own: "
+                  "naive (one thread per output), tiled (shared-memory tiles) or registers (each thread a 4×4 block "
+                  "of C)")
       ->capture_default_str();
   sub->add_option("--seed", o->seed, "Seed of the weights and the synthetic batch")->capture_default_str();
   add_command(sub, [sub, o] {
@@ -189,7 +195,8 @@ void register_explain_command(CLI::App& app) {
     NNLAB_CHECK(sub->count("--model") == 0 || o->model_file.empty(), "give --model NAME or --model-file FILE, not both");
     const ModelFile info = o->model_file.empty() ? model_info(o->model) : read_model_file(o->model_file);
     check_model(info, recipe_input(info, "explain"), o->batch);
-    std::vector<RunVariant> variants = parse_variants(o->devices, o->threads, parse_conv_impl(o->conv));
+    std::vector<RunVariant> variants =
+        parse_variants(o->devices, o->threads, parse_conv_impl(o->conv), parse_gemm_impl(o->gemm));
     std::vector<RunVariant> usable;
     for (const RunVariant& v : variants) {
       if (v.device_text.rfind("cuda", 0) == 0 && variants.size() > 1 && !cuda_status().usable) {

@@ -1,14 +1,10 @@
-// nnlab devices / nnlab models: what this machine offers and what the zoo holds.
-#include <algorithm>
-#include <chrono>
+// nnlab devices / nnlab models: what this machine offers and what the zoo holds (and nnlab
+// sgemm, registered between them: cmd_sgemm.cpp).
 #include <cstdio>
 #include <vector>
 
 #include "apps/commands.h"
 #include "apps/train_config.h"
-#include "autograd/grad_mode.h"
-#include "autograd/ops.h"
-#include "core/random.h"
 #include "devices/host_cpu.h"
 #include "devices/registry.h"
 #include "layers/zoo.h"
@@ -66,37 +62,7 @@ void register_info_commands(CLI::App& app) {
     return 0;
   });
 
-  auto size = std::make_shared<int64_t>(1024);
-  CLI::App* sgemm = app.add_subcommand("sgemm", "Measure the sgemm rate of a device (the practical peak)");
-  sgemm->add_option("--size", *size, "m = n = k")->capture_default_str();
-  sgemm->add_option("--threads", *threads, "CPU threads (default: all cores)");
-  auto sgemm_device = std::make_shared<std::string>("cpu");
-  sgemm->add_option("--device", *sgemm_device, "cpu, cuda or auto")->capture_default_str();
-  add_command(sgemm, [size, threads, sgemm_device] {
-    NNLAB_CHECK(*size > 0 && *size <= 16384, "--size must lie in 1..16384, got ", *size);
-    host_cpu::set_threads(*threads);
-    const Device device = resolve_device(*sgemm_device, nullptr);
-    NoGradGuard no_grad;
-    Tensor a = Tensor::empty({*size, *size}), b = Tensor::empty({*size, *size});
-    uniform_fill(a, -1, 1, RandomStream{1, RandomPurpose::Init, 0});
-    uniform_fill(b, -1, 1, RandomStream{1, RandomPurpose::Init, 1});
-    a = a.to(device);
-    b = b.to(device);
-    const double flop = 2.0 * static_cast<double>(*size) * static_cast<double>(*size) * static_cast<double>(*size);
-    std::vector<double> rates;
-    for (int rep = 0; rep < 12; ++rep) {
-      const auto t0 = std::chrono::steady_clock::now();
-      Tensor c = matmul(a, b);
-      sum(c.rows(0, 1)).item();  // reading a value back waits for the device to finish
-      const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-      if (rep >= 2) rates.push_back(flop / s / 1e9);
-    }
-    std::sort(rates.begin(), rates.end());
-    std::printf("sgemm %lld³ on %s, %d threads: median %.1f GFLOP/s, best %.1f GFLOP/s\n",
-                static_cast<long long>(*size), device.str().c_str(), host_cpu::threads(), rates[rates.size() / 2],
-                rates.back());
-    return 0;
-  });
+  register_sgemm_command(app);  // cmd_sgemm.cpp
 
   CLI::App* models = app.add_subcommand("models", "List the models of the zoo and their default recipes; print or check "
                                                   "a model file");

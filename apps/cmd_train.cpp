@@ -14,10 +14,15 @@ void register_train_command(CLI::App& app) {
   auto report = std::make_shared<std::string>();
   CLI::App* sub = app.add_subcommand("train", "Train a model from the zoo on a data set");
   add_train_options(*sub, *config);
-  // Only train takes it here: compare has its own per-variant --conv-impl.
+  // Only train takes these here: compare has its own per-variant --conv-impl and --gemm-impl.
   sub->add_option("--conv-impl", config->conv_impl,
                   "Convolution kernels: auto (the device's own choice per layer; `nnlab explain` names it), reference "
                   "(readable direct loops), im2col (CPU) or cudnn (CUDA)")
+      ->capture_default_str();
+  sub->add_option("--gemm-impl", config->gemm_impl,
+                  "GEMM kernels on CUDA (every Linear layer and matmul): cublas (the default), or nnlab's own: "
+                  "naive (one thread per output), tiled (shared-memory tiles) or registers (each thread a 4×4 block "
+                  "of C)")
       ->capture_default_str();
   sub->add_option("--cuda-graphs", config->cuda_graphs,
                   "CUDA: record each full batch's forward and backward once as a CUDA graph and replay it (one launch "

@@ -16,7 +16,8 @@ int run_selected_command(CLI::App& app);
 void add_command(CLI::App* sub, std::function<int()> run);
 
 void register_train_command(CLI::App& app);
-void register_info_commands(CLI::App& app);  // devices, models
+void register_info_commands(CLI::App& app);  // devices, sgemm, models
+void register_sgemm_command(CLI::App& app);  // cmd_sgemm.cpp, called by register_info_commands
 void register_predict_command(CLI::App& app);  // cmd_predict.cpp
 void register_eval_command(CLI::App& app);     // cmd_eval.cpp
 void register_explain_command(CLI::App& app);  // cmd_explain.cpp

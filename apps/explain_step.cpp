@@ -24,6 +24,7 @@
 #include "autograd/grad_mode.h"
 #include "autograd/ops.h"
 #include "core/random.h"
+#include "devices/gemm_impl.h"
 #include "devices/registry.h"
 #include "layers/fuse_epilogues.h"
 #include "layers/zoo.h"
@@ -127,9 +128,13 @@ double op_bytes(const std::string& op, const std::vector<Tensor>& in, const Tens
 }
 
 // Measured peaks: the best of a few sgemm runs, and of a few large copies (read + write).
+// The sgemm is the device's library (cuBLAS on CUDA) whatever --gemm-impl chose for the
+// step, so an own GEMM kernel's time reads against the practical peak.
 void measure_peaks(Device device, DeviceExplain& out) {
   NoGradGuard no_grad;
   Backend& be = backend_for(device);
+  const GemmImpl step_gemm = gemm_impl();
+  set_gemm_impl(GemmImpl::Cublas);
   const int64_t size = device.kind == DeviceKind::CUDA ? 4096 : 512;
   Tensor a = Tensor::empty({size, size}), b = Tensor::empty({size, size});
   uniform_fill(a, -1, 1, RandomStream{1, RandomPurpose::Init, 0});
@@ -152,6 +157,7 @@ void measure_peaks(Device device, DeviceExplain& out) {
                                                        seconds_between(t0, t1) / 1e9);
     out.copy_gbytes = std::max(out.copy_gbytes, 2.0 * double(big.nbytes()) / seconds_between(t1, t2) / 1e9);
   }
+  set_gemm_impl(step_gemm);
   take_kernel_calls();
 }
 

@@ -2,17 +2,19 @@
 //
 //   VARIANT  = DEVICE[:KEY=VALUE]...        DEVICE = cpu | cuda | cuda:N
 //   KEY      = threads (CPU threads, 0 = all cores) | conv (reference | im2col | cudnn)
-//            | math (fp32 | tf32; tf32 on CUDA only)
+//            | math (fp32 | tf32; tf32 on CUDA only) | gemm (cublas | naive | tiled | registers; CUDA)
 //   e.g.  cpu:threads=1,cpu:threads=2     cpu:conv=reference,cpu:conv=im2col     cpu,cuda:math=tf32
+//         cuda,cuda:gemm=tiled
 //
 // A list is comma-separated. Settings a variant does not name come from the command's own
-// --threads and --conv-impl.
+// --threads, --conv-impl and --gemm-impl.
 #pragma once
 #include <string>
 #include <vector>
 
 #include "core/device.h"
 #include "devices/conv_impl.h"
+#include "devices/gemm_impl.h"
 
 namespace nnlab {
 
@@ -21,15 +23,17 @@ struct RunVariant {
   std::string device_text;  // "cpu", "cuda", "cuda:1"
   int threads = 0;          // 0 = all cores
   ConvImpl conv = ConvImpl::Auto;
+  GemmImpl gemm = GemmImpl::Cublas;
   bool tf32 = false;
 };
 
 // Parses a comma-separated list; throws an Error naming the bad item and the syntax.
-std::vector<RunVariant> parse_variants(const std::string& list, int default_threads, ConvImpl default_conv);
+std::vector<RunVariant> parse_variants(const std::string& list, int default_threads, ConvImpl default_conv,
+                                       GemmImpl default_gemm);
 
-// Makes the variant current: CPU threads, convolution implementation, math mode. Returns its
-// device; throws (before anything runs) when the device cannot be used or the settings do
-// not fit it (cudnn on the CPU, tf32 on the CPU, CUDA absent).
+// Makes the variant current: CPU threads, convolution and GEMM implementations, math mode.
+// Returns its device; throws (before anything runs) when the device cannot be used or the
+// settings do not fit it (cudnn or an own GEMM kernel on the CPU, tf32 on the CPU, CUDA absent).
 Device apply_variant(const RunVariant& v);
 
 // Checks every variant of a list can run here, without running anything.

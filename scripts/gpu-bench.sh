@@ -3,7 +3,8 @@
 # 10-minute limit: the build (scripts/gpu-build.sh, TESTS=0), the GPU test suite, nnlab's
 # epoch with and without CUDA graphs, compare's cnn epochs against train's, the zoo against
 # PyTorch on the GPU (PyTorch's whole step as a CUDA graph, its fastest mode for these small
-# models; PYTORCH_MODE=eager for its eager mode), OpenBLAS's sgemm as nnlab runs it, the zoo against PyTorch on the host's CPU at
+# models; PYTORCH_MODE=eager for its eager mode), OpenBLAS's sgemm as nnlab runs it, the GEMM
+# ladder's kernels against cuBLAS, the zoo against PyTorch on the host's CPU at
 # 16 threads, and real MNIST with the lenet5 recipe on the GPU.
 #
 #     OUT=/some/folder scripts/gpu-bench.sh
@@ -54,6 +55,9 @@ step bench_cuda 170 "$python" scripts/bench.py --device cuda --torch-mode "${PYT
   --python "$python" --data-dir .deps/fashion-mnist --out "$logs/bench_cuda.jsonl"
 step devices 20 "$build/nnlab" devices --threads 16
 step sgemm 20 "$build/nnlab" sgemm --threads 16 --size 1024
+# Issue 41: the GEMM ladder (naive, tiled, registers) against cuBLAS in GFLOP/s, on 1024³ and on
+# the three products of every Linear layer in the zoo (docs/backprop-to-kernels.md's table).
+step sgemm_ladder 60 "$build/nnlab" sgemm --device cuda --gemm-impl all --zoo --size 1024
 step bench_cpu16 110 "$python" scripts/bench.py --models mlp,cnn --rounds 1 --epochs 4 --threads 16 \
   --nnlab "$build/nnlab" --python "$python" --data-dir .deps/fashion-mnist --out "$logs/bench_cpu16.jsonl"
 # Crops and flips gathered on the device (Backend::gather_crop_flip) against the host's data

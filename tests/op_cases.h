@@ -7,7 +7,8 @@
 //                                    (central differences, float64) of every input marked grad;
 //   tests/gpu/test_gpu_op_table.cpp  CUDA forward and gradients (autograd backward) against the
 //                                    CPU's, in float32, on fresh random inputs (the CUDA
-//                                    simulator runs it too).
+//                                    simulator runs it too); the cases marked gemm once more
+//                                    on each of nnlab's own GEMM kernels (--gemm-impl).
 // Adding an op (or a new shape of one) is one entry in op_cases_dense.cpp or
 // op_cases_spatial.cpp; tests of bad inputs, edge cases and fixtures stay in each op's file.
 #pragma once
@@ -63,6 +64,7 @@ struct OpCase {
   GradcheckTolerance gradcheck;
   Tolerance parity{1e-5, 1e-6};  // CUDA against the CPU, float32, forward and gradients
   bool mask_parity = false;      // dropout: which outputs are zero must agree bit for bit
+  bool gemm = false;             // runs Backend::gemm: the GPU runner repeats it on every --gemm-impl rung
 };
 
 // The whole table, built once.

@@ -104,6 +104,7 @@ void add_products(std::vector<OpCase>& cases) {
     return Reference{{5, 3}, naive_product(in[0], in[1], 5, 7, 3, false, nullptr)};
   };
   mm.parity = mm.forward32 = {1e-5, 1e-5};
+  mm.gemm = true;  // and every linear below, copied from it
   cases.push_back(mm);
 
   OpCase lin = mm;

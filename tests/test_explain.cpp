@@ -17,6 +17,7 @@
 #include "autograd/ops.h"
 #include "core/random.h"
 #include "devices/conv_impl.h"
+#include "devices/gemm_impl.h"
 #include "devices/kernel_log.h"
 #include "devices/registry.h"
 #include "test_support.h"
@@ -103,6 +104,28 @@ TEST_CASE("cudnn cannot be selected on the CPU, and the old names of auto are re
   REQUIRE_THROWS_WITH(parse_conv_impl("winograd"), Catch::Contains("--conv-impl winograd is now called auto"));
   REQUIRE_THROWS_WITH(parse_conv_impl("fast"), Catch::Contains("--conv-impl fast is now called auto"));
   CHECK(parse_conv_impl("auto") == ConvImpl::Auto);
+}
+
+// The GEMM ladder's rungs are CUDA kernels: on the CPU each is refused with one message, by
+// train, explain and a run variant alike, before anything runs.
+TEST_CASE("--gemm-impl: the GEMM ladder is CUDA's, refused on the CPU; unknown names are refused", "[explain]") {
+  CHECK(parse_gemm_impl("cublas") == GemmImpl::Cublas);
+  CHECK(parse_gemm_impl("registers") == GemmImpl::Registers);
+  CHECK(std::string(gemm_impl_name(parse_gemm_impl("tiled"))) == "tiled");
+  REQUIRE_THROWS_WITH(parse_gemm_impl("strassen"), Catch::Contains("unknown GEMM 'strassen'"));
+  CHECK_NOTHROW(check_gemm_impl(GemmImpl::Cublas, Device::cpu()));
+  REQUIRE_THROWS_WITH(check_gemm_impl(GemmImpl::Naive, Device::cpu()),
+                      Catch::Contains("--gemm-impl naive is a CUDA kernel, but the device is cpu"));
+  const std::string refused = "--gemm-impl tiled is a CUDA kernel, but the device is cpu";
+  const CliResult train = run_cli("train --device cpu --model mlp --max-steps 1 --gemm-impl tiled");
+  CHECK(train.exit_code == 1);
+  CHECK_THAT(train.output, Catch::Contains(refused));
+  const CliResult explain = run_cli("explain --model mlp --batch 2 --device cpu:gemm=tiled");
+  CHECK(explain.exit_code == 1);
+  CHECK_THAT(explain.output, Catch::Contains(refused));
+  const CliResult sgemm = run_cli("sgemm --device cpu --gemm-impl tiled");
+  CHECK(sgemm.exit_code == 1);
+  CHECK_THAT(sgemm.output, Catch::Contains(refused));
 }
 
 TEST_CASE("the kernel log records BLAS calls only while it is on", "[explain]") {

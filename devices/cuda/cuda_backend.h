@@ -1,4 +1,5 @@
-// The CUDA backend: the kernel table of devices/backend.h on cuBLAS (GEMM), cuDNN
+// The CUDA backend: the kernel table of devices/backend.h on cuBLAS (GEMM, or with
+// --gemm-impl nnlab's own GEMM kernels: devices/gemm_impl.h), cuDNN
 // (convolution) and nnlab's own kernels (everything else). Each kernel family lives in
 // devices/cuda/<family>_cuda.cu beside its CPU twin devices/cpu/<family>_cpu.cpp.
 //

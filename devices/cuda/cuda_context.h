@@ -13,6 +13,7 @@
 #include "devices/backend.h"
 #include "devices/cuda/cuda_check.h"
 #include "devices/cuda/launch.h"
+#include "devices/gemm_impl.h"
 
 namespace nnlab::cuda {
 
@@ -128,5 +129,11 @@ void conv2d_reference_backward_data(Context& c, const Conv2dGeometry& g, const T
                                     Tensor& dx);
 void conv2d_reference_backward_filter(Context& c, const Conv2dGeometry& g, const Tensor& dy, const Tensor& x,
                                       Tensor& dw);
+
+// gemm_ladder_cuda.cu: nnlab's own GEMM kernels (naive, tiled, registers), run by
+// CudaBackend::gemm when --gemm-impl names one (devices/gemm_impl.h); m, n, k ≥ 1.
+// C(m×n) = alpha · op(A)(m×k) · op(B)(k×n) + beta · C, row-major, as Backend::gemm.
+void gemm_ladder(Context& ctx, GemmImpl impl, bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k,
+                 float alpha, const float* a, const float* b, float beta, float* c);
 
 }  // namespace nnlab::cuda

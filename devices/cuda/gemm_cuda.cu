@@ -1,8 +1,11 @@
 // GEMM on CUDA through cuBLAS, float32. The row-major trick (which column-major cuBLAS call
-// computes nnlab's row-major product) is worked out in devices/cuda/gemm_plan.h.
+// computes nnlab's row-major product) is worked out in devices/cuda/gemm_plan.h. With
+// --gemm-impl naive|tiled|registers the product runs on nnlab's own kernels instead
+// (gemm_ladder_cuda.cu); cuBLAS is the default.
 #include "devices/cuda/cuda_backend.h"
 #include "devices/cuda/cuda_context.h"
 #include "devices/cuda/gemm_plan.h"
+#include "devices/gemm_impl.h"
 #include "devices/kernel_log.h"
 
 namespace nnlab {
@@ -31,6 +34,9 @@ void CudaBackend::gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t
                  static_cast<float>(beta), m * n);
     return;
   }
+  if (gemm_impl() != GemmImpl::Cublas)  // --gemm-impl: one of nnlab's own kernels (gemm_ladder_cuda.cu)
+    return cuda::gemm_ladder(ctx, gemm_impl(), trans_a, trans_b, m, n, k, static_cast<float>(alpha),
+                             cuda::ptr<float>(a), cuda::ptr<float>(b), static_cast<float>(beta), cuda::ptr<float>(c));
   const bool tf32 = cuda_math_tf32();
   if (tf32 != ctx.cublas_tf32) {  // strict float32 unless TF32 was asked for explicitly
     NNLAB_CUBLAS_CHECK(cublasSetMathMode(ctx.cublas, tf32 ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_DEFAULT_MATH));

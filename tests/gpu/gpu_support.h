@@ -9,6 +9,7 @@
 
 #include "core/random.h"
 #include "core/tensor.h"
+#include "devices/gemm_impl.h"
 #include "devices/registry.h"
 #include "test_support.h"
 
@@ -36,6 +37,14 @@ inline Tensor random_labels(int64_t n, int64_t classes) {
   for (int64_t i = 0; i < n; ++i) v[i] = static_cast<int32_t>(rs.below(static_cast<uint64_t>(i), classes));
   return Tensor::from_vector(v, {n});
 }
+
+// Runs CUDA's GEMMs on one rung of the ladder (--gemm-impl) for a scope, then on cuBLAS again.
+struct GemmImplScope {
+  explicit GemmImplScope(GemmImpl impl) { set_gemm_impl(impl); }
+  ~GemmImplScope() { set_gemm_impl(GemmImpl::Cublas); }
+  GemmImplScope(const GemmImplScope&) = delete;
+  GemmImplScope& operator=(const GemmImplScope&) = delete;
+};
 
 // CUDA results against their CPU twins, element by element (tests/test_support.h).
 using nnlab_test::require_allclose;
