@@ -108,7 +108,7 @@ TEST_CASE("cudnn cannot be selected on the CPU, and the old names of auto are re
 
 // The GEMM ladder's rungs are CUDA kernels: on the CPU each is refused with one message, by
 // train, explain and a run variant alike, before anything runs.
-TEST_CASE("--gemm-impl: the GEMM ladder is CUDA's, refused on the CPU; unknown names are refused", "[explain]") {
+TEST_CASE("the GEMM ladder (--gemm-impl) is CUDA's: refused on the CPU, and unknown names refused", "[explain]") {
   CHECK(parse_gemm_impl("cublas") == GemmImpl::Cublas);
   CHECK(parse_gemm_impl("registers") == GemmImpl::Registers);
   CHECK(std::string(gemm_impl_name(parse_gemm_impl("tiled"))) == "tiled");

@@ -3,10 +3,10 @@
 // The kernels that gain from AVX-512 are compiled twice (CMakeLists.txt, NNLAB_ISA_SOURCES):
 // once in namespace cpu::avx2, once in cpu::avx512. Callers use a third name, in cpu, that
 // calls the set cpu_isa() chose (isa_dispatch.cpp). Each family header lists its kernels once,
-// as X(name, (parameters), (arguments)) entries of a macro, e.g.
+// as X(name, (parameters), (arguments)) entries of a macro, e.g. pool2d.h's NNLAB_POOL_KERNELS
+// lists
 //
-//   #define NNLAB_POOL_KERNELS(X) \
-//     X(maxpool2d_forward, (const Pool2dGeometry& g, const Tensor& x, Tensor& y, Tensor& argmax), (g, x, y, argmax))
+//   X(maxpool2d_forward, (const Pool2dGeometry& g, const Tensor& x, Tensor& y, Tensor& argmax), (g, x, y, argmax))
 //
 // and these two macros turn the list into what C++ needs: the declarations in all three
 // namespaces, and (in isa_dispatch.cpp only) the chooser's definitions. Every kernel returns
