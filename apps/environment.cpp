@@ -52,6 +52,7 @@ nlohmann::json config_record(const TrainConfig& c) {
           {"seed", c.seed},
           {"threads", c.threads},
           {"device", c.device},
+          {"reduce_impl", c.reduce_impl},
           {"log_interval", c.log_interval},
           {"max_steps", c.max_steps},
           {"metrics", c.metrics},

@@ -21,6 +21,7 @@
 #include "autograd/grad_mode.h"
 #include "autograd/ops.h"
 #include "devices/conv_impl.h"
+#include "devices/reduce_impl.h"
 #include "devices/host_cpu.h"
 #include "devices/registry.h"
 #include "layers/dropout.h"
@@ -67,15 +68,19 @@ Trainer::Trainer(TrainConfig config) : config_(std::move(config)) {
   // message from rank 0, not one per rank (and no MPI_Abort).
   AllReduceBackendRequest allreduce_backend{};
   ConvImpl requested_conv = ConvImpl::Auto;
+  ReduceImpl requested_reduce = ReduceImpl::Auto;
   World::get().agree([&] {
     allreduce_backend = parse_allreduce_backend(config_.allreduce_backend);
     NNLAB_CHECK(config_.math == "fp32" || device_.is_cuda(), "--math ", config_.math,
                 " applies to CUDA devices only; the CPU always computes in strict float32");
     requested_conv = parse_conv_impl(config_.conv_impl);
     check_conv_impl(requested_conv, device_);
+    requested_reduce = parse_reduce_impl(config_.reduce_impl);
+    check_reduce_impl(requested_reduce, device_);
     graphs_mode_ = parse_cuda_graphs(config_.cuda_graphs);
   });
   set_conv_impl(requested_conv);
+  set_reduce_impl(requested_reduce);
   if (device_.is_cpu() && config_.threads == 0 && host_cpu::threads() >= 2) {
     ThreadGovernorOptions governor;
     governor.max_threads = config_max_threads_ = host_cpu::threads();
