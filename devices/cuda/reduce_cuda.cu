@@ -108,6 +108,15 @@ __global__ void bias_backward_coalesced_kernel(const float* dy, float* db, int64
   }
 }
 
+// The loads of (c) and (d): column j's rows y, y + 32, y + 64, … (row group y), summed;
+// 0 for a thread past the last column.
+__device__ double row_group_sum(const float* dy, int64_t rows, int64_t c, int64_t j, int y) {
+  double s = 0.0;
+  if (j < c)
+    for (int64_t r = y; r < rows; r += kLadderGroups) s += dy[r * c + j];
+  return s;
+}
+
 // (c) tree. grid: ⌈c/32⌉ blocks of 32 columns  block: (32, 32), x → column, y → row group
 //   thread (x, y) sums column j = 32·blockIdx.x + x over rows y, y + 32, y + 64, …, into
 //   partial[y][x]; then a tree over y adds groups y and y + half for half = 16, 8, 4, 2, 1.
@@ -120,10 +129,7 @@ __global__ void bias_backward_tree_kernel(const float* dy, float* db, int64_t ro
   __shared__ double partial[kLadderGroups][kLadderColumns];
   const int x = static_cast<int>(threadIdx.x), y = static_cast<int>(threadIdx.y);
   const int64_t j = blockIdx.x * static_cast<int64_t>(kLadderColumns) + x;
-  double s = 0.0;
-  if (j < c)
-    for (int64_t r = y; r < rows; r += kLadderGroups) s += dy[r * c + j];
-  partial[y][x] = s;
+  partial[y][x] = row_group_sum(dy, rows, c, j, y);
   __syncthreads();
   for (int half = kLadderGroups / 2; half > 0; half /= 2) {
     if (y < half) partial[y][x] += partial[y + half][x];
@@ -145,10 +151,7 @@ __global__ void bias_backward_shuffle_kernel(const float* dy, float* db, int64_t
   __shared__ double partial[kLadderGroups][kLadderColumns + 1];
   const int x = static_cast<int>(threadIdx.x), y = static_cast<int>(threadIdx.y);
   const int64_t j = blockIdx.x * static_cast<int64_t>(kLadderColumns) + x;
-  double s = 0.0;
-  if (j < c)
-    for (int64_t r = y; r < rows; r += kLadderGroups) s += dy[r * c + j];
-  partial[y][x] = s;
+  partial[y][x] = row_group_sum(dy, rows, c, j, y);
   __syncthreads();
   double v = partial[x][y];
   for (unsigned offset = kLadderGroups / 2; offset > 0; offset /= 2) v += __shfl_down_sync(0xffffffffu, v, offset);
