@@ -10,7 +10,9 @@
 //   shuffle      the same loads, the tree's steps as warp shuffles (__shfl_down_sync)
 // The rungs sum a Linear layer's bias (inner 1, with or without its ReLU); convolution and
 // batch-norm sums keep auto's kernel. The choice is process-wide; the CPU has one bias sum,
-// so a rung on the CPU is an error, never a silent fallback.
+// so a rung on the CPU is an error, never a silent fallback: the options refuse it, and so
+// does the CPU's bias_backward (which also links this file into every program, as the CUDA
+// backend, loaded later, reads the choice from the program).
 #pragma once
 #include <string>
 

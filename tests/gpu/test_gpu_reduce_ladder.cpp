@@ -68,12 +68,16 @@ TEST_CASE("gpu: each rung of the reduction ladder sums the bias gradient as the 
   }
 }
 
-TEST_CASE("gpu: auto keeps its kernel, and the ladder sums only the Linear case", "[gpu][reduce_ladder]") {
+TEST_CASE("gpu: auto keeps its kernel, the ladder sums only the Linear case, the CPU refuses a rung",
+          "[gpu][reduce_ladder]") {
   const Tensor dy = on_gpu(fresh_tensor({8, 16, 49}));
   Tensor db = Tensor::empty({16}, DType::Float32, Device::cuda(0));
   CHECK(logged_bias_kernel(dy, db, 49) == "bias_backward");
   const RungScope scope(ReduceImpl::Shuffle);
   CHECK(logged_bias_kernel(dy, db, 49) == "bias_backward");  // a convolution's bias: inner 49
+  Tensor cpu_db = Tensor::empty({16});
+  CHECK_THROWS_WITH(cpu().bias_backward(fresh_tensor({8, 16, 49}), cpu_db, 49),
+                    Catch::Contains("--reduce-impl shuffle is a CUDA kernel of the reduction ladder"));
   const Tensor before = db.to(Device::cpu());
   set_reduce_impl(ReduceImpl::Auto);
   gpu().bias_backward(dy, db, 49);
