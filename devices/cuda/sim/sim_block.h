@@ -83,11 +83,12 @@ class BlockScheduler {
   bool try_complete(int index);  // the meeting of the lane waiting at `index`, if all are there
   std::string describe_stuck_warp_call() const;
   void abandon_warp_calls();
+  std::vector<Worker*> take_ready_lanes();
 
   const Grid* grid_ = nullptr;
   dim3 block_idx_;
   int threads_ = 0;
-  std::string error_;
+  std::atomic<std::string*> error_{nullptr};  // the block's first error (report)
   std::atomic<int> next_unstarted_{0}, exited_{0};
   std::vector<std::unique_ptr<Worker>> workers_;   // fibers, reused from block to block
   std::vector<Worker*> idle_;
@@ -97,11 +98,15 @@ class BlockScheduler {
   std::atomic<Worker*> running_{nullptr};  // set by the scheduler, read by the running fiber
   char barrier_token_ = 0;  // ThreadSanitizer's sync object for the barrier
   char done_token_ = 0;     // ... and for "every thread of the block has ended"
+  // ... released at every wait, acquired only after an error, before the waiting fibers are
+  // abandoned and their objects reused: what they did is then ordered before the reuse.
+  char abandon_token_ = 0;
   // Warps (sim_warps.cpp): the lanes' calls, which threads have exited, the lanes of
   // completed calls in the order they resume, and a sync object per warp for __syncwarp.
   std::vector<LaneCall> lanes_;
   std::vector<std::atomic<bool>> exited_lanes_;
-  std::vector<Worker*> ready_;
+  std::vector<std::atomic<Worker*>> ready_;  // ready_count_ of them, appended by fibers
+  std::atomic<int> ready_count_{0};
   std::atomic<int> at_warp_calls_{0};
   std::vector<char> warp_tokens_;
 };

@@ -90,11 +90,11 @@ void BlockScheduler::worker_main(void* raw) {
     w.coords = ThreadCoordinates{unflatten(t, g.block), s.block_idx_, g.block, g.grid};
     current_thread.store(&w.coords, std::memory_order_relaxed);
     g.body();
+    s.lane_exited(t);
 #ifdef NNLAB_SIM_TSAN
     __tsan_release(&s.done_token_);
 #endif
     s.exited_.fetch_add(1, std::memory_order_relaxed);
-    s.lane_exited(t);
     if (kFiberPerThread) break;
   }
   w.ended.store(true, std::memory_order_relaxed);
@@ -105,10 +105,15 @@ int BlockScheduler::thread_index(const Worker& w) const {
   return static_cast<int>(t.x + static_cast<long long>(b.x) * (t.y + static_cast<long long>(b.y) * t.z));
 }
 
+// A fiber may report (a misused warp call): the message is handed over through an atomic
+// pointer, the only order it makes between a CUDA thread and the scheduler, once the launch
+// has failed anyway.
 void BlockScheduler::report(std::string error) {
-  if (error_.empty())
-    error_ = std::string(grid_->kernel) + ", block (" + std::to_string(block_idx_.x) + ", " +
-             std::to_string(block_idx_.y) + ", " + std::to_string(block_idx_.z) + "): " + error;
+  auto text = std::make_unique<std::string>(std::string(grid_->kernel) + ", block (" + std::to_string(block_idx_.x) +
+                                            ", " + std::to_string(block_idx_.y) + ", " +
+                                            std::to_string(block_idx_.z) + "): " + error);
+  std::string* none = nullptr;
+  if (error_.compare_exchange_strong(none, text.get(), std::memory_order_acq_rel)) text.release();
 }
 
 void BlockScheduler::arrive_at_barrier() {
@@ -117,6 +122,7 @@ void BlockScheduler::arrive_at_barrier() {
   waiting_.fetch_add(1, std::memory_order_relaxed);
 #ifdef NNLAB_SIM_TSAN
   __tsan_release(&barrier_token_);
+  __tsan_release(&abandon_token_);
 #endif
   Fiber::thread_fiber().switch_from(*w.fiber);
 #ifdef NNLAB_SIM_TSAN
@@ -131,7 +137,6 @@ std::string BlockScheduler::run(const Grid& g, long long linear_block) {
   grid_ = &g;
   block_idx_ = unflatten(linear_block, g.grid);
   threads_ = static_cast<int>(g.block.x * g.block.y * g.block.z);
-  error_.clear();
   next_unstarted_ = 0;
   exited_ = 0;
   waiting_ = 0;
@@ -139,9 +144,7 @@ std::string BlockScheduler::run(const Grid& g, long long linear_block) {
   for (int i = 0; i < threads_; ++i) at_barrier_[i].store(nullptr, std::memory_order_relaxed);
   reset_warps();
   for (;;) {
-    if (!ready_.empty()) {
-      std::vector<Worker*> lanes;
-      lanes.swap(ready_);
+    if (const std::vector<Worker*> lanes = take_ready_lanes(); !lanes.empty()) {
       for (Worker* w : lanes) resume(*w);
       continue;
     }
@@ -161,8 +164,11 @@ std::string BlockScheduler::run(const Grid& g, long long linear_block) {
       report("__syncthreads() was reached by " + std::to_string(waiting) + " of " + std::to_string(threads_) +
              " threads while " + std::to_string(exited_.load()) + " had already exited (a barrier in divergent code)");
     }
-    if (!error_.empty()) {
+    if (error_.load(std::memory_order_acquire)) {
       // The waiting fibers are abandoned where they stand; their stacks are reused afresh.
+#ifdef NNLAB_SIM_TSAN
+      __tsan_acquire(&abandon_token_);
+#endif
       for (int i = 0; i < threads_; ++i)
         if (Worker* w = at_barrier_[i].exchange(nullptr, std::memory_order_relaxed)) idle_.push_back(w);
       abandon_warp_calls();
@@ -181,7 +187,8 @@ std::string BlockScheduler::run(const Grid& g, long long linear_block) {
   idle_.insert(idle_.end(), ended_.begin(), ended_.end());
   ended_.clear();
   current_thread.store(nullptr, std::memory_order_relaxed);
-  return error_;
+  const std::unique_ptr<std::string> error(error_.exchange(nullptr, std::memory_order_acquire));
+  return error ? *error : std::string();
 }
 
 namespace {

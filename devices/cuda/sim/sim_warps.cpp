@@ -77,12 +77,13 @@ void BlockScheduler::reset_warps() {
   if (lanes_.size() < static_cast<size_t>(threads_)) {
     lanes_ = std::vector<LaneCall>(threads_);
     exited_lanes_ = std::vector<std::atomic<bool>>(threads_);
+    ready_ = std::vector<std::atomic<Worker*>>(threads_);
   }
   for (int i = 0; i < threads_; ++i) {
     lanes_[i].worker.store(nullptr, std::memory_order_relaxed);
     exited_lanes_[i].store(false, std::memory_order_relaxed);
   }
-  ready_.clear();
+  ready_count_ = 0;
   at_warp_calls_ = 0;
   warp_tokens_.assign(static_cast<size_t>((threads_ + kWarp - 1) / kWarp), 0);
 }
@@ -91,14 +92,16 @@ uint64_t BlockScheduler::arrive_at_warp_call(const char* call, unsigned mask, ui
                                              const ShuffleSource* source) {
   Worker& w = *running_.load(std::memory_order_relaxed);
   const int index = thread_index(w), lane = index % kWarp, warp = index / kWarp;
-  const std::string where = std::string(call) + " in thread " + std::to_string(index) + " (warp " +
-                            std::to_string(warp) + ", lane " + std::to_string(lane) + ")";
+  auto where = [&] {
+    return std::string(call) + " in thread " + std::to_string(index) + " (warp " + std::to_string(warp) + ", lane " +
+           std::to_string(lane) + ")";
+  };
   if (!(mask >> lane & 1u)) {
-    report(where + " with mask " + hex(mask) + ", which does not name the calling lane: each lane must set its own bit");
+    report(where() + " with mask " + hex(mask) + ", which does not name the calling lane: each lane must set its own bit");
     return bits;
   }
   if (source && (source->width < 1 || source->width > kWarp || (source->width & (source->width - 1)))) {
-    report(where + " with width " + std::to_string(source->width) + ": the width must be a power of two up to 32");
+    report(where() + " with width " + std::to_string(source->width) + ": the width must be a power of two up to 32");
     return bits;
   }
   const int src = source ? source_lane(lane, *source) : -1;
@@ -110,10 +113,11 @@ uint64_t BlockScheduler::arrive_at_warp_call(const char* call, unsigned mask, ui
   me.result.store(bits, std::memory_order_relaxed);
   me.worker.store(&w, std::memory_order_relaxed);
   at_warp_calls_.fetch_add(1, std::memory_order_relaxed);
+  try_complete(index);
 #ifdef NNLAB_SIM_TSAN
   if (!source) __tsan_release(&warp_tokens_[warp]);
+  __tsan_release(&abandon_token_);
 #endif
-  try_complete(index);
   Fiber::thread_fiber().switch_from(*w.fiber);  // the scheduler resumes the lane once complete
 #ifdef NNLAB_SIM_TSAN
   if (!source) __tsan_acquire(&warp_tokens_[warp]);
@@ -128,7 +132,7 @@ bool BlockScheduler::try_complete(int index) {
   const char* call = me.call.load(std::memory_order_relaxed);
   const int first = index / kWarp * kWarp;
   auto excused = [&](int t) { return t >= threads_ || exited_lanes_[t].load(std::memory_order_relaxed); };
-  std::vector<int> members;
+  int members[kWarp], count = 0;  // the lanes that meet: named, not excused, all arrived
   for (int lane = 0; lane < kWarp; ++lane) {
     const int t = first + lane;
     if (!(mask >> lane & 1u) || excused(t)) continue;
@@ -136,17 +140,19 @@ bool BlockScheduler::try_complete(int index) {
     if (!other.worker.load(std::memory_order_relaxed) || other.mask.load(std::memory_order_relaxed) != mask ||
         std::strcmp(other.call.load(std::memory_order_relaxed), call) != 0)
       return false;
-    members.push_back(t);
+    members[count++] = t;
   }
-  for (int t : members) {
+  for (int m = 0; m < count; ++m) {
+    const int t = members[m];
     const int src = lanes_[t].source.load(std::memory_order_relaxed);
     if (src < 0) continue;  // its own value, already in result
     const bool defined = (mask >> (src - first) & 1u) && !excused(src);
     lanes_[t].result.store(defined ? lanes_[src].bits.load(std::memory_order_relaxed) : kUndefined,
                            std::memory_order_relaxed);
   }
-  for (int t : members) {
-    ready_.push_back(lanes_[t].worker.exchange(nullptr, std::memory_order_relaxed));
+  for (int m = 0; m < count; ++m) {
+    ready_[ready_count_.fetch_add(1, std::memory_order_relaxed)].store(
+        lanes_[members[m]].worker.exchange(nullptr, std::memory_order_relaxed), std::memory_order_relaxed);
     at_warp_calls_.fetch_sub(1, std::memory_order_relaxed);
   }
   return true;
@@ -197,6 +203,13 @@ std::string BlockScheduler::describe_stuck_warp_call() const {
   return "warp " + std::to_string(first / kWarp) + ": " + call + " with mask " + hex(mask) + " was reached by " +
          lanes_text(arrived) + ", but the mask also names " + missing +
          " (every lane a mask names that has not exited must make the same call with the same mask)";
+}
+
+// The lanes of the calls completed since the last take, in the order they completed.
+std::vector<BlockScheduler::Worker*> BlockScheduler::take_ready_lanes() {
+  std::vector<Worker*> lanes(static_cast<size_t>(ready_count_.exchange(0, std::memory_order_relaxed)));
+  for (size_t i = 0; i < lanes.size(); ++i) lanes[i] = ready_[i].load(std::memory_order_relaxed);
+  return lanes;
 }
 
 void BlockScheduler::abandon_warp_calls() {
