@@ -102,6 +102,15 @@ TEST_CASE("gpu: the mlp trains with each rung of the reduction ladder", "[gpu][r
     // Another order of the same float32 sums: the losses agree to rounding, not to the bit.
     for (size_t s = 0; s < losses.size(); ++s) CHECK(std::abs(losses[s] - auto_losses[s]) <= 1e-4 * auto_losses[s]);
   }
+  // compare records the rung of each variant
+  const std::string records = (dir / "compare.jsonl").string();
+  const nnlab_test::CliResult compared = nnlab_test::run_cli(
+      "compare --model mlp --devices cuda,cuda:reduce=tree --max-steps 2 --batch 16 --test-images 32 --metrics " +
+      records);
+  INFO(compared.output);
+  CHECK(compared.exit_code == 0);
+  CHECK_THAT(nnlab_test::read_text(records), Catch::Contains("\"reduce_impl\":\"auto\"") &&
+                                                 Catch::Contains("\"reduce_impl\":\"tree\""));
   fs::remove_all(dir);
   const nnlab_test::CliResult shown = nnlab_test::run_cli("explain --model mlp --batch 8 --device cuda:reduce=shuffle");
   INFO(shown.output);
