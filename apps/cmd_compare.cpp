@@ -39,6 +39,7 @@ VariantRun run_variant(const TrainConfig& c, const RunVariant& v, int64_t test_i
   vc.threads = v.threads;
   vc.conv_impl = conv_impl_name(v.conv);
   vc.gemm_impl = gemm_impl_name(v.gemm);
+  vc.reduce_impl = reduce_impl_name(v.reduce);
   vc.math = v.tf32 ? "tf32" : "fp32";
   vc.metrics.clear();
   vc.test_images = test_images;
@@ -49,6 +50,7 @@ VariantRun run_variant(const TrainConfig& c, const RunVariant& v, int64_t test_i
   run.threads = host_cpu::threads();
   run.conv = conv_impl_name(v.conv);
   run.gemm = gemm_impl_name(v.gemm);
+  run.reduce = reduce_impl_name(v.reduce);
   for (const EpochResult& e : trainer.epoch_results()) {
     run.phases.data += e.phases.data;
     run.phases.forward += e.phases.forward;
@@ -99,13 +101,14 @@ void register_compare_command(CLI::App& app) {
   auto devices = std::make_shared<std::string>();
   auto conv = std::make_shared<std::string>("auto");
   auto gemm = std::make_shared<std::string>("cublas");
+  auto reduce = std::make_shared<std::string>("auto");
   auto report = std::make_shared<std::string>();
   auto test_images = std::make_shared<int64_t>(0);
   CLI::App* sub = app.add_subcommand("compare", "The identical training on two devices (or CPU variants), side by side");
   add_train_options(*sub, *config);
   sub->add_option("--devices", *devices,
                   "Run variants, comma-separated, the first is the baseline: DEVICE[:threads=N][:conv=auto|reference|"
-                  "im2col|cudnn][:math=fp32|tf32][:gemm=...], e.g. cpu,cuda or cpu:threads=1,cpu:threads=2")
+                  "im2col|cudnn][:math=fp32|tf32][:gemm=...][:reduce=...], e.g. cpu,cuda or cpu:threads=1,cpu:threads=2")
       ->required();
   sub->add_option("--conv-impl", *conv,
                   "Convolution for every variant that names none: auto, reference, im2col (CPU) or cudnn (CUDA)")
@@ -116,7 +119,8 @@ void register_compare_command(CLI::App& app) {
   sub->add_option("--report", *report, "Write a self-contained HTML report (inline SVG charts) to this file");
   sub->add_option("--test-images", *test_images, "Evaluate on the first N test images (0 = all)")
       ->capture_default_str();
-  add_command(sub, [sub, config, devices, conv, gemm, report, test_images] {
+  sub->add_option("--reduce-impl", *reduce, kReduceImplHelp)->capture_default_str();
+  add_command(sub, [sub, config, devices, conv, gemm, reduce, report, test_images] {
     TrainConfig& c = *config;
     NNLAB_CHECK(sub->count("--device") == 0, "compare runs every device named by --devices A,B; drop --device");
     NNLAB_CHECK(c.checkpoint_dir.empty() && c.resume.empty() && c.val_split == 0,
@@ -124,7 +128,7 @@ void register_compare_command(CLI::App& app) {
     NNLAB_CHECK(*test_images >= 0, "--test-images must be >= 0, got ", *test_images);
     finalize_train_config(*sub, c);
     const std::vector<RunVariant> variants =
-        parse_variants(*devices, c.threads, parse_conv_impl(*conv), parse_gemm_impl(*gemm));
+        parse_variants(*devices, c.threads, parse_conv_impl(*conv), parse_gemm_impl(*gemm), parse_reduce_impl(*reduce));
     NNLAB_CHECK(variants.size() >= 2, "--devices needs at least two run variants to compare, got '", *devices,
                 "'; e.g. --devices cpu,cuda or --devices cpu:threads=1,cpu:threads=2");
     check_variants(variants);  // an unusable device fails here, before any data is read

@@ -164,7 +164,7 @@ void print_totals(const DeviceExplain& d) {
 
 void register_explain_command(CLI::App& app) {
   struct Options {
-    std::string model = "cnn", model_file, devices = "cpu", conv = "auto", gemm = "cublas";
+    std::string model = "cnn", model_file, devices = "cpu", conv = "auto", gemm = "cublas", reduce = "auto";
     int64_t batch = 64;
     int threads = 0;
     uint64_t seed = 0;
@@ -175,7 +175,7 @@ void register_explain_command(CLI::App& app) {
   sub->add_option("--model-file", o->model_file, "Your own model, described in a JSON file (docs/models.md)");
   sub->add_option("--device", o->devices,
                   "Device(s), comma-separated: cpu, cuda, cuda:N, with optional :threads=N :conv=... :math=... "
-                  ":gemm=...")
+                  ":gemm=... :reduce=...")
       ->capture_default_str();
   sub->add_option("--batch", o->batch, "Batch size")->capture_default_str();
   sub->add_option("--threads", o->threads, "CPU threads (default: all cores)");
@@ -188,6 +188,7 @@ void register_explain_command(CLI::App& app) {
                   "naive (one thread per output), tiled (shared-memory tiles) or registers (each thread a 4×4 block "
                   "of C)")
       ->capture_default_str();
+  sub->add_option("--reduce-impl", o->reduce, kReduceImplHelp)->capture_default_str();
   sub->add_option("--seed", o->seed, "Seed of the weights and the synthetic batch")->capture_default_str();
   add_command(sub, [sub, o] {
     if (!World::get().is_root()) std::freopen("/dev/null", "w", stdout);  // under mpirun, rank 0 prints
@@ -196,7 +197,8 @@ void register_explain_command(CLI::App& app) {
     const ModelFile info = o->model_file.empty() ? model_info(o->model) : read_model_file(o->model_file);
     check_model(info, recipe_input(info, "explain"), o->batch);
     std::vector<RunVariant> variants =
-        parse_variants(o->devices, o->threads, parse_conv_impl(o->conv), parse_gemm_impl(o->gemm));
+        parse_variants(o->devices, o->threads, parse_conv_impl(o->conv), parse_gemm_impl(o->gemm),
+                       parse_reduce_impl(o->reduce));
     std::vector<RunVariant> usable;
     for (const RunVariant& v : variants) {
       if (v.device_text.rfind("cuda", 0) == 0 && variants.size() > 1 && !cuda_status().usable) {

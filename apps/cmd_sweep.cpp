@@ -32,7 +32,7 @@ using Clock = std::chrono::steady_clock;
 
 struct SweepOptions {
   std::string models = "mlp", model_files, devices, batches = "1,4,16,64,256,1024,4096", widths = "1", maths = "fp32",
-              conv = "auto", gemm = "cublas", report, metrics;
+              conv = "auto", gemm = "cublas", reduce = "auto", report, metrics;
   int64_t steps = 5, warmup = 2;
   int threads = 0;
   bool zoo_given = false;  // --model was given (with --model-file, both are swept)
@@ -168,7 +168,8 @@ SweepPlan plan_sweep(const SweepOptions& o) {
   for (const std::string& m : plan.maths)
     NNLAB_CHECK(m == "fp32" || m == "tf32", "--math: '", m, "' is not fp32 or tf32");
   const std::string list = !o.devices.empty() ? o.devices : cuda_status().usable ? "cpu,cuda" : "cpu:threads=1,cpu";
-  plan.variants = parse_variants(list, o.threads, parse_conv_impl(o.conv), parse_gemm_impl(o.gemm));
+  plan.variants = parse_variants(list, o.threads, parse_conv_impl(o.conv), parse_gemm_impl(o.gemm),
+                                 parse_reduce_impl(o.reduce));
   NNLAB_CHECK(plan.variants.size() == 2, "--devices takes two run variants (the first is the CPU side), got '", list,
               "'");
   check_variants(plan.variants);
@@ -263,8 +264,8 @@ void register_sweep_command(CLI::App& app) {
       ->capture_default_str();
   sub->add_option("--model-file", o->model_files, "Your own model file(s), comma-separated (docs/models.md)");
   sub->add_option("--devices", o->devices,
-                  "Two run variants A,B (A is the CPU side): DEVICE[:threads=N][:conv=...][:math=...][:gemm=...]; "
-                  "default cpu,cuda when CUDA is usable, else cpu:threads=1,cpu");
+                  "Two run variants A,B (A is the CPU side): DEVICE[:threads=N][:conv=...][:math=...][:gemm=...]"
+                  "[:reduce=...]; default cpu,cuda when CUDA is usable, else cpu:threads=1,cpu");
   sub->add_option("--batches", o->batches, "Batch sizes, comma-separated")->capture_default_str();
   sub->add_option("--widths", o->widths, "Width multipliers of every hidden layer, comma-separated")->capture_default_str();
   sub->add_option("--math", o->maths, "Math modes, comma-separated: fp32, tf32 (CUDA only)")->capture_default_str();
@@ -280,6 +281,7 @@ void register_sweep_command(CLI::App& app) {
                   "naive (one thread per output), tiled (shared-memory tiles) or registers (each thread a 4×4 block "
                   "of C)")
       ->capture_default_str();
+  sub->add_option("--reduce-impl", o->reduce, kReduceImplHelp)->capture_default_str();
   sub->add_option("--seed", o->seed, "Seed of the weights and the synthetic batch")->capture_default_str();
   sub->add_option("--report", o->report, "Write a self-contained HTML report to this file");
   sub->add_option("--metrics", o->metrics, "Write one JSON record per point to this file");

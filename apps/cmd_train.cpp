@@ -5,6 +5,7 @@
 #include "apps/commands.h"
 #include "apps/train_report.h"
 #include "apps/distributed/world.h"
+#include "apps/run_variant.h"
 #include "apps/trainer.h"
 
 namespace nnlab {
@@ -24,6 +25,7 @@ void register_train_command(CLI::App& app) {
                   "naive (one thread per output), tiled (shared-memory tiles) or registers (each thread a 4×4 block "
                   "of C)")
       ->capture_default_str();
+  sub->add_option("--reduce-impl", config->reduce_impl, kReduceImplHelp)->capture_default_str();
   sub->add_option("--cuda-graphs", config->cuda_graphs,
                   "CUDA: record each full batch's forward and backward once as a CUDA graph and replay it (one launch "
                   "instead of one per kernel, same results): auto (where the model allows: no Dropout, no "

@@ -117,6 +117,7 @@ void write_compare_records(const CompareResult& r, const nlohmann::json& environ
                      {"threads", v.threads},
                      {"conv_impl", v.conv},
                      {"gemm_impl", v.gemm},
+                     {"reduce_impl", v.reduce},
                      {"steps", v.step_loss.size()},
                      {"seconds", v.seconds},
                      {"images_per_second", v.images_per_second},

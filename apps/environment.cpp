@@ -53,6 +53,7 @@ nlohmann::json config_record(const TrainConfig& c) {
           {"threads", c.threads},
           {"device", c.device},
           {"gemm_impl", c.gemm_impl},
+          {"reduce_impl", c.reduce_impl},
           {"log_interval", c.log_interval},
           {"max_steps", c.max_steps},
           {"metrics", c.metrics},

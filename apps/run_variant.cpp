@@ -11,8 +11,8 @@ namespace nnlab {
 namespace {
 
 constexpr const char* kSyntax =
-    "write DEVICE[:threads=N][:conv=auto|reference|im2col|cudnn][:math=fp32|tf32][:gemm=cublas|naive|tiled|registers] "
-    "with DEVICE cpu, cuda or cuda:N, "
+    "write DEVICE[:threads=N][:conv=auto|reference|im2col|cudnn][:math=fp32|tf32][:gemm=cublas|naive|tiled|registers]"
+    "[:reduce=auto|uncoalesced|coalesced|tree|shuffle] with DEVICE cpu, cuda or cuda:N, "
     "e.g. cpu:threads=1,cpu:threads=2";
 
 std::vector<std::string> split(const std::string& text, char sep) {
@@ -28,12 +28,14 @@ bool all_digits(const std::string& s) {
   return !s.empty() && s.find_first_not_of("0123456789") == std::string::npos;
 }
 
-RunVariant parse_one(const std::string& item, int default_threads, ConvImpl default_conv, GemmImpl default_gemm) {
+RunVariant parse_one(const std::string& item, int default_threads, ConvImpl default_conv, GemmImpl default_gemm,
+                     ReduceImpl default_reduce) {
   RunVariant v;
   v.label = item;
   v.threads = default_threads;
   v.conv = default_conv;
   v.gemm = default_gemm;
+  v.reduce = default_reduce;
   std::vector<std::string> parts = split(item, ':');
   NNLAB_CHECK(!parts.empty() && (parts[0] == "cpu" || parts[0] == "cuda"), "unknown device '", item, "'; ", kSyntax);
   v.device_text = parts[0];
@@ -52,6 +54,8 @@ RunVariant parse_one(const std::string& item, int default_threads, ConvImpl defa
       v.conv = parse_conv_impl(value);
     } else if (key == "gemm") {
       v.gemm = parse_gemm_impl(value);
+    } else if (key == "reduce") {
+      v.reduce = parse_reduce_impl(value);
     } else if (key == "math") {
       NNLAB_CHECK(value == "fp32" || value == "tf32", "device '", item, "': math must be fp32 or tf32, got '", value,
                   "'");
@@ -66,10 +70,10 @@ RunVariant parse_one(const std::string& item, int default_threads, ConvImpl defa
 }  // namespace
 
 std::vector<RunVariant> parse_variants(const std::string& list, int default_threads, ConvImpl default_conv,
-                                       GemmImpl default_gemm) {
+                                       GemmImpl default_gemm, ReduceImpl default_reduce) {
   std::vector<RunVariant> out;
   for (const std::string& item : split(list, ','))
-    out.push_back(parse_one(item, default_threads, default_conv, default_gemm));
+    out.push_back(parse_one(item, default_threads, default_conv, default_gemm, default_reduce));
   NNLAB_CHECK(!out.empty(), "no device given; ", kSyntax);
   return out;
 }
@@ -82,6 +86,7 @@ void check_variants(const std::vector<RunVariant>& variants) {
     const Device device = resolve_device(v.device_text, nullptr);  // a missing cuda:N index fails here
     check_conv_impl(v.conv, device);
     check_gemm_impl(v.gemm, device);
+    check_reduce_impl(v.reduce, device);
     NNLAB_CHECK(!v.tf32 || device.kind == DeviceKind::CUDA, "device '", v.label,
                 "': math=tf32 is a CUDA math mode (tensor cores); the CPU computes in fp32");
   }
@@ -93,6 +98,7 @@ Device apply_variant(const RunVariant& v) {
   host_cpu::set_threads(v.threads);
   set_conv_impl(v.conv);
   set_gemm_impl(v.gemm);
+  set_reduce_impl(v.reduce);
   CudaOptions cuda = cuda_options();
   cuda.tf32 = v.tf32;
   set_cuda_options(cuda);

@@ -3,11 +3,12 @@
 //   VARIANT  = DEVICE[:KEY=VALUE]...        DEVICE = cpu | cuda | cuda:N
 //   KEY      = threads (CPU threads, 0 = all cores) | conv (reference | im2col | cudnn)
 //            | math (fp32 | tf32; tf32 on CUDA only) | gemm (cublas | naive | tiled | registers; CUDA)
+//            | reduce (uncoalesced | coalesced | tree | shuffle; CUDA only, devices/reduce_impl.h)
 //   e.g.  cpu:threads=1,cpu:threads=2     cpu:conv=reference,cpu:conv=im2col     cpu,cuda:math=tf32
-//         cuda,cuda:gemm=tiled
+//         cuda,cuda:gemm=tiled     cuda:reduce=uncoalesced,cuda:reduce=shuffle
 //
 // A list is comma-separated. Settings a variant does not name come from the command's own
-// --threads, --conv-impl and --gemm-impl.
+// --threads, --conv-impl, --gemm-impl and --reduce-impl.
 #pragma once
 #include <string>
 #include <vector>
@@ -15,6 +16,7 @@
 #include "core/device.h"
 #include "devices/conv_impl.h"
 #include "devices/gemm_impl.h"
+#include "devices/reduce_impl.h"
 
 namespace nnlab {
 
@@ -24,16 +26,23 @@ struct RunVariant {
   int threads = 0;          // 0 = all cores
   ConvImpl conv = ConvImpl::Auto;
   GemmImpl gemm = GemmImpl::Cublas;
+  ReduceImpl reduce = ReduceImpl::Auto;
   bool tf32 = false;
 };
 
 // Parses a comma-separated list; throws an Error naming the bad item and the syntax.
 std::vector<RunVariant> parse_variants(const std::string& list, int default_threads, ConvImpl default_conv,
-                                       GemmImpl default_gemm);
+                                       GemmImpl default_gemm, ReduceImpl default_reduce);
 
-// Makes the variant current: CPU threads, convolution and GEMM implementations, math mode.
-// Returns its device; throws (before anything runs) when the device cannot be used or the
-// settings do not fit it (cudnn or an own GEMM kernel on the CPU, tf32 on the CPU, CUDA absent).
+// The help of --reduce-impl, which train, explain, compare and sweep take.
+inline constexpr const char* kReduceImplHelp =
+    "CUDA's Linear bias gradient, a rung of the reduction ladder (docs/backprop-to-kernels.md): auto (the backend's "
+    "own kernel), uncoalesced, coalesced, tree or shuffle; the rungs run on CUDA only";
+
+// Makes the variant current: CPU threads, convolution, GEMM and reduction implementations, math
+// mode. Returns its device; throws (before anything runs) when the device cannot be used or the
+// settings do not fit it (cudnn, an own GEMM kernel or a reduction rung on the CPU, tf32 on the
+// CPU, CUDA absent).
 Device apply_variant(const RunVariant& v);
 
 // Checks every variant of a list can run here, without running anything.

@@ -35,6 +35,7 @@ struct TrainConfig {
   bool deterministic = false;      // CUDA: deterministic cuDNN algorithms, no Winograd/FFT
   std::string conv_impl = "auto";   // auto (the device's own choice per layer) | reference | im2col | cudnn
   std::string gemm_impl = "cublas";  // CUDA: cublas | naive | tiled | registers (devices/gemm_impl.h)
+  std::string reduce_impl = "auto";  // CUDA's Linear bias sum: auto | uncoalesced | coalesced | tree | shuffle
   int64_t test_images = 0;        // train: evaluate on the first N test images (0 = all)
   std::string cuda_graphs = "auto";  // train on CUDA: auto | on | off (apps/step_graph.h)
   std::string data_on_device = "auto";  // train on CUDA: auto | on | off (DataLoaderOptions::resident)

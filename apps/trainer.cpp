@@ -22,6 +22,7 @@
 #include "autograd/ops.h"
 #include "devices/conv_impl.h"
 #include "devices/gemm_impl.h"
+#include "devices/reduce_impl.h"
 #include "devices/host_cpu.h"
 #include "devices/registry.h"
 #include "layers/dropout.h"
@@ -69,6 +70,7 @@ Trainer::Trainer(TrainConfig config) : config_(std::move(config)) {
   AllReduceBackendRequest allreduce_backend{};
   ConvImpl requested_conv = ConvImpl::Auto;
   GemmImpl requested_gemm = GemmImpl::Cublas;
+  ReduceImpl requested_reduce = ReduceImpl::Auto;
   World::get().agree([&] {
     allreduce_backend = parse_allreduce_backend(config_.allreduce_backend);
     NNLAB_CHECK(config_.math == "fp32" || device_.is_cuda(), "--math ", config_.math,
@@ -77,10 +79,13 @@ Trainer::Trainer(TrainConfig config) : config_(std::move(config)) {
     check_conv_impl(requested_conv, device_);
     requested_gemm = parse_gemm_impl(config_.gemm_impl);
     check_gemm_impl(requested_gemm, device_);
+    requested_reduce = parse_reduce_impl(config_.reduce_impl);
+    check_reduce_impl(requested_reduce, device_);
     graphs_mode_ = parse_cuda_graphs(config_.cuda_graphs);
   });
   set_conv_impl(requested_conv);
   set_gemm_impl(requested_gemm);
+  set_reduce_impl(requested_reduce);
   if (device_.is_cpu() && config_.threads == 0 && host_cpu::threads() >= 2) {
     ThreadGovernorOptions governor;
     governor.max_threads = config_max_threads_ = host_cpu::threads();

@@ -111,6 +111,10 @@ TEST_CASE("compare refuses bad devices and report paths before training, writing
   CHECK(cudnn.exit_code != 0);
   CHECK(cudnn.output.find("cudnn runs on CUDA only") != std::string::npos);
 
+  const CliResult rung = run_cli("compare --model mlp --devices cpu,cpu:reduce=tree" + outputs);
+  CHECK(rung.exit_code != 0);
+  CHECK(rung.output.find("--reduce-impl tree is a CUDA kernel of the reduction ladder") != std::string::npos);
+
   if (!nnlab::cuda_status().usable) {
     const CliResult cuda = run_cli("compare --model mlp --devices cpu,cuda" + outputs);
     CHECK(cuda.exit_code != 0);

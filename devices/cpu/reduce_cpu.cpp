@@ -7,6 +7,7 @@
 #include "devices/cpu/cpu_backend.h"
 #include "devices/cpu/dispatch.h"
 #include "devices/kernel_log.h"
+#include "devices/reduce_impl.h"
 
 namespace nnlab {
 
@@ -102,6 +103,7 @@ void bias_gradient(const T* dy, const T* y, T* dz, T* db, long c, long in, long 
 // dy: (outer, c, inner)  db: (c)   db[j] = Σ_o Σ_i dy[o, j, i]
 void CpuBackend::bias_backward(const Tensor& dy, Tensor& db, int64_t inner) {
   NNLAB_LOG_KERNEL("bias_backward", dy);  // nnlab explain: record the call
+  check_reduce_impl(reduce_impl(), Device::cpu());  // --reduce-impl's rungs are CUDA kernels
   cpu::dispatch_float("bias_backward", dy, [&](auto t) {
     using T = decltype(t);
     const long c = static_cast<long>(db.numel()), in = static_cast<long>(inner);
@@ -115,6 +117,7 @@ void CpuBackend::bias_backward(const Tensor& dy, Tensor& db, int64_t inner) {
 void CpuBackend::relu_bias_backward(const Tensor& y, const Tensor& dy, Tensor& dz, Tensor* db, int64_t inner) {
   if (!db) return unary_backward(UnaryOp::Relu, y, y, dy, dz);  // no bias: the ReLU's kernel alone
   NNLAB_LOG_KERNEL("relu_bias_backward", dy);  // nnlab explain: record the call
+  check_reduce_impl(reduce_impl(), Device::cpu());
   cpu::dispatch_float("relu_bias_backward", dy, [&](auto t) {
     using T = decltype(t);
     const long c = static_cast<long>(db->numel()), in = static_cast<long>(inner);

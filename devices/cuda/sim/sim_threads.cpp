@@ -12,6 +12,12 @@
 // launch's error (on a GPU it hangs or corrupts the block: CUDA requires every thread of the
 // block to reach each __syncthreads()).
 //
+// Warps: the threads of a block form warps of 32 in linear thread order, as on a GPU, and a
+// warp call (__shfl_*_sync, __syncwarp) suspends a lane the same way until the lanes its mask
+// names have arrived; those lanes then resume before any other thread runs
+// (devices/cuda/sim/sim_warps.cpp). A lane stuck at a warp call when nothing else can run is
+// reported as the barrier's divergence is.
+//
 // Under ThreadSanitizer each CUDA thread runs on a fiber of its own, and the only order
 // between two threads of a block is the one their barriers (and atomics) give, so a missing
 // __syncthreads() is reported as a data race on the shared memory it should have protected.
@@ -25,19 +31,8 @@
 #include <vector>
 
 #include "devices/cuda/sim/sim.h"
-#include "devices/cuda/sim/sim_fiber.h"
+#include "devices/cuda/sim/sim_block.h"
 #include "devices/cuda/sim/sim_launch.h"
-
-#if defined(__SANITIZE_THREAD__)
-#define NNLAB_SIM_TSAN 1
-#elif defined(__has_feature)
-#if __has_feature(thread_sanitizer)
-#define NNLAB_SIM_TSAN 1
-#endif
-#endif
-#ifdef NNLAB_SIM_TSAN
-#include <sanitizer/tsan_interface.h>
-#endif
 
 namespace nnlab::sim {
 
@@ -56,54 +51,12 @@ constexpr bool kFiberPerThread = true;
 constexpr bool kFiberPerThread = false;
 #endif
 
-struct Grid {
-  const char* kernel;
-  dim3 grid, block;
-  std::function<void()> body;
-};
-
 dim3 unflatten(long long i, dim3 extent) {
   return dim3(static_cast<unsigned>(i % extent.x), static_cast<unsigned>(i / extent.x % extent.y),
               static_cast<unsigned>(i / (static_cast<long long>(extent.x) * extent.y)));
 }
 
-// One block on one CPU thread. Fibers write what the scheduler reads through relaxed atomics:
-// the two share a CPU thread, so no ordering is needed, and ThreadSanitizer must not see
-// the bookkeeping as an order between CUDA threads.
-class BlockScheduler {
- public:
-  // Runs block `linear_block` of `g`; returns "" or what went wrong (barrier divergence).
-  std::string run(const Grid& g, long long linear_block);
-  static BlockScheduler& of_this_thread() {
-    thread_local BlockScheduler scheduler;
-    return scheduler;
-  }
-  void arrive_at_barrier();
-
- private:
-  struct Worker {
-    std::unique_ptr<Fiber> fiber;
-    ThreadCoordinates coords;
-    BlockScheduler* owner = nullptr;
-    std::atomic<bool> ended{false};
-  };
-  static void worker_main(void* raw);
-  Worker& idle_worker();
-  void resume(Worker& w);
-
-  const Grid* grid_ = nullptr;
-  dim3 block_idx_;
-  int threads_ = 0;
-  std::atomic<int> next_unstarted_{0}, exited_{0};
-  std::vector<std::unique_ptr<Worker>> workers_;   // fibers, reused from block to block
-  std::vector<Worker*> idle_;
-  std::vector<Worker*> ended_;  // under ThreadSanitizer: ended in this block, idle after it
-  std::vector<std::atomic<Worker*>> at_barrier_;   // by thread index, null when not waiting
-  std::atomic<int> waiting_{0};
-  std::atomic<Worker*> running_{nullptr};  // set by the scheduler, read by the running fiber
-  char barrier_token_ = 0;  // ThreadSanitizer's sync object for the barrier
-  char done_token_ = 0;     // ... and for "every thread of the block has ended"
-};
+}  // namespace
 
 BlockScheduler::Worker& BlockScheduler::idle_worker() {
   if (idle_.empty()) {
@@ -137,6 +90,7 @@ void BlockScheduler::worker_main(void* raw) {
     w.coords = ThreadCoordinates{unflatten(t, g.block), s.block_idx_, g.block, g.grid};
     current_thread.store(&w.coords, std::memory_order_relaxed);
     g.body();
+    s.lane_exited(t);
 #ifdef NNLAB_SIM_TSAN
     __tsan_release(&s.done_token_);
 #endif
@@ -146,14 +100,29 @@ void BlockScheduler::worker_main(void* raw) {
   w.ended.store(true, std::memory_order_relaxed);
 }
 
+int BlockScheduler::thread_index(const Worker& w) const {
+  const dim3 t = w.coords.thread_idx, b = grid_->block;
+  return static_cast<int>(t.x + static_cast<long long>(b.x) * (t.y + static_cast<long long>(b.y) * t.z));
+}
+
+// A fiber may report (a misused warp call): the message is handed over through an atomic
+// pointer, the only order it makes between a CUDA thread and the scheduler, once the launch
+// has failed anyway.
+void BlockScheduler::report(std::string error) {
+  auto text = std::make_unique<std::string>(std::string(grid_->kernel) + ", block (" + std::to_string(block_idx_.x) +
+                                            ", " + std::to_string(block_idx_.y) + ", " +
+                                            std::to_string(block_idx_.z) + "): " + error);
+  std::string* none = nullptr;
+  if (error_.compare_exchange_strong(none, text.get(), std::memory_order_acq_rel)) text.release();
+}
+
 void BlockScheduler::arrive_at_barrier() {
   Worker& w = *running_.load(std::memory_order_relaxed);
-  const dim3 t = w.coords.thread_idx, b = grid_->block;
-  const long long index = t.x + static_cast<long long>(b.x) * (t.y + static_cast<long long>(b.y) * t.z);
-  at_barrier_[index].store(&w, std::memory_order_relaxed);
+  at_barrier_[thread_index(w)].store(&w, std::memory_order_relaxed);
   waiting_.fetch_add(1, std::memory_order_relaxed);
 #ifdef NNLAB_SIM_TSAN
   __tsan_release(&barrier_token_);
+  __tsan_release(&abandon_token_);
 #endif
   Fiber::thread_fiber().switch_from(*w.fiber);
 #ifdef NNLAB_SIM_TSAN
@@ -162,6 +131,8 @@ void BlockScheduler::arrive_at_barrier() {
   current_thread.store(&w.coords, std::memory_order_relaxed);
 }
 
+// Lanes whose warp call is complete run first (in lane order, up to their next wait), then
+// threads not yet started; when neither is left, the barrier opens, or the block is stuck.
 std::string BlockScheduler::run(const Grid& g, long long linear_block) {
   grid_ = &g;
   block_idx_ = unflatten(linear_block, g.grid);
@@ -171,8 +142,12 @@ std::string BlockScheduler::run(const Grid& g, long long linear_block) {
   waiting_ = 0;
   if (at_barrier_.size() < static_cast<size_t>(threads_)) at_barrier_ = std::vector<std::atomic<Worker*>>(threads_);
   for (int i = 0; i < threads_; ++i) at_barrier_[i].store(nullptr, std::memory_order_relaxed);
-  std::string error;
+  reset_warps();
   for (;;) {
+    if (const std::vector<Worker*> lanes = take_ready_lanes(); !lanes.empty()) {
+      for (Worker* w : lanes) resume(*w);
+      continue;
+    }
     if (next_unstarted_.load(std::memory_order_relaxed) < threads_) {
       Worker& w = idle_worker();
       w.ended = false;
@@ -181,15 +156,22 @@ std::string BlockScheduler::run(const Grid& g, long long linear_block) {
       continue;
     }
     const int waiting = waiting_.load(std::memory_order_relaxed);
-    if (waiting == 0) break;
-    if (exited_.load(std::memory_order_relaxed) > 0) {
-      error = std::string(g.kernel) + ", block (" + std::to_string(block_idx_.x) + ", " + std::to_string(block_idx_.y) +
-              ", " + std::to_string(block_idx_.z) + "): __syncthreads() was reached by " + std::to_string(waiting) +
-              " of " + std::to_string(threads_) + " threads while " + std::to_string(exited_.load()) +
-              " had already exited (a barrier in divergent code)";
+    if (at_warp_calls_.load(std::memory_order_relaxed) > 0) {
+      report(describe_stuck_warp_call());
+    } else if (waiting == 0) {
+      break;
+    } else if (exited_.load(std::memory_order_relaxed) > 0) {
+      report("__syncthreads() was reached by " + std::to_string(waiting) + " of " + std::to_string(threads_) +
+             " threads while " + std::to_string(exited_.load()) + " had already exited (a barrier in divergent code)");
+    }
+    if (error_.load(std::memory_order_acquire)) {
       // The waiting fibers are abandoned where they stand; their stacks are reused afresh.
+#ifdef NNLAB_SIM_TSAN
+      __tsan_acquire(&abandon_token_);
+#endif
       for (int i = 0; i < threads_; ++i)
         if (Worker* w = at_barrier_[i].exchange(nullptr, std::memory_order_relaxed)) idle_.push_back(w);
+      abandon_warp_calls();
       break;
     }
     // The barrier opens: resume the waiting threads in thread order.
@@ -205,8 +187,11 @@ std::string BlockScheduler::run(const Grid& g, long long linear_block) {
   idle_.insert(idle_.end(), ended_.begin(), ended_.end());
   ended_.clear();
   current_thread.store(nullptr, std::memory_order_relaxed);
-  return error;
+  const std::unique_ptr<std::string> error(error_.exchange(nullptr, std::memory_order_acquire));
+  return error ? *error : std::string();
 }
+
+namespace {
 
 // The CPU threads that run blocks: the stream's own thread and block_threads() − 1 helpers,
 // which wake for a grid and take blocks from a shared counter.
@@ -286,6 +271,13 @@ std::string BlockPool::run(const Grid& g) {
 }  // namespace
 
 void syncthreads() { BlockScheduler::of_this_thread().arrive_at_barrier(); }
+
+uint64_t warp_shuffle(const char* call, unsigned mask, uint64_t bits, ShuffleKind kind, int arg, int width) {
+  const ShuffleSource source{kind, arg, width};
+  return BlockScheduler::of_this_thread().arrive_at_warp_call(call, mask, bits, &source);
+}
+
+void syncwarp(unsigned mask) { BlockScheduler::of_this_thread().arrive_at_warp_call("__syncwarp", mask, 0, nullptr); }
 
 cudaError_t launch_grid(const char* kernel, dim3 grid, dim3 block, cudaStream_t stream,
                         std::function<void()> thread_body) {

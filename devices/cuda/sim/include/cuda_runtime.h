@@ -6,8 +6,9 @@
 // static (one block runs at a time on each CPU thread, so its threads share it, as a block
 // shares shared memory), threadIdx/blockIdx/blockDim/gridDim read the running CUDA thread's
 // coordinates, and __syncthreads() suspends the thread's fiber until every thread of the block
-// has arrived (devices/cuda/sim/sim_threads.cpp). Values and error codes match the toolkit's,
-// so messages read the same on the simulator and on a GPU.
+// has arrived (devices/cuda/sim/sim_threads.cpp); warp shuffles and __syncwarp() do the same
+// for the lanes of a warp their mask names (devices/cuda/sim/sim_warps.cpp). Values and error
+// codes match the toolkit's, so messages read the same on the simulator and on a GPU.
 #pragma once
 #include <math.h>
 
@@ -169,6 +170,23 @@ struct ThreadCoordinates {
 };
 extern thread_local std::atomic<ThreadCoordinates*> current_thread;
 void syncthreads();
+
+// Warp calls (devices/cuda/sim/sim_warps.cpp): the lanes a mask names meet, as at a barrier
+// of their own, and a shuffle returns the bits of the lane it reads.
+enum class ShuffleKind { Index, Up, Down, Xor };
+uint64_t warp_shuffle(const char* call, unsigned mask, uint64_t bits, ShuffleKind kind, int arg, int width);
+void syncwarp(unsigned mask);
+
+// A shuffle of any value of up to 8 bytes, carried as its bits (the GPU moves registers).
+template <typename T>
+T shuffle(const char* call, unsigned mask, T var, ShuffleKind kind, int arg, int width) {
+  static_assert(std::is_arithmetic_v<T> && sizeof(T) <= sizeof(uint64_t), "shuffles move numbers of up to 8 bytes");
+  uint64_t bits = 0;
+  __builtin_memcpy(&bits, &var, sizeof var);
+  bits = warp_shuffle(call, mask, bits, kind, arg, width);
+  __builtin_memcpy(&var, &bits, sizeof var);
+  return var;
+}
 }  // namespace nnlab::sim
 
 #define threadIdx (::nnlab::sim::current_thread.load(std::memory_order_relaxed)->thread_idx)
@@ -176,6 +194,36 @@ void syncthreads();
 #define blockDim (::nnlab::sim::current_thread.load(std::memory_order_relaxed)->block_dim)
 #define gridDim (::nnlab::sim::current_thread.load(std::memory_order_relaxed)->grid_dim)
 inline void __syncthreads() { ::nnlab::sim::syncthreads(); }
+
+// Warps: 32 threads of consecutive linear thread index. `mask` names the lanes taking part;
+// each calling lane must be named, and every named lane that has not exited must make the
+// same call with the same mask. A shuffle reads `var` of another lane of its `width`-lane
+// segment: lane srcLane (__shfl_sync), lane − delta (up), lane + delta (down), lane ^ laneMask
+// (xor); a source outside the segment gives the caller's own value, as CUDA defines. A source
+// outside the mask, exited, or past the end of the block gives an undefined value on a GPU;
+// here its bits are all ones (a NaN in a float), as fresh device memory is NaN.
+inline constexpr int warpSize = 32;
+template <typename T>
+T __shfl_sync(unsigned mask, T var, int srcLane, int width = warpSize) {
+  return ::nnlab::sim::shuffle("__shfl_sync", mask, var, ::nnlab::sim::ShuffleKind::Index, srcLane, width);
+}
+template <typename T>
+T __shfl_up_sync(unsigned mask, T var, unsigned delta, int width = warpSize) {
+  return ::nnlab::sim::shuffle("__shfl_up_sync", mask, var, ::nnlab::sim::ShuffleKind::Up, static_cast<int>(delta),
+                               width);
+}
+template <typename T>
+T __shfl_down_sync(unsigned mask, T var, unsigned delta, int width = warpSize) {
+  return ::nnlab::sim::shuffle("__shfl_down_sync", mask, var, ::nnlab::sim::ShuffleKind::Down,
+                               static_cast<int>(delta), width);
+}
+template <typename T>
+T __shfl_xor_sync(unsigned mask, T var, int laneMask, int width = warpSize) {
+  return ::nnlab::sim::shuffle("__shfl_xor_sync", mask, var, ::nnlab::sim::ShuffleKind::Xor, laneMask, width);
+}
+// Waits until every named lane that has not exited arrived; orders their shared-memory
+// accesses as a barrier of the warp (a shuffle does not).
+inline void __syncwarp(unsigned mask = 0xffffffffu) { ::nnlab::sim::syncwarp(mask); }
 
 // Atomics: the blocks of a grid run on several CPU threads at once, so these are real
 // atomic read-modify-writes (sequentially consistent, stronger than CUDA's relaxed ones).
