@@ -276,11 +276,7 @@ void register_sweep_command(CLI::App& app) {
                   "Convolution: auto (the device's own choice per layer), reference (readable direct loops), im2col "
                   "(CPU) or cudnn (CUDA)")
       ->capture_default_str();
-  sub->add_option("--gemm-impl", o->gemm,
-                  "GEMM kernels on CUDA (every Linear layer and matmul): cublas (the default), or nnlab's own: "
-                  "naive (one thread per output), tiled (shared-memory tiles) or registers (each thread a 4×4 block "
-                  "of C)")
-      ->capture_default_str();
+  sub->add_option("--gemm-impl", o->gemm, kGemmImplHelp)->capture_default_str();
   sub->add_option("--reduce-impl", o->reduce, kReduceImplHelp)->capture_default_str();
   sub->add_option("--seed", o->seed, "Seed of the weights and the synthetic batch")->capture_default_str();
   sub->add_option("--report", o->report, "Write a self-contained HTML report to this file");

@@ -20,11 +20,7 @@ void register_train_command(CLI::App& app) {
                   "Convolution kernels: auto (the device's own choice per layer; `nnlab explain` names it), reference "
                   "(readable direct loops), im2col (CPU) or cudnn (CUDA)")
       ->capture_default_str();
-  sub->add_option("--gemm-impl", config->gemm_impl,
-                  "GEMM kernels on CUDA (every Linear layer and matmul): cublas (the default), or nnlab's own: "
-                  "naive (one thread per output), tiled (shared-memory tiles) or registers (each thread a 4×4 block "
-                  "of C)")
-      ->capture_default_str();
+  sub->add_option("--gemm-impl", config->gemm_impl, kGemmImplHelp)->capture_default_str();
   sub->add_option("--reduce-impl", config->reduce_impl, kReduceImplHelp)->capture_default_str();
   sub->add_option("--cuda-graphs", config->cuda_graphs,
                   "CUDA: record each full batch's forward and backward once as a CUDA graph and replay it (one launch "

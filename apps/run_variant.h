@@ -34,6 +34,11 @@ struct RunVariant {
 std::vector<RunVariant> parse_variants(const std::string& list, int default_threads, ConvImpl default_conv,
                                        GemmImpl default_gemm, ReduceImpl default_reduce);
 
+// The help of --gemm-impl, which train, explain and sweep take (compare's says "for every variant").
+inline constexpr const char* kGemmImplHelp =
+    "GEMM kernels on CUDA (every Linear layer and matmul): cublas (the default), or nnlab's own: naive (one thread "
+    "per output), tiled (shared-memory tiles) or registers (each thread a 4×4 block of C)";
+
 // The help of --reduce-impl, which train, explain, compare and sweep take.
 inline constexpr const char* kReduceImplHelp =
     "CUDA's Linear bias gradient, a rung of the reduction ladder (docs/backprop-to-kernels.md): auto (the backend's "
