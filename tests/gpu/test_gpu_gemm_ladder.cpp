@@ -102,18 +102,18 @@ TEST_CASE("gpu: nnlab train runs the mlp on every GEMM rung", "[gpu][gemm][gemm_
   for (const char* rung : {"cublas", "naive", "tiled", "registers"}) {
     const std::string metrics = (dir / (std::string(rung) + ".jsonl")).string();
     const nnlab_test::CliResult r = nnlab_test::run_cli(
-        std::string("train --device cuda --model mlp --batch 32 --max-steps 4 --epochs 1 --test-images 64 "
+        std::string("train --device cuda --model mlp --batch 8 --max-steps 3 --epochs 1 --test-images 64 "
                     "--metrics-every 1 --metrics ") +
         metrics + " --gemm-impl " + rung);
     INFO(rung << ": " << r.output);
     REQUIRE(r.exit_code == 0);
     CHECK_THAT(r.output, Catch::Contains("CUDA graphs: on"));
     losses.push_back(nnlab_test::step_losses(metrics));
-    REQUIRE(losses.back().size() == 4);
+    REQUIRE(losses.back().size() == 3);
   }
   fs::remove_all(dir);
   for (size_t rung = 1; rung < losses.size(); ++rung)
-    for (size_t step = 0; step < 4; ++step) {
+    for (size_t step = 0; step < 3; ++step) {
       INFO("rung " << rung << " step " << step + 1 << ": " << losses[rung][step] << " against cuBLAS's "
                    << losses[0][step]);
       CHECK(std::abs(losses[rung][step] - losses[0][step]) <= 1e-4 * std::abs(losses[0][step]) + 1e-5);

@@ -47,7 +47,7 @@ void require_losses_equal_across_modes(const std::string& args, const std::vecto
   for (size_t m = 0; m < modes.size(); ++m) {
     const std::string metrics = (dir / (std::to_string(m) + ".jsonl")).string();
     const fs::path checkpoints = dir / std::to_string(m);
-    const nnlab_test::CliResult r = nnlab_test::run_cli("train --device cuda --batch 32 --max-steps 6 --epochs 1 "
+    const nnlab_test::CliResult r = nnlab_test::run_cli("train --device cuda --batch 8 --max-steps 6 --epochs 1 "
                                                         "--test-images 64 --metrics-every 1 --metrics " +
                                                         metrics + " --checkpoint-dir " + checkpoints.string() + " " +
                                                         args + " " + modes[m]);
@@ -167,8 +167,8 @@ TEST_CASE("gpu: crops and flips gathered on the device give the host's batches",
                                      "--cuda-graphs on --data-on-device on"});
 }
 
-// Issue 35's count, in the steady state (the difference between a run of 24 steps and one of
-// 12, so the first eager step, the capture and the epoch's end cancel out): a graph step hands
+// Issue 35's count, in the steady state (the difference between a run of 12 steps and one of
+// 6, so the first eager step, the capture and the epoch's end cancel out): a graph step hands
 // the device a few items, an eager one several times more, and the graph step never makes the
 // host wait for the device.
 TEST_CASE("gpu: a graph step submits a few items and the host never waits for it", "[gpu][graphs][cli]") {
@@ -183,7 +183,7 @@ TEST_CASE("gpu: a graph step submits a few items and the host never waits for it
   const auto totals = [&](int steps, bool graphs) {
     const std::string metrics = (dir / "counts.jsonl").string();
     const nnlab_test::CliResult r = nnlab_test::run_cli(
-        "train --device cuda --model cnn --batch 32 --epochs 1 --test-images 64 --log-interval 1000 --max-steps " +
+        "train --device cuda --model cnn --batch 8 --epochs 1 --test-images 64 --log-interval 1000 --max-steps " +
         std::to_string(steps) + " --metrics " + metrics +
         (graphs ? " --cuda-graphs on --data-on-device on" : " --cuda-graphs off --data-on-device off"));
     INFO(r.output);
@@ -200,17 +200,17 @@ TEST_CASE("gpu: a graph step submits a few items and the host never waits for it
     FAIL("no epoch record in " << metrics);
     return std::pair<double, double>{0, 0};
   };
+  const auto [graph_s6, graph_w6] = totals(6, true);
   const auto [graph_s12, graph_w12] = totals(12, true);
-  const auto [graph_s24, graph_w24] = totals(24, true);
+  const auto [eager_s6, eager_w6] = totals(6, false);
   const auto [eager_s12, eager_w12] = totals(12, false);
-  const auto [eager_s24, eager_w24] = totals(24, false);
-  const double graph_per_step = (graph_s24 - graph_s12) / 12, eager_per_step = (eager_s24 - eager_s12) / 12;
-  INFO("per step: graph " << graph_per_step << " submissions, " << (graph_w24 - graph_w12) / 12 << " host waits; eager "
-                          << eager_per_step << ", " << (eager_w24 - eager_w12) / 12);
+  const double graph_per_step = (graph_s12 - graph_s6) / 6, eager_per_step = (eager_s12 - eager_s6) / 6;
+  INFO("per step: graph " << graph_per_step << " submissions, " << (graph_w12 - graph_w6) / 6 << " host waits; eager "
+                          << eager_per_step << ", " << (eager_w12 - eager_w6) / 6);
   CHECK(graph_per_step > 0);
   CHECK(graph_per_step <= 12);  // the two gathers, the replay, the loss check, the optimizer, the loss sum
   CHECK(graph_per_step * 3 < eager_per_step);
-  CHECK(graph_w24 == graph_w12);
+  CHECK(graph_w12 == graph_w6);
   fs::remove_all(dir);
 }
 
@@ -231,14 +231,16 @@ TEST_CASE("gpu: --cuda-graphs on refuses a model a graph would get wrong, in one
 // Issue 40: compare trains each variant as train does, so its CUDA side makes the host wait
 // as often as train's but for one read-back per epoch (the epoch's step losses), and hands the
 // device one item more per step (the loss copied into compare's device buffer), not a
-// read-back per step. 24 steps: the printed per-step figures times 24 are the totals.
+// read-back per step. The printed per-step figures times the steps are the totals.
 TEST_CASE("gpu: compare's CUDA step waits for the device as often as train's", "[gpu][graphs][cli]") {
   if (!device_counts_work()) {
     WARN("skipped: the CUDA simulator counts submissions and host waits; a GPU's driver keeps no such count "
          "(this case runs in CI on the simulator)");
     return;
   }
-  const std::string common = " --model cnn --batch 32 --max-steps 24 --epochs 1 --test-images 64 --log-interval 1000";
+  const int steps = 12;
+  const std::string common = " --model cnn --batch 8 --max-steps " + std::to_string(steps) +
+                             " --epochs 1 --test-images 64 --log-interval 1000";
   const auto per_step = [](const std::string& output) {
     const size_t at = output.find("per step: ");
     REQUIRE(at != std::string::npos);
@@ -255,7 +257,7 @@ TEST_CASE("gpu: compare's CUDA step waits for the device as often as train's", "
   REQUIRE(compare.exit_code == 0);
   const auto [train_submissions, train_waits] = per_step(train.output);
   const auto [compare_submissions, compare_waits] = per_step(compare.output);
-  CHECK(std::lround(compare_waits * 24) == std::lround(train_waits * 24) + 1);
+  CHECK(std::lround(compare_waits * steps) == std::lround(train_waits * steps) + 1);
   CHECK(std::fabs(compare_submissions - train_submissions - 1.0) < 0.15);
 }
 

@@ -161,6 +161,8 @@ bool BlockScheduler::try_complete(int index) {
 // A lane that exits no longer holds back the calls of its warp that name it.
 void BlockScheduler::lane_exited(int index) {
   exited_lanes_[index].store(true, std::memory_order_relaxed);
+  // Most kernels make no warp call: nothing waits, and the exit costs one load, not 32.
+  if (at_warp_calls_.load(std::memory_order_relaxed) == 0) return;
   const int first = index / kWarp * kWarp, bit = index % kWarp;
   for (int t = first; t < first + kWarp && t < threads_; ++t)
     if (lanes_[t].worker.load(std::memory_order_relaxed) && (lanes_[t].mask.load(std::memory_order_relaxed) >> bit & 1u))
