@@ -10,6 +10,10 @@
 #include "devices/registry.h"
 
 int main(int argc, char* argv[]) {
+  // On the simulator the tests see two devices, so the multi-GPU paths run (peer access, NCCL
+  // between ranks on devices of their own); the programs they start inherit it. A GPU build
+  // ignores it.
+  setenv("NNLAB_SIM_DEVICES", "2", 0);
   const nnlab::CudaStatus status = nnlab::cuda_status();
   if (!status.usable) {
     std::printf("nnlab_gpu_tests: skipped, no usable CUDA device: %s\n", status.reason.c_str());

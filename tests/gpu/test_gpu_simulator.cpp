@@ -179,7 +179,8 @@ TEST_CASE("gpu: on the simulator a barrier in divergent code is the launch's err
   CHECK(cudaMemset(out.p, 0, sizeof(int)) == cudaSuccess);
 }
 TEST_CASE("gpu: the simulator's settings are checked and a bad one is one clear message", "[gpu][simulator][cli]") {
-  for (const char* setting : {"NNLAB_SIM_MEMORY_MB=abc", "NNLAB_SIM_THREADS=0", "NNLAB_SIM_MEMORY_MB=-5"}) {
+  for (const char* setting : {"NNLAB_SIM_MEMORY_MB=abc", "NNLAB_SIM_THREADS=0", "NNLAB_SIM_MEMORY_MB=-5",
+                              "NNLAB_SIM_DEVICES=0", "NNLAB_SIM_DEVICES=two"}) {
     const nnlab_test::CliResult r = nnlab_test::run_shell(std::string(setting) + " " + NNLAB_CLI_PATH +
                                                           " train --device cuda --model mlp --max-steps 1");
     INFO(setting << ": " << r.output);

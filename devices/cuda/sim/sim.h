@@ -22,13 +22,29 @@ struct Region {
   const char* base = nullptr;
   size_t bytes = 0;
   MemoryKind kind = MemoryKind::Device;
+  int device = -1;  // device memory: the device that owns it
 };
+
+// The simulated devices: NNLAB_SIM_DEVICES of them (default 1, at most kMaxDevices), each with
+// its own memory, streams and peer-access settings, as the GPUs of one machine.
+constexpr int kMaxDevices = 16;
+int device_count();
+// The calling thread's current device (cudaSetDevice is per thread; 0 until set). A stream's
+// own thread has its stream's device, so work checked there is checked against that device.
+int current_device();
+void set_current_device(int device);
+// Whether work on `device` may touch memory that `owner` holds: its own memory, or a peer's
+// after cudaDeviceEnablePeerAccess(owner) on `device`.
+bool device_can_use(int device, int owner);
+// The device a stream belongs to (the current device when it was created); for nullptr, the
+// calling thread's current device, whose default stream that is.
+int stream_device(cudaStream_t stream);
 
 // The registered region that contains p; false for ordinary (pageable) host memory.
 bool find_region(const void* p, Region* region);
 
-// Whether the device may access [p, p + bytes): inside one region of device or mapped host
-// memory. Otherwise records a diagnostic ("cublasSgemm: argument B (0x…) is ordinary host
+// Whether the device may access [p, p + bytes): inside one region of mapped host memory, or
+// of device memory the current device may use (its own or an enabled peer's). Otherwise records a diagnostic ("cublasSgemm: argument B (0x…) is ordinary host
 // memory, not device memory") for last_diagnostic() and returns false. A null p with
 // bytes == 0 is allowed.
 bool check_device_access(const char* call, const char* what, const void* p, size_t bytes);

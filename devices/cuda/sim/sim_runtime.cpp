@@ -1,12 +1,15 @@
-// The CUDA runtime on the simulator: one device, its memory kept apart from host memory,
-// copies checked against where each pointer lives, and CUDA's error model (a last error that
-// cudaGetLastError clears, a sticky error after a fault that every later call returns).
+// The CUDA runtime on the simulator: one or more devices (NNLAB_SIM_DEVICES), each one's
+// memory kept apart from host memory and from the other devices', copies checked against
+// where each pointer lives, and CUDA's error model (a last error that cudaGetLastError clears,
+// a sticky error after a fault that every later call returns).
 //
 // Device memory is ordinary heap memory, but every allocation is registered in a map, and
 // nothing may use it as host memory through the runtime (a cudaMemcpy whose kind says
 // otherwise is refused with a message naming the call, the pointer and what it is), nor may a
 // kernel, cuBLAS or cuDNN be handed host memory. Fresh device memory is filled with 0xFF
 // bytes (a NaN in every float) so a read of memory never written shows up in the results.
+// Each allocation belongs to the device that was current when it was made; work on another
+// device may use it only after cudaDeviceEnablePeerAccess, as on GPUs of one machine.
 #include <immintrin.h>
 #include <unistd.h>
 
@@ -32,7 +35,7 @@ std::map<const char*, Region>& regions() {
   static auto* map = new std::map<const char*, Region>();  // never destroyed: used at exit
   return *map;
 }
-size_t g_device_bytes_in_use = 0;
+size_t g_device_bytes_in_use[kMaxDevices] = {};
 
 std::mutex g_error_mutex;
 cudaError_t g_sticky = cudaSuccess;
@@ -40,8 +43,8 @@ std::string g_sticky_detail;
 thread_local cudaError_t t_last_error = cudaSuccess;
 thread_local std::string t_diagnostic;
 
-// A positive whole number from the environment variable `name`, or 0 when it is unset. A value
-// that is not one is the user's mistake and says so (a silent 0 would read as "no memory").
+}  // namespace
+
 long long env_count(const char* name) {
   const char* text = std::getenv(name);
   if (!text) return 0;
@@ -53,15 +56,20 @@ long long env_count(const char* name) {
   return v;
 }
 
-// The simulated device's memory: half the machine's, or NNLAB_SIM_MEMORY_MB.
+// Each simulated device's memory: half the machine's shared among the devices, or
+// NNLAB_SIM_MEMORY_MB each.
 size_t device_memory_bytes() {
   static const size_t bytes = [] {
     if (const long long mb = env_count("NNLAB_SIM_MEMORY_MB")) return static_cast<size_t>(mb) << 20;
     const long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
-    return pages > 0 && page > 0 ? static_cast<size_t>(pages) * static_cast<size_t>(page) / 2 : size_t(4) << 30;
+    const size_t half = pages > 0 && page > 0 ? static_cast<size_t>(pages) * static_cast<size_t>(page) / 2
+                                              : size_t(4) << 30;
+    return half / static_cast<size_t>(device_count());
   }();
   return bytes;
 }
+
+namespace {
 
 std::string hex(const void* p) {
   char buf[32];
@@ -81,9 +89,9 @@ bool is_device(const void* p, size_t bytes) {
          static_cast<size_t>(static_cast<const char*>(p) - r.base) + bytes <= r.bytes;
 }
 
-void register_region(void* p, size_t bytes, MemoryKind kind) {
+void register_region(void* p, size_t bytes, MemoryKind kind, int device = -1) {
   std::lock_guard<std::mutex> lock(g_memory_mutex);
-  regions()[static_cast<const char*>(p)] = Region{static_cast<const char*>(p), bytes, kind};
+  regions()[static_cast<const char*>(p)] = Region{static_cast<const char*>(p), bytes, kind, device};
 }
 
 const char* kind_name(cudaMemcpyKind kind) {
@@ -141,11 +149,15 @@ bool check_device_access(const char* call, const char* what, const void* p, size
   if (!p && bytes == 0) return true;
   Region r;
   const bool found = find_region(p, &r);
-  if (found && r.kind != MemoryKind::PinnedHost &&
-      static_cast<size_t>(static_cast<const char*>(p) - r.base) + bytes <= r.bytes)
-    return true;
+  const bool inside = found && static_cast<size_t>(static_cast<const char*>(p) - r.base) + bytes <= r.bytes;
+  const bool reachable = r.kind != MemoryKind::Device || device_can_use(current_device(), r.device);
+  if (found && r.kind != MemoryKind::PinnedHost && inside && reachable) return true;
   std::string text = std::string(call) + ": " + what + " (" + hex(p) + ", " + std::to_string(bytes) + " bytes) ";
-  if (!found || r.kind == MemoryKind::PinnedHost)
+  if (found && inside && !reachable)
+    text += "is device memory of cuda:" + std::to_string(r.device) + ", but the work runs on cuda:" +
+            std::to_string(current_device()) + ", which has no peer access to it (cudaDeviceEnablePeerAccess(" +
+            std::to_string(r.device) + ") on cuda:" + std::to_string(current_device()) + ", or copy it over)";
+  else if (!found || r.kind == MemoryKind::PinnedHost)
     text += "is " + where(p) + ", which the device cannot use; allocate it with cudaMalloc";
   else
     text += "runs past the end of its " + std::string(memory_kind_name(r.kind)) + " allocation of " +
@@ -224,6 +236,8 @@ const char* cudaGetErrorName(cudaError_t error) {
     case cudaErrorInvalidResourceHandle: return "cudaErrorInvalidResourceHandle";
     case cudaErrorNotReady: return "cudaErrorNotReady";
     case cudaErrorIllegalAddress: return "cudaErrorIllegalAddress";
+    case cudaErrorPeerAccessAlreadyEnabled: return "cudaErrorPeerAccessAlreadyEnabled";
+    case cudaErrorPeerAccessNotEnabled: return "cudaErrorPeerAccessNotEnabled";
     case cudaErrorLaunchFailure: return "cudaErrorLaunchFailure";
     case cudaErrorStreamCaptureUnsupported: return "cudaErrorStreamCaptureUnsupported";
     case cudaErrorStreamCaptureInvalidated: return "cudaErrorStreamCaptureInvalidated";
@@ -247,6 +261,8 @@ const char* cudaGetErrorString(cudaError_t error) {
     case cudaErrorInvalidResourceHandle: return "invalid resource handle";
     case cudaErrorNotReady: return "device not ready";
     case cudaErrorIllegalAddress: return "an illegal memory access was encountered";
+    case cudaErrorPeerAccessAlreadyEnabled: return "peer access is already enabled";
+    case cudaErrorPeerAccessNotEnabled: return "peer access has not been enabled";
     case cudaErrorLaunchFailure: return "unspecified launch failure";
     case cudaErrorStreamCaptureUnsupported: return "operation not permitted when stream is capturing";
     case cudaErrorStreamCaptureInvalidated: return "operation failed due to a previous error during capture";
@@ -278,39 +294,9 @@ cudaError_t cudaGetDeviceCount(int* count) {
   if (!count) return fail_call(cudaErrorInvalidValue, "cudaGetDeviceCount: null argument");
   // The first call of every run (nnlab's probe), on the caller's thread: a bad
   // NNLAB_SIM_MEMORY_MB or NNLAB_SIM_THREADS is reported here, not later on a stream's thread.
+  *count = nnlab::sim::device_count();
   nnlab::sim::device_memory_bytes();
   nnlab::sim::block_threads();
-  *count = 1;
-  return cudaSuccess;
-}
-
-cudaError_t cudaSetDevice(int device) {
-  if (device != 0) return fail_call(cudaErrorInvalidDevice, "cudaSetDevice: the simulator has one device, 0");
-  return sticky_or(cudaSuccess);
-}
-
-cudaError_t cudaGetDevice(int* device) {
-  if (!device) return fail_call(cudaErrorInvalidValue, "cudaGetDevice: null argument");
-  *device = 0;
-  return sticky_or(cudaSuccess);
-}
-
-cudaError_t cudaGetDeviceProperties(cudaDeviceProp* prop, int device) {
-  if (!prop) return fail_call(cudaErrorInvalidValue, "cudaGetDeviceProperties: null argument");
-  if (device != 0) return fail_call(cudaErrorInvalidDevice, "cudaGetDeviceProperties: the simulator has one device, 0");
-  std::memset(prop, 0, sizeof *prop);
-  std::snprintf(prop->name, sizeof prop->name, "CUDA simulator (CPU)");
-  prop->totalGlobalMem = nnlab::sim::device_memory_bytes();
-  prop->sharedMemPerBlock = 48 << 10;
-  prop->warpSize = 32;
-  prop->maxThreadsPerBlock = 1024;
-  prop->maxThreadsDim[0] = prop->maxThreadsDim[1] = 1024;
-  prop->maxThreadsDim[2] = 64;
-  prop->maxGridSize[0] = 0x7fffffff;
-  prop->maxGridSize[1] = prop->maxGridSize[2] = 65535;
-  prop->multiProcessorCount = nnlab::sim::block_threads();
-  prop->canMapHostMemory = 1;
-  prop->unifiedAddressing = 1;
   return cudaSuccess;
 }
 
@@ -318,7 +304,8 @@ cudaError_t cudaMemGetInfo(size_t* free_bytes, size_t* total_bytes) {
   if (!free_bytes || !total_bytes) return fail_call(cudaErrorInvalidValue, "cudaMemGetInfo: null argument");
   std::lock_guard<std::mutex> lock(nnlab::sim::g_memory_mutex);
   *total_bytes = nnlab::sim::device_memory_bytes();
-  *free_bytes = *total_bytes - std::min(*total_bytes, nnlab::sim::g_device_bytes_in_use);
+  *free_bytes =
+      *total_bytes - std::min(*total_bytes, nnlab::sim::g_device_bytes_in_use[nnlab::sim::current_device()]);
   return sticky_or(cudaSuccess);
 }
 
@@ -329,23 +316,24 @@ cudaError_t cudaMalloc(void** ptr, size_t bytes) {
   *ptr = nullptr;
   if (const cudaError_t sticky = sticky_or(cudaSuccess); sticky != cudaSuccess) return sticky;
   if (const cudaError_t e = nnlab::sim::refuse_during_capture("cudaMalloc", nullptr, true)) return e;
+  const int device = nnlab::sim::current_device();
   {
     std::lock_guard<std::mutex> lock(nnlab::sim::g_memory_mutex);
-    if (bytes > nnlab::sim::device_memory_bytes() - std::min(nnlab::sim::device_memory_bytes(),
-                                                             nnlab::sim::g_device_bytes_in_use))
+    size_t& in_use = nnlab::sim::g_device_bytes_in_use[device];
+    if (bytes > nnlab::sim::device_memory_bytes() - std::min(nnlab::sim::device_memory_bytes(), in_use))
       return fail_call(cudaErrorMemoryAllocation, "cudaMalloc(" + std::to_string(bytes) +
                                                       " bytes): more than the simulated device's free memory");
-    nnlab::sim::g_device_bytes_in_use += bytes;
+    in_use += bytes;
   }
   void* p = nullptr;
   // The exact size, so AddressSanitizer's red zone starts right after the last byte.
   if (posix_memalign(&p, 256, std::max<size_t>(bytes, 1)) != 0) {
     std::lock_guard<std::mutex> lock(nnlab::sim::g_memory_mutex);
-    nnlab::sim::g_device_bytes_in_use -= bytes;
+    nnlab::sim::g_device_bytes_in_use[device] -= bytes;
     return fail_call(cudaErrorMemoryAllocation, "cudaMalloc: the host could not provide the memory");
   }
   std::memset(p, 0xFF, bytes);
-  nnlab::sim::register_region(p, bytes, nnlab::sim::MemoryKind::Device);
+  nnlab::sim::register_region(p, bytes, nnlab::sim::MemoryKind::Device, device);
   *ptr = p;
   return cudaSuccess;
 }
@@ -362,7 +350,7 @@ static cudaError_t free_region(const char* call, void* ptr, bool device) {
       return fail_call(cudaErrorInvalidValue, std::string(call) + "(" + nnlab::sim::hex(ptr) +
                                                   "): not the start of an allocation of " +
                                                   (device ? "cudaMalloc" : "cudaMallocHost/cudaHostAlloc"));
-    if (device) nnlab::sim::g_device_bytes_in_use -= it->second.bytes;
+    if (device) nnlab::sim::g_device_bytes_in_use[it->second.device] -= it->second.bytes;
     nnlab::sim::regions().erase(it);
   }
   std::free(ptr);

@@ -1,4 +1,5 @@
-// What the simulator's runtime files (sim_runtime.cpp, sim_streams.cpp) share beyond sim.h.
+// What the simulator's runtime files (sim_runtime.cpp, sim_streams.cpp, sim_devices.cpp,
+// sim_nccl.cpp) share beyond sim.h.
 #pragma once
 #include <cuda_runtime.h>
 
@@ -14,9 +15,15 @@ cudaError_t sticky_or(cudaError_t error);
 // Records `detail` as the diagnostic and `error` as the last error; returns sticky_or(error).
 cudaError_t fail_call(cudaError_t error, std::string detail);
 
+// A positive whole number from the environment variable `name`, or 0 when it is unset. A value
+// that is not one is the user's mistake and says so (a silent 0 would read as "no memory").
+long long env_count(const char* name);
+// Each simulated device's memory in bytes (NNLAB_SIM_MEMORY_MB, or a share of half the machine's).
+size_t device_memory_bytes();
+
 bool is_stream(cudaStream_t stream);
 void drain(cudaStream_t stream);  // waits until everything queued on the stream has run
-void drain_all();                 // ... on every stream (cudaDeviceSynchronize)
+void drain_all();                 // ... on every stream of the current device (cudaDeviceSynchronize)
 
 // What a stream capture recorded: the work items in stream order (sim_graphs.cpp makes a
 // graph of it; launching the graph queues them again, with the arguments they were recorded with).

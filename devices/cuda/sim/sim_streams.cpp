@@ -22,6 +22,7 @@
 #include "devices/cuda/sim/sim_runtime_state.h"
 
 struct CUstream_st {
+  int device = 0;  // the device current when it was created: its work runs there
   std::mutex mutex;
   std::condition_variable changed;
   std::deque<std::function<void()>> queue;
@@ -63,6 +64,7 @@ std::set<cudaStream_t>& all_streams() {
 
 void worker_loop(cudaStream_t s) {
   keep_denormals_on_this_thread();
+  set_current_device(s->device);  // work checked on this thread is checked against the stream's device
   std::unique_lock<std::mutex> lock(s->mutex);
   for (;;) {
     s->changed.wait(lock, [&] { return s->stop || !s->queue.empty(); });
@@ -78,20 +80,25 @@ void worker_loop(cudaStream_t s) {
   }
 }
 
-cudaStream_t make_stream() {
+cudaStream_t make_stream(int device) {
   auto* s = new CUstream_st();
+  s->device = device;
   s->worker = std::thread(worker_loop, s);
   std::lock_guard<std::mutex> lock(g_streams_mutex);
   all_streams().insert(s);
   return s;
 }
 
-cudaStream_t default_stream() {
-  static cudaStream_t s = make_stream();
-  return s;
+// Each device's legacy default stream (nullptr in the API), made on first use.
+cudaStream_t default_stream(int device) {
+  static std::mutex mutex;
+  static cudaStream_t streams[kMaxDevices] = {};
+  std::lock_guard<std::mutex> lock(mutex);
+  if (!streams[device]) streams[device] = make_stream(device);
+  return streams[device];
 }
 
-cudaStream_t resolve(cudaStream_t s) { return s ? s : default_stream(); }
+cudaStream_t resolve(cudaStream_t s) { return s ? s : default_stream(current_device()); }
 
 }  // namespace
 
@@ -205,13 +212,17 @@ void drain(cudaStream_t stream) {
 
 void drain_all() {
   ++g_host_waits;
+  const int device = current_device();
   std::vector<cudaStream_t> streams;
   {
     std::lock_guard<std::mutex> lock(g_streams_mutex);
-    streams.assign(all_streams().begin(), all_streams().end());
+    for (cudaStream_t s : all_streams())
+      if (s->device == device) streams.push_back(s);
   }
   for (cudaStream_t s : streams) wait_until_idle(s);
 }
+
+int stream_device(cudaStream_t stream) { return stream ? stream->device : current_device(); }
 
 }  // namespace nnlab::sim
 
@@ -221,7 +232,7 @@ cudaError_t cudaStreamCreate(cudaStream_t* stream) { return cudaStreamCreateWith
 
 cudaError_t cudaStreamCreateWithFlags(cudaStream_t* stream, unsigned) {
   if (!stream) return nnlab::sim::fail_call(cudaErrorInvalidValue, "cudaStreamCreateWithFlags: stream is null");
-  *stream = nnlab::sim::make_stream();
+  *stream = nnlab::sim::make_stream(nnlab::sim::current_device());
   return sticky_or(cudaSuccess);
 }
 

@@ -32,6 +32,7 @@
 
 #include "devices/cuda/sim/sim.h"
 #include "devices/cuda/sim/sim_block.h"
+#include "devices/cuda/sim/sim_runtime_state.h"
 #include "devices/cuda/sim/sim_launch.h"
 
 namespace nnlab::sim {
@@ -289,6 +290,13 @@ cudaError_t launch_grid(const char* kernel, dim3 grid, dim3 block, cudaStream_t 
                    ", " + std::to_string(block.z) + ") is not a valid launch configuration");
     set_launch_error(cudaErrorInvalidConfiguration);
     return cudaErrorInvalidConfiguration;
+  }
+  // As on a GPU, a kernel goes to a stream of the current device.
+  if (is_stream(stream) && stream_device(stream) != current_device()) {
+    set_diagnostic(std::string(kernel) + ": launched on a stream of cuda:" + std::to_string(stream_device(stream)) +
+                   " while cuda:" + std::to_string(current_device()) + " is the current device (cudaSetDevice)");
+    set_launch_error(cudaErrorInvalidResourceHandle);
+    return cudaErrorInvalidResourceHandle;
   }
   auto g = std::make_shared<Grid>(Grid{kernel, grid, block, std::move(thread_body)});
   enqueue(stream, [g] {

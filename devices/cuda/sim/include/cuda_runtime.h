@@ -46,6 +46,8 @@ enum cudaError_t {
   cudaErrorIllegalState = 401,
   cudaErrorNotReady = 600,
   cudaErrorIllegalAddress = 700,
+  cudaErrorPeerAccessAlreadyEnabled = 704,
+  cudaErrorPeerAccessNotEnabled = 705,
   cudaErrorLaunchFailure = 719,
   cudaErrorStreamCaptureUnsupported = 900,
   cudaErrorStreamCaptureInvalidated = 901,
@@ -90,8 +92,15 @@ constexpr unsigned cudaStreamDefault = 0x0, cudaStreamNonBlocking = 0x1;
 constexpr unsigned cudaHostAllocDefault = 0x0, cudaHostAllocPortable = 0x1, cudaHostAllocMapped = 0x2;
 constexpr unsigned cudaEventDefault = 0x0, cudaEventDisableTiming = 0x2;
 
+struct CUuuid_st {
+  char bytes[16];
+};
+using cudaUUID_t = CUuuid_st;
+
 struct cudaDeviceProp {
   char name[256];
+  cudaUUID_t uuid;
+  int pciBusID;
   size_t totalGlobalMem;
   size_t sharedMemPerBlock;
   int warpSize;
@@ -118,6 +127,13 @@ cudaError_t cudaGetDevice(int* device);
 cudaError_t cudaGetDeviceProperties(cudaDeviceProp* prop, int device);
 cudaError_t cudaDeviceSynchronize();
 cudaError_t cudaMemGetInfo(size_t* free_bytes, size_t* total_bytes);
+// Several devices (NNLAB_SIM_DEVICES; devices/cuda/sim/sim_devices.cpp)
+cudaError_t cudaDeviceCanAccessPeer(int* can_access, int device, int peer);
+cudaError_t cudaDeviceEnablePeerAccess(int peer, unsigned flags);
+cudaError_t cudaDeviceDisablePeerAccess(int peer);
+cudaError_t cudaMemcpyPeer(void* dst, int dst_device, const void* src, int src_device, size_t bytes);
+cudaError_t cudaMemcpyPeerAsync(void* dst, int dst_device, const void* src, int src_device, size_t bytes,
+                                cudaStream_t stream = nullptr);
 
 cudaError_t cudaMalloc(void** ptr, size_t bytes);
 cudaError_t cudaFree(void* ptr);
