@@ -33,6 +33,10 @@ struct EpochResult {
   // Per step of the epoch, where the device counts them (the CUDA simulator): work items handed
   // to the device and waits of the host for it (Backend::device_counts); -1 elsewhere.
   double submissions_per_step = -1, host_waits_per_step = -1;
+  // With NCCL, the device time of the epoch's gradient sums on the communicator's stream (CUDA
+  // events): more than phases.allreduce when overlap mode hid part of it behind backward. -1
+  // without NCCL.
+  double allreduce_device_seconds = -1;
 };
 
 struct EvalResult {

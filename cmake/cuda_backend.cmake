@@ -18,9 +18,13 @@ endif()
 
 # NCCL, for all-reducing CUDA gradients in data-parallel training (devices/cuda/nccl_cuda.cpp,
 # docs/distributed.md): used when the CUDA toolkit has nccl.h and libnccl, linked into this
-# library alone (the program reaches it through the plugin table). Never on the simulator.
+# library alone (the program reaches it through the plugin table). On the simulator,
+# nccl_cuda.cpp compiles against the simulator's nccl.h and runs on devices/cuda/sim/sim_nccl.cpp,
+# which sums across the ranks of this machine through shared memory.
 set(NNLAB_WITH_NCCL OFF)
-if(NNLAB_WITH_CUDA)
+if(NNLAB_CUDA_SIMULATOR)
+  set(NNLAB_WITH_NCCL ON)
+elseif(NNLAB_WITH_CUDA)
   find_path(NCCL_INCLUDE_DIR nccl.h HINTS ${CUDAToolkit_INCLUDE_DIRS} /usr/local/cuda/include)
   find_library(NCCL_LIBRARY nccl HINTS ${CUDAToolkit_LIBRARY_DIR} /usr/local/cuda/lib64)
   option(NNLAB_USE_NCCL "All-reduce CUDA gradients with NCCL when the toolkit has it" ON)
@@ -63,13 +67,15 @@ if(NNLAB_WITH_CUDA)
   target_compile_options(nnlab_cuda PRIVATE $<$<COMPILE_LANGUAGE:CUDA>:--expt-relaxed-constexpr -lineinfo>)
 endif()
 if(NNLAB_WITH_NCCL)
+  target_compile_definitions(nnlab_cuda PRIVATE NNLAB_WITH_NCCL)
+endif()
+if(NNLAB_WITH_NCCL AND NOT NNLAB_CUDA_SIMULATOR)
   target_include_directories(nnlab_cuda PRIVATE ${NCCL_INCLUDE_DIR})
   target_link_libraries(nnlab_cuda PRIVATE ${NCCL_LIBRARY})
-  target_compile_definitions(nnlab_cuda PRIVATE NNLAB_WITH_NCCL)
 endif()
 if(NNLAB_CUDA_SIMULATOR)
   target_include_directories(nnlab_cuda BEFORE PRIVATE ${PROJECT_SOURCE_DIR}/devices/cuda/sim/include)
-  # The simulated cuBLAS runs on OpenBLAS.
+  # The simulated cuBLAS runs on OpenBLAS; the simulated NCCL on POSIX shared memory (librt).
   target_include_directories(nnlab_cuda PRIVATE ${OPENBLAS_INCLUDE_DIR})
-  target_link_libraries(nnlab_cuda PRIVATE ${OPENBLAS_LIBRARY})
+  target_link_libraries(nnlab_cuda PRIVATE ${OPENBLAS_LIBRARY} rt)
 endif()

@@ -20,7 +20,7 @@ namespace nnlab {
 
 // Bumped whenever the table changes, so a stale library next to a newer program is refused
 // with a message instead of being called through the wrong slots.
-inline constexpr int kCudaPluginVersion = 2;
+inline constexpr int kCudaPluginVersion = 3;
 
 // The size of NCCL's unique id (NCCL_UNIQUE_ID_BYTES), which the table passes as bytes.
 inline constexpr size_t kNcclUniqueIdBytes = 128;
@@ -44,7 +44,9 @@ struct CudaPlugin {
   std::string (*gpu_uuid)(int device);                    // the GPU's UUID, one per physical GPU
   void (*nccl_unique_id)(char* id);                       // ncclGetUniqueId into id[128]
   void* (*nccl_comm_create)(const char* id, int ranks, int rank, int device);  // ncclCommInitRank
-  void (*nccl_sum)(void* comm, Tensor& data);             // in place, on data's device's stream
+  void (*nccl_sum)(void* comm, Tensor& data);             // in place, on the communicator's stream
+  void (*nccl_join)(void* comm);                          // the backend's stream waits for the sums
+  double (*nccl_take_device_seconds)(void* comm);         // the sums' device time since the last take
   void (*nccl_comm_destroy)(void* comm);                  // never throws
 };
 

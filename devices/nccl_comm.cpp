@@ -26,7 +26,8 @@ std::string nccl_unavailable_reason() {
 
 std::string nccl_version_text() {
   const int v = nccl_plugin().nccl_version();  // NCCL ≥ 2.9 encodes 2.28.9 as 22809
-  return "NCCL " + std::to_string(v / 10000) + "." + std::to_string(v / 100 % 100) + "." + std::to_string(v % 100);
+  return "NCCL " + std::to_string(v / 10000) + "." + std::to_string(v / 100 % 100) + "." + std::to_string(v % 100) +
+         (cuda_simulated() ? " (simulated: its interface, summed through shared memory)" : "");
 }
 
 std::string gpu_uuid(Device device) {
@@ -49,5 +50,7 @@ NcclCommunicator::NcclCommunicator(const UniqueId& id, int ranks, int rank, Devi
 NcclCommunicator::~NcclCommunicator() { plugin_->nccl_comm_destroy(comm_); }
 
 void NcclCommunicator::sum_in_place(Tensor& data) { plugin_->nccl_sum(comm_, data); }
+void NcclCommunicator::join() { plugin_->nccl_join(comm_); }
+double NcclCommunicator::take_device_seconds() { return plugin_->nccl_take_device_seconds(comm_); }
 
 }  // namespace nnlab

@@ -34,9 +34,18 @@ class NcclCommunicator {
   NcclCommunicator& operator=(const NcclCommunicator&) = delete;
 
   // data[i] ← Σ over ranks of data[i] (ncclAllReduce, ncclFloat, ncclSum), in place. float32
-  // on this communicator's device; queued on that device's backend stream after the kernels
-  // already queued there, so it returns before the sum is done (as a kernel launch does).
+  // on this communicator's device. It runs on the communicator's own stream, after the kernels
+  // already queued on the device's backend stream (an event orders them), so later kernels of
+  // the backend's stream (the rest of backward) run while it sums; it returns at once, as a
+  // kernel launch does.
   void sum_in_place(Tensor& data);
+  // The backend's stream waits for every sum queued so far: kernels queued after this read
+  // the sums. No host wait.
+  void join();
+  // The device time of the sums queued since the last call, from CUDA events around each
+  // (waiting on the host until they are done): the all-reduce's own time, hidden behind
+  // backward or not, and including the wait for the slowest rank.
+  double take_device_seconds();
   Device device() const { return device_; }
 
  private:

@@ -7,6 +7,7 @@
 #include <array>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
@@ -16,6 +17,7 @@
 #include <catch2/catch.hpp>
 #include <nlohmann/json.hpp>
 
+#include "core/serialization.h"
 #include "test_support.h"
 
 namespace nnlab_test {
@@ -74,6 +76,18 @@ inline std::vector<double> step_losses(const std::string& metrics) {
     losses.push_back(j["loss"].is_null() ? std::nan("") : j["loss"].get<double>());
   }
   return losses;
+}
+
+// Every tensor of checkpoint b equals checkpoint a's bit for bit (inf and NaN included).
+inline void expect_same_tensors(const std::string& a_path, const std::string& b_path) {
+  const nnlab::SafetensorsFile a = nnlab::load_safetensors(a_path), b = nnlab::load_safetensors(b_path);
+  REQUIRE(a.tensors.size() == b.tensors.size());
+  for (const auto& [name, t] : a.tensors) {
+    INFO(name);
+    const nnlab::Tensor& u = b.at(name);
+    REQUIRE(u.nbytes() == t.nbytes());
+    CHECK(std::memcmp(u.raw_data(), t.raw_data(), t.nbytes()) == 0);
+  }
 }
 
 }  // namespace nnlab_test

@@ -2,8 +2,16 @@
 // and compare what runs with different numbers of ranks wrote.
 #pragma once
 #ifdef NNLAB_WITH_MPI
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
 #include <cmath>
+#include <csignal>
+#include <cstring>
+#include <filesystem>
 #include <string>
+#include <thread>
 
 #include "cli_support.h"
 #include "core/serialization.h"
@@ -14,10 +22,12 @@ namespace nnlab_test {
 // --oversubscribe: more ranks than cores is fine for a test; --bind-to none and yielding
 // while idle: the ranks share two busy cores with the rest of the build, and a rank spinning
 // in MPI would starve the one it waits for; no single-copy shared memory (CMA), which
-// containers often forbid.
+// containers often forbid; Open MPI's components stay loaded to the end, so that under
+// AddressSanitizer what they keep is named by its library and tests/lsan.supp can pass over it.
 inline std::string mpirun_prefix() {
   return std::string("OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 ") + NNLAB_MPIEXEC +
-         " --oversubscribe --bind-to none --mca mpi_yield_when_idle 1 --mca btl_vader_single_copy_mechanism none ";
+         " --oversubscribe --bind-to none --mca mpi_yield_when_idle 1 --mca btl_vader_single_copy_mechanism none"
+         " --mca mca_base_component_disable_dlclose 1 ";
 }
 
 // `nnlab train ARGS` on `ranks` ranks (one thread each), stdout and stderr together.
@@ -46,6 +56,89 @@ inline double relative_l2(const std::string& a_path, const std::string& b_path) 
 }
 
 inline double relative_difference(double a, double b) { return std::abs(a - b) / std::abs(b); }
+
+// The process whose environment holds both `tag` and OMPI_COMM_WORLD_RANK=rank, or -1.
+inline pid_t find_rank(const std::string& tag, int rank) {
+  namespace fs = std::filesystem;
+  const std::string want_rank = "OMPI_COMM_WORLD_RANK=" + std::to_string(rank);
+  for (const auto& entry : fs::directory_iterator("/proc")) {
+    const std::string name = entry.path().filename();
+    if (name.find_first_not_of("0123456789") != std::string::npos) continue;
+    std::string env = read_text(entry.path() / "environ");
+    for (char& c : env)
+      if (c == '\0') c = '\n';
+    env = "\n" + env;
+    if (env.find("\n" + tag + "\n") != std::string::npos && env.find("\n" + want_rank + "\n") != std::string::npos)
+      return static_cast<pid_t>(std::stol(name));
+  }
+  return -1;
+}
+
+// How a 2-rank job ended after its rank 1 was killed with SIGKILL (kill_rank_one).
+struct KilledJob {
+  std::string output;     // what the job printed
+  int status = 0;         // waitpid's status of the job
+  double seconds = 0;     // from the kill to the job's end
+  bool rank0_outlived = false;
+};
+
+// Starts `mpirun -np 2 nnlab train --threads 1 ARGS --checkpoint-dir DIR/ckpt > DIR/log.txt`,
+// waits for DIR/ckpt/last.safetensors (ARGS must ask for an early checkpoint), kills rank 1
+// the hard way and waits up to 30 s for the job to end. A job that outlives that is ended
+// (rank 0 and mpirun) and the test fails.
+inline KilledJob kill_rank_one(const std::string& args, const std::string& dir) {
+  using Clock = std::chrono::steady_clock;
+  namespace fs = std::filesystem;
+  const std::string tag = "NNLAB_TEST_JOB=kill-" + std::to_string(getpid());
+  const std::string ckpt = dir + "/ckpt/last.safetensors", log = dir + "/log.txt";
+  const std::string command = tag + " " + mpirun_prefix() + "-x NNLAB_TEST_JOB -np 2 " + NNLAB_CLI_PATH +
+                              " train --threads 1 " + args + " --checkpoint-dir " + dir + "/ckpt > " + log + " 2>&1";
+  const pid_t shell = fork();
+  REQUIRE(shell >= 0);
+  if (shell == 0) {
+    execl("/bin/sh", "sh", "-c", command.c_str(), static_cast<char*>(nullptr));
+    _exit(127);
+  }
+  const auto start = Clock::now();
+  while (!fs::exists(ckpt) && Clock::now() - start < std::chrono::seconds(240))
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  const pid_t victim = find_rank(tag, 1);
+  if (!fs::exists(ckpt) || victim < 0) {
+    kill(shell, SIGKILL);
+    waitpid(shell, nullptr, 0);
+    FAIL("no checkpoint or no rank 1 to kill:\n" << read_text(log));
+  }
+  REQUIRE(kill(victim, SIGKILL) == 0);
+  const auto killed = Clock::now();
+  KilledJob job;
+  pid_t done = 0;
+  while ((done = waitpid(shell, &job.status, WNOHANG)) == 0 && Clock::now() - killed < std::chrono::seconds(30))
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  job.seconds = std::chrono::duration<double>(Clock::now() - killed).count();
+  job.output = read_text(log);
+  INFO(job.output);
+  if (done == 0) {
+    if (const pid_t rank0 = find_rank(tag, 0); rank0 > 0) kill(rank0, SIGKILL);
+    kill(shell, SIGKILL);
+    waitpid(shell, nullptr, 0);
+    FAIL("the job still ran 30 s after rank 1 was killed");
+  }
+  job.rank0_outlived = find_rank(tag, 0) >= 0;
+  return job;
+}
+
+// The checks every killed job must pass: it ended within seconds, failed, named rank 1 and
+// its signal, and left no rank behind.
+inline void require_ended_naming_rank_one(const KilledJob& job) {
+  INFO(job.output);
+  INFO("ended " << job.seconds << " s after the kill");
+  CHECK(job.seconds < 10);
+  CHECK(WIFEXITED(job.status));
+  CHECK(WEXITSTATUS(job.status) != 0);
+  CHECK(job.output.find("rank 1") != std::string::npos);
+  CHECK(job.output.find("signal 9") != std::string::npos);
+  CHECK_FALSE(job.rank0_outlived);
+}
 
 }  // namespace nnlab_test
 #endif

@@ -33,11 +33,11 @@ TEST_CASE("allreduce backend: auto falls back to MPI on host memory and says why
   }
   SECTION("a CUDA backend without NCCL") {
     AllReduceFacts f = gpu_per_rank();
-    f.nccl_missing = "rank 1: the CUDA simulator has no NCCL";
+    f.nccl_missing = "rank 1: this nnlab's CUDA backend was built without NCCL";
     const AllReduceChoice c = choose_allreduce_backend(AllReduceBackendRequest::automatic, f);
     CHECK(c.backend == AllReduceBackend::mpi);
     CHECK(describe(c) ==
-          "MPI on host memory (CUDA gradients are staged through it): rank 1: the CUDA simulator has no NCCL");
+          "MPI on host memory (CUDA gradients are staged through it): rank 1: this nnlab's CUDA backend was built without NCCL");
   }
   SECTION("two ranks on one GPU") {
     AllReduceFacts f = gpu_per_rank();

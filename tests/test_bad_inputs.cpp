@@ -79,19 +79,6 @@ void expect_refusal(const std::string& args, const std::string& message) {
   CHECK(std::distance(fs::directory_iterator(out.path), fs::directory_iterator()) == 1);
 }
 
-// Every tensor of checkpoint b equals checkpoint a's bit for bit (inf and NaN included).
-void expect_same_tensors(const std::string& a_path, const std::string& b_path) {
-  const nnlab::SafetensorsFile a = nnlab::load_safetensors(a_path);
-  const nnlab::SafetensorsFile b = nnlab::load_safetensors(b_path);
-  REQUIRE(a.tensors.size() == b.tensors.size());
-  for (const auto& [name, t] : a.tensors) {
-    INFO(name);
-    const nnlab::Tensor& u = b.at(name);
-    REQUIRE(u.nbytes() == t.nbytes());
-    CHECK(std::memcmp(u.raw_data(), t.raw_data(), t.nbytes()) == 0);
-  }
-}
-
 }  // namespace
 
 TEST_CASE("bad inputs: a model that does not fit the data set's images is refused", "[bad_inputs]") {
@@ -206,7 +193,7 @@ TEST_CASE("bad inputs: a loss that turns NaN stops the run and no update follows
                       "saved, so " + (stopped / "last.safetensors") + " still holds the last good state. Try a "
                       "smaller --lr; --check-numerics names the layer at fault.\n") != std::string::npos);
   CHECK(r.output.find("epoch 1/") == std::string::npos);  // no epoch line with a NaN loss
-  expect_same_tensors(one / "last.safetensors", stopped / "last.safetensors");
+  nnlab_test::expect_same_tensors(one / "last.safetensors", stopped / "last.safetensors");
   // The one-step checkpoint's weights are finite but give infinite logits: eval and predict
   // refuse it rather than print an arbitrary accuracy or NaN probabilities.
   const std::string image = std::string(NNLAB_TEST_DIR) + "/fuzz/corpus/image/gray-5x4.png";
@@ -269,7 +256,7 @@ TEST_CASE("numerical faults: a non-finite gradient under a finite loss stops the
                       " (epoch 1, step " + bad + " of 16) although the loss was finite; nothing was saved, so " +
                       (stopped / "last.safetensors") + " still holds the last good state.") != std::string::npos);
   REQUIRE(run_cli(common + " --max-steps " + good + " --checkpoint-dir " + three.path.string()).exit_code == 0);
-  expect_same_tensors(three / "last.safetensors", stopped / "last.safetensors");
+  nnlab_test::expect_same_tensors(three / "last.safetensors", stopped / "last.safetensors");
 }
 
 TEST_CASE("numerical faults: --check-numerics names the layer and the step, and keeps the checkpoint",

@@ -5,16 +5,8 @@
 #include <catch2/catch.hpp>
 
 #ifdef NNLAB_WITH_MPI
-#include <dirent.h>
-#include <sys/wait.h>
-#include <unistd.h>
-
-#include <chrono>
-#include <csignal>
-#include <cstring>
 #include <filesystem>
 #include <string>
-#include <thread>
 
 #include "cli_support.h"
 #include "core/serialization.h"
@@ -26,35 +18,6 @@ using nnlab_test::TempDir;
 
 namespace {
 const char* kFashion = "/usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz";
-using Clock = std::chrono::steady_clock;
-
-// Every tensor of checkpoint b equals checkpoint a's bit for bit.
-void expect_same_tensors(const std::string& a_path, const std::string& b_path) {
-  const nnlab::SafetensorsFile a = nnlab::load_safetensors(a_path), b = nnlab::load_safetensors(b_path);
-  REQUIRE(a.tensors.size() == b.tensors.size());
-  for (const auto& [name, t] : a.tensors) {
-    INFO(name);
-    const nnlab::Tensor& u = b.at(name);
-    REQUIRE(u.nbytes() == t.nbytes());
-    CHECK(std::memcmp(u.raw_data(), t.raw_data(), t.nbytes()) == 0);
-  }
-}
-
-// The process whose environment holds both `tag` and OMPI_COMM_WORLD_RANK=rank, or -1.
-pid_t find_rank(const std::string& tag, int rank) {
-  const std::string want_rank = "OMPI_COMM_WORLD_RANK=" + std::to_string(rank);
-  for (const auto& entry : fs::directory_iterator("/proc")) {
-    const std::string name = entry.path().filename();
-    if (name.find_first_not_of("0123456789") != std::string::npos) continue;
-    std::string env = nnlab_test::read_text(entry.path() / "environ");
-    for (char& c : env)
-      if (c == '\0') c = '\n';
-    env = "\n" + env;
-    if (env.find("\n" + tag + "\n") != std::string::npos && env.find("\n" + want_rank + "\n") != std::string::npos)
-      return static_cast<pid_t>(std::stol(name));
-  }
-  return -1;
-}
 }  // namespace
 
 TEST_CASE("distributed: a 2-rank checkpoint resumes bit for bit on 2 ranks, and on 1 rank", "[distributed][mpi]") {
@@ -77,7 +40,7 @@ TEST_CASE("distributed: a 2-rank checkpoint resumes bit for bit on 2 ranks, and 
   INFO(two.output);
   REQUIRE(two.exit_code == 0);
   CHECK(two.output.find("resuming from") != std::string::npos);
-  expect_same_tensors(dir / "full/last.safetensors", dir / "two/last.safetensors");
+  nnlab_test::expect_same_tensors(dir / "full/last.safetensors", dir / "two/last.safetensors");
 
   const CliResult one = nnlab_test::run_cli("train --threads 1 " + common + "--max-steps 20 --resume " + half_ckpt +
                                             " --checkpoint-dir " + (dir / "one"));
@@ -93,49 +56,9 @@ TEST_CASE("distributed: a killed rank ends the job within seconds, naming it, an
     return;
   }
   const TempDir dir("nnlab_mpi_kill");
-  const std::string tag = "NNLAB_TEST_JOB=kill-" + std::to_string(getpid());
-  const std::string ckpt = dir / "ckpt/last.safetensors", log = dir / "log.txt";
-  const std::string command = tag + " " + nnlab_test::mpirun_prefix() + "-x NNLAB_TEST_JOB -np 2 " + NNLAB_CLI_PATH +
-                              " train --threads 1 --model mlp --epochs 1 --batch 64 --seed 9 --checkpoint-every 20 "
-                              "--checkpoint-dir " + (dir / "ckpt") + " > " + log + " 2>&1";
-  const pid_t shell = fork();
-  REQUIRE(shell >= 0);
-  if (shell == 0) {
-    execl("/bin/sh", "sh", "-c", command.c_str(), static_cast<char*>(nullptr));
-    _exit(127);
-  }
-  // Wait for the first checkpoint, then kill rank 1 the hard way.
-  const auto start = Clock::now();
-  while (!fs::exists(ckpt) && Clock::now() - start < std::chrono::seconds(120))
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  const pid_t victim = find_rank(tag, 1);
-  if (!fs::exists(ckpt) || victim < 0) {
-    kill(shell, SIGKILL);
-    waitpid(shell, nullptr, 0);
-    FAIL("no checkpoint or no rank 1 to kill:\n" << nnlab_test::read_text(log));
-  }
-  REQUIRE(kill(victim, SIGKILL) == 0);
-  const auto killed = Clock::now();
-  int status = 0;
-  pid_t done = 0;
-  while ((done = waitpid(shell, &status, WNOHANG)) == 0 && Clock::now() - killed < std::chrono::seconds(30))
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  const double seconds = std::chrono::duration<double>(Clock::now() - killed).count();
-  const std::string output = nnlab_test::read_text(log);
-  INFO(output);
-  if (done == 0) {  // a hang: end the job (rank 0 and mpirun) before failing
-    if (const pid_t rank0 = find_rank(tag, 0); rank0 > 0) kill(rank0, SIGKILL);
-    kill(shell, SIGKILL);
-    waitpid(shell, nullptr, 0);
-    FAIL("the job still ran 30 s after rank 1 was killed");
-  }
-  INFO("ended " << seconds << " s after the kill");
-  CHECK(seconds < 10);
-  CHECK(WIFEXITED(status));
-  CHECK(WEXITSTATUS(status) != 0);
-  CHECK(output.find("rank 1") != std::string::npos);
-  CHECK(output.find("signal 9") != std::string::npos);
-  CHECK(find_rank(tag, 0) < 0);  // rank 0 did not outlive the job
+  const std::string ckpt = dir / "ckpt/last.safetensors";
+  nnlab_test::require_ended_naming_rank_one(
+      nnlab_test::kill_rank_one("--model mlp --epochs 1 --batch 64 --seed 9 --checkpoint-every 20", dir.path));
 
   // The checkpoint is whole and the run continues from it, here on one process.
   const nnlab::SafetensorsFile saved = nnlab::load_safetensors(ckpt);

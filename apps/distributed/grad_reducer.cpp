@@ -177,8 +177,9 @@ Tensor GradientReducer::slot(const Bucket& bucket, size_t j) const {
   return bucket.device_data.rows(bucket.offsets[j], bucket.offsets[j] + p.numel()).view(p.shape());
 }
 
-// The same on the GPU: slot ← share · gradient by a kernel, then ncclAllReduce, all queued in
-// order on the backend's stream; the host goes on with backward at once.
+// The same on the GPU: slot ← share · gradient by a kernel on the backend's stream, then
+// ncclAllReduce on the communicator's stream once that kernel is done; the host goes on with
+// backward at once, and so does the backend's stream.
 void GradientReducer::launch_on_device(Bucket& bucket) {
   Backend& gpu = backend_for(nccl_->device());
   for (size_t j = 0; j < bucket.params.size(); ++j) {
@@ -208,7 +209,7 @@ void GradientReducer::unpack(const Bucket& bucket) {
   }
 }
 
-// Queued after the bucket's ncclAllReduce on the same stream, so the copies read the sums.
+// Queued after join(): the backend's stream waits for the sums, so the copies read them.
 void GradientReducer::unpack_on_device(const Bucket& bucket) {
   Backend& gpu = backend_for(nccl_->device());
   for (size_t j = 0; j < bucket.params.size(); ++j) {
@@ -222,6 +223,8 @@ void GradientReducer::unpack_on_device(const Bucket& bucket) {
   }
 }
 
+double GradientReducer::take_device_seconds() { return nccl_ ? nccl_->take_device_seconds() : -1.0; }
+
 void GradientReducer::finish() {
   const auto t0 = Clock::now();
   if (mode_ == AllReduceMode::overlap) set_backward_hook(nullptr);
@@ -232,6 +235,7 @@ void GradientReducer::finish() {
     // The extras are host numbers: one MPI sum while the GPU runs the NCCL reductions.
     double extras[kExtras] = {share_ * local_loss_, stop_ ? 1.0 : 0.0};
     world_.sum(extras, kExtras);
+    nccl_->join();  // the copies below, on the backend's stream, read the sums
     for (const Bucket& b : buckets_) unpack_on_device(b);
     global_loss_ = extras[0];
     stop_ = extras[1] > 0;

@@ -18,9 +18,11 @@
 //   mpi   host buffers summed by MPI; CUDA gradients are staged through them (copied down,
 //         reduced, copied back)
 //   nccl  one CUDA buffer per bucket: backward's gradients are scaled into it by a kernel
-//         (axpby), ncclAllReduce sums it on the backend's stream, and copies on that stream put
-//         the sums back, so CUDA gradients never leave the GPU and no step waits for them on the
-//         host. The loss and stop extras, host numbers, go through one small MPI sum.
+//         (axpby), ncclAllReduce sums it on the communicator's own stream (ordered by events,
+//         so in overlap mode it runs beside the rest of backward), and copies on the backend's
+//         stream put the sums back once it has waited for them, so CUDA gradients never leave
+//         the GPU and no step waits for them on the host. The loss and stop extras, host
+//         numbers, go through one small MPI sum.
 #pragma once
 #include <cstdint>
 #include <memory>
@@ -67,6 +69,9 @@ class GradientReducer {
   double global_loss() const { return global_loss_; }  // Σ_r (b_r/b) · loss_r
   bool stop_requested() const { return stop_; }        // some rank was asked to stop
   double last_seconds() const { return last_seconds_; }  // time the step waited on the reduction
+  // nccl: the device time of the sums since the last call (CUDA events on the communicator's
+  // stream; waits for them on the host: call it where the epoch is read anyway). -1 with mpi.
+  double take_device_seconds();
   int64_t gradient_bytes() const { return gradient_floats_ * int64_t(sizeof(float)); }
   // What each rank sends and receives in a ring all-reduce: 2·(N−1)/N of the gradient bytes.
   double ring_bytes_per_rank() const;

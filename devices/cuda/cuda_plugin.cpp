@@ -11,9 +11,7 @@
 namespace {
 std::string nccl_unavailable() {
 #if defined(NNLAB_WITH_NCCL)
-  return "";
-#elif defined(NNLAB_CUDA_SIMULATOR)
-  return "the CUDA simulator has no NCCL (it runs the CUDA backend on this CPU)";
+  return "";  // the toolkit's NCCL, or on the simulator its own (devices/cuda/sim/sim_nccl.cpp)
 #else
   return "this nnlab's CUDA backend was built without NCCL (nccl.h and libnccl were not found at configure time; "
          "install NCCL into the CUDA toolkit and rebuild)";
@@ -38,9 +36,11 @@ extern "C" __attribute__((visibility("default"))) const nnlab::CudaPlugin* nnlab
       &nnlab::cuda::nccl_unique_id,
       &nnlab::cuda::nccl_comm_create,
       &nnlab::cuda::nccl_sum,
+      &nnlab::cuda::nccl_join,
+      &nnlab::cuda::nccl_take_device_seconds,
       &nnlab::cuda::nccl_comm_destroy,
 #else
-      nullptr, nullptr, nullptr, nullptr, nullptr, nullptr,
+      nullptr, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr,
 #endif
   };
   return &table;

@@ -15,6 +15,8 @@ std::string gpu_uuid(int device);
 void nccl_unique_id(char* id);
 void* nccl_comm_create(const char* id, int ranks, int rank, int device);
 void nccl_sum(void* comm, Tensor& data);
+void nccl_join(void* comm);
+double nccl_take_device_seconds(void* comm);
 void nccl_comm_destroy(void* comm);
 
 }  // namespace nnlab::cuda

@@ -1,45 +1,76 @@
-// Data parallelism on CUDA tensors (docs/distributed.md): 2 ranks with --device cuda (the GPU,
-// or the CUDA simulator) match one process on that device, whichever path sums the gradients:
+// Data parallelism on CUDA tensors (docs/distributed.md): 2 ranks with --device cuda (GPUs, or
+// the CUDA simulator) match one process on that device, whichever path sums the gradients:
 // NCCL where the CUDA backend has it and the ranks have a GPU each, host staging for MPI
-// otherwise (the simulator, or 2 ranks sharing one GPU). Built where MPI is (tests/CMakeLists.txt).
+// otherwise. On the simulator the tests' main gives every run 2 simulated devices
+// (NNLAB_SIM_DEVICES=2), so rank r trains on cuda:r and the ranks, two processes, sum with the
+// simulator's NCCL through shared memory: the multi-GPU path, run without two GPUs. Built
+// where MPI is (tests/CMakeLists.txt); scripts/racecheck.sh runs these under ThreadSanitizer.
 #include <filesystem>
+#include <fstream>
 
+#include <nlohmann/json.hpp>
+
+#include "cli_support.h"
 #include "devices/nccl_comm.h"
 #include "gpu/gpu_support.h"
 #include "mpi_support.h"
 
 #ifdef NNLAB_WITH_MPI
 namespace {
-// The 2-rank run of `args` against the one-process run `one` wrote: first loss and weights.
-// Returns what the run printed.
-std::string require_matches_one_process(const nnlab_test::TempDir& dir, const std::string& name,
-                                        const std::string& args) {
-  const nnlab_test::CliResult two = nnlab_test::mpi_train(2, args + " --metrics " + (dir / (name + ".jsonl")) +
-                                                                 " --checkpoint-dir " + (dir / name));
-  INFO(two.output);
-  REQUIRE(two.exit_code == 0);
-  const std::vector<double> a = nnlab_test::step_losses(dir / "one.jsonl"),
-                            b = nnlab_test::step_losses(dir / (name + ".jsonl"));
-  REQUIRE(a.size() == 10);
-  REQUIRE(b.size() == 10);
-  CHECK(nnlab_test::relative_difference(b[0], a[0]) < 1e-6);
-  CHECK(nnlab_test::relative_l2(dir / (name + "/last.safetensors"), dir / "one/last.safetensors") < 1e-5);
-  return two.output;
+
+bool have_fashion_mnist() {
+  if (std::filesystem::exists("/usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz")) return true;
+  WARN("dataset-fashion-mnist is not installed; scripts/setup.sh installs it");
+  return false;
 }
+
+// The mlp on CUDA for `steps` steps of global batch `batch`, a loss per step in the metrics.
+std::string mlp_args(int steps, int batch) {
+  return "--model mlp --device cuda --epochs 1 --seed 4 --metrics-every 1 --max-steps " + std::to_string(steps) +
+         " --batch " + std::to_string(batch);
+}
+
+// Trains `args` in one process (ranks = 1) or under mpirun; its metrics and checkpoints under
+// dir/name. Returns what it printed.
+std::string train(const nnlab_test::TempDir& dir, const std::string& name, int ranks, const std::string& args) {
+  const std::string outputs = " --metrics " + (dir / (name + ".jsonl")) + " --checkpoint-dir " + (dir / name);
+  const nnlab_test::CliResult r = ranks == 1 ? nnlab_test::run_cli("train --threads 1 " + args + outputs)
+                                             : nnlab_test::mpi_train(ranks, args + outputs);
+  INFO(name << ": " << r.output);
+  REQUIRE(r.exit_code == 0);
+  return r.output;
+}
+
+// The run `name` follows the one-process run `one`: the first loss within 1e-6, every weight
+// and optimizer state after the last step within 1e-5 (relative L2; the sums' order differs).
+void require_follows(const nnlab_test::TempDir& dir, const std::string& name, const std::string& one, size_t steps) {
+  const std::vector<double> a = nnlab_test::step_losses(dir / (one + ".jsonl")),
+                            b = nnlab_test::step_losses(dir / (name + ".jsonl"));
+  REQUIRE(a.size() == steps);
+  REQUIRE(b.size() == steps);
+  INFO(name << " against " << one);
+  CHECK(nnlab_test::relative_difference(b[0], a[0]) < 1e-6);
+  CHECK(nnlab_test::relative_l2(dir / (name + "/last.safetensors"), dir / (one + "/last.safetensors")) < 1e-5);
+}
+
+// The epoch record a run wrote into its metrics file.
+nlohmann::json epoch_record(const std::string& metrics) {
+  std::ifstream in(metrics);
+  for (std::string line; std::getline(in, line);) {
+    nlohmann::json j = nlohmann::json::parse(line);
+    if (j["type"] == "epoch") return j;
+  }
+  FAIL("no epoch record in " << metrics);
+  return {};
+}
+
 }  // namespace
 
-TEST_CASE("gpu: 2 ranks on CUDA tensors match one process, on the all-reduce path auto chooses",
-          "[gpu][cli][distributed]") {
-  if (!std::filesystem::exists("/usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz")) {
-    WARN("dataset-fashion-mnist is not installed; scripts/setup.sh installs it");
-    return;
-  }
+TEST_CASE("gpu: 2 ranks on CUDA tensors follow one process, in step and overlap mode", "[gpu][cli][distributed]") {
+  if (!have_fashion_mnist()) return;
   const nnlab_test::TempDir dir("nnlab_gpu_mpi");
-  const std::string args = "--model mlp --device cuda --epochs 1 --max-steps 10 --seed 4 --batch 64 --metrics-every 1";
-  const nnlab_test::CliResult one = nnlab_test::run_cli("train --threads 1 " + args + " --metrics " +
-                                                        (dir / "one.jsonl") + " --checkpoint-dir " + (dir / "one"));
-  INFO(one.output);
-  REQUIRE(one.exit_code == 0);
+  const std::string args = mlp_args(50, 64);
+  train(dir, "one", 1, args);
 
   // What auto must choose here: NCCL only with NCCL built in and a GPU per rank.
   const std::string missing = nnlab::nccl_unavailable_reason();
@@ -48,10 +79,65 @@ TEST_CASE("gpu: 2 ranks on CUDA tensors match one process, on the all-reduce pat
   const bool nccl = missing.empty() && gpu_each;
   const std::string expected =
       nccl ? "; NCCL 2." : staged + (missing.empty() ? "2 ranks share one GPU" : "rank 0: " + missing);
-  CHECK_THAT(require_matches_one_process(dir, "auto", args), Catch::Contains(expected));
+  CHECK_THAT(train(dir, "step", 2, args), Catch::Contains(expected) && Catch::Contains("reduced once after backward"));
+  require_follows(dir, "step", "one", 50);
+  // overlap: 256 KiB buckets (4 for the mlp), each summed as soon as backward has produced it
+  CHECK_THAT(train(dir, "overlap", 2, args + " --allreduce overlap"),
+             Catch::Contains(expected) && Catch::Contains("buckets, each reduced during backward"));
+  require_follows(dir, "overlap", "one", 50);
+  if (nccl) {
+    // NCCL sums on a stream of its own: in overlap mode part of its device time hides behind
+    // backward, so the sums' own time exceeds the phase the step waits for them (the exposed part).
+    const nlohmann::json step = epoch_record(dir / "step.jsonl"), overlap = epoch_record(dir / "overlap.jsonl");
+    INFO("step " << step.dump() << "\noverlap " << overlap.dump());
+    CHECK(step["allreduce_device_seconds"].get<double>() > 0);
+    CHECK(overlap["allreduce_device_seconds"].get<double>() > overlap["phase_seconds"]["allreduce"].get<double>());
+  }
   // Where auto took NCCL, the host path is still there when asked for.
-  if (nccl)
-    CHECK_THAT(require_matches_one_process(dir, "mpi", args + " --allreduce-backend mpi"),
-               Catch::Contains(staged + "--allreduce-backend mpi"));
+  if (nccl) {
+    CHECK_THAT(train(dir, "mpi", 2, args + " --allreduce-backend mpi"), Catch::Contains(staged + "--allreduce-backend mpi"));
+    require_follows(dir, "mpi", "one", 50);
+  }
+}
+
+TEST_CASE("gpu: 2 ranks on CUDA tensors with an uneven batch follow one process", "[gpu][cli][distributed]") {
+  if (!have_fashion_mnist()) return;
+  const nnlab_test::TempDir dir("nnlab_gpu_mpi_uneven");
+  const std::string args = mlp_args(20, 63);  // 32 samples on rank 0, 31 on rank 1
+  train(dir, "one", 1, args);
+  train(dir, "two", 2, args);
+  require_follows(dir, "two", "one", 20);
+}
+
+TEST_CASE("gpu: a 2-rank CUDA checkpoint resumes bit for bit on 2 ranks, and on 1 rank", "[gpu][cli][distributed]") {
+  if (!have_fashion_mnist()) return;
+  const nnlab_test::TempDir dir("nnlab_gpu_mpi_resume");
+  train(dir, "full", 2, mlp_args(20, 64));
+  train(dir, "half", 2, mlp_args(10, 64));
+  const std::string resume = " --resume " + (dir / "half/last.safetensors");
+  CHECK_THAT(train(dir, "two", 2, mlp_args(20, 64) + resume), Catch::Contains("resuming from"));
+  nnlab_test::expect_same_tensors(dir / "full/last.safetensors", dir / "two/last.safetensors");
+  train(dir, "one", 1, mlp_args(20, 64) + resume);
+  CHECK(nnlab_test::relative_l2(dir / "one/last.safetensors", dir / "full/last.safetensors") < 1e-5);
+}
+
+TEST_CASE("gpu: a killed rank of a CUDA job ends it within seconds, naming it", "[gpu][cli][distributed]") {
+  if (!have_fashion_mnist()) return;
+  const nnlab_test::TempDir dir("nnlab_gpu_mpi_kill");
+  const nnlab_test::KilledJob job = nnlab_test::kill_rank_one(
+      "--model mlp --device cuda --epochs 1 --seed 4 --batch 64 --checkpoint-every 5", dir.path);
+  nnlab_test::require_ended_naming_rank_one(job);
+  CHECK(!nnlab::load_safetensors(dir / "ckpt/last.safetensors").tensors.empty());
+}
+#else
+// A build without MPI started as one of several ranks (mpirun sets OMPI_COMM_WORLD_SIZE) would
+// train alone on every rank: it refuses instead. scripts/racecheck.sh's build is the one
+// without MPI that CI runs this in.
+TEST_CASE("gpu: a build without MPI refuses a CUDA run as one of several ranks", "[gpu][distributed][cli][no_mpi]") {
+  const nnlab_test::CliResult r = nnlab_test::run_shell("OMPI_COMM_WORLD_SIZE=2 " + std::string(NNLAB_CLI_PATH) +
+                                                        " train --device cuda --model mlp --max-steps 1");
+  INFO(r.output);
+  CHECK(r.exit_code == 1);
+  CHECK_THAT(r.output, Catch::Contains("built without MPI"));
 }
 #endif

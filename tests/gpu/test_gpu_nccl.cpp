@@ -1,7 +1,7 @@
 // The NCCL all-reduce of CUDA gradients (apps/distributed/grad_reducer.h, devices/nccl_comm.h)
 // on a communicator of one rank, which one GPU allows: the gradients are scaled into device
 // buckets, summed by ncclAllReduce and copied back, with the loss and stop extras beside them.
-// Where the CUDA backend has no NCCL (the simulator, a toolkit without it) the choice must fall
+// Where the CUDA backend has no NCCL (a toolkit without it) the choice must fall
 // back to MPI and a forced NCCL must be refused, naming why.
 #include <string>
 #include <vector>
@@ -97,5 +97,6 @@ TEST_CASE("gpu: an NCCL communicator refuses a buffer off its device, naming it"
   CHECK_THROWS_WITH(comm.sum_in_place(on_cpu), "nccl_sum: the buffer is on cpu, the NCCL communicator on cuda:0");
   Tensor ones = Tensor::full({1000}, 1.0, DType::Float32, Device::cuda(0));
   comm.sum_in_place(ones);  // one rank: the sum is the buffer itself
+  comm.join();
   CHECK(ones.to(Device::cpu()).to_vector<float>() == std::vector<float>(1000, 1.0f));
 }
