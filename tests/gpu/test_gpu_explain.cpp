@@ -5,6 +5,7 @@
 
 #include "cli_support.h"
 #include "devices/conv_impl.h"
+#include "devices/kernel_log.h"
 #include "conv_support.h"
 #include "gpu/gpu_support.h"
 
@@ -87,4 +88,24 @@ TEST_CASE("gpu: explain names the cuDNN, cuBLAS and reference calls; compare run
   INFO(cmp);
   REQUIRE(code == 0);
   CHECK(cmp.find("drift of " + std::string(cuda_simulated() ? "cuda (simulated)" : "cuda") + " from cpu") != std::string::npos);
+}
+
+// devices/cuda/launch.h: with the log on, each launch of nnlab's own kernels is recorded under
+// the call that made it, with its grid and block; a cuBLAS call records none.
+TEST_CASE("gpu: the kernel log records each launch's kernel, grid and block", "[gpu][kernel_log]") {
+  const Tensor y = on_gpu(fresh_tensor({64, 10})), b = on_gpu(fresh_tensor({10}));
+  Tensor out = y.clone(), c = Tensor::empty({64, 64}, DType::Float32, Device::cuda(0));
+  KernelLogScope log;
+  gpu().bias_forward(out, b, 1);
+  gpu().gemm(false, true, 64, 64, 10, 1.0, y, y, 0.0, c);
+  const std::vector<KernelCall> calls = take_kernel_calls();
+  REQUIRE(calls.size() == 2);
+  CHECK(calls[0].family == "bias_forward");
+  REQUIRE(calls[0].launches.size() == 1);
+  const KernelLaunch& l = calls[0].launches[0];
+  CHECK(l.kernel == "bias_forward_kernel");
+  // one thread per element (a grid-stride loop): 640 elements in blocks of 256
+  CHECK((l.grid.x == 3 && l.block.x == 256 && l.grid.y == 1 && l.block.y == 1));
+  CHECK(calls[1].family == "cublasSgemm");
+  CHECK(calls[1].launches.empty());
 }
