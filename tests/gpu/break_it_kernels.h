@@ -1,4 +1,4 @@
-// "Break it yourself" (docs/gpu-step.md): two small kernels, each written once with a
+// "Break it yourself" (docs/break-it.md): two small kernels, each written once with a
 // compile-time switch between the correct kernel and the same kernel with one exercise's edit
 // made. The doc tells you which line to edit; tests/gpu/test_gpu_break_it.cpp runs the
 // `broken` instantiation and checks that the sanitizer reports what the doc says it reports.

@@ -1,4 +1,4 @@
-// "Break it yourself" (docs/gpu-step.md): each exercise's failure really happens.
+// "Break it yourself" (docs/break-it.md): each exercise's failure really happens.
 //  1. A missing __syncthreads() (tests/gpu/break_it_kernels.h): ThreadSanitizer reports a data
 //     race. Only in the race-check build (scripts/racecheck.sh, build-tsan).
 //  2. An index one past the end: AddressSanitizer reports a heap-buffer-overflow, since the
