@@ -84,12 +84,17 @@ std::vector<float> twice() {
   return y.read();
 }
 
-// Runs the hidden case `tag` of this executable in a child; its exit code and everything it
-// printed (the sanitizer writes its report on stderr).
-nnlab_test::CliResult run_hidden_case(const std::string& tag) {
+#if defined(NNLAB_TEST_TSAN) || defined(NNLAB_TEST_ASAN)
+// Runs the hidden case `tag` of this executable in a child and checks that the sanitizer
+// stopped it with `report` (written on stderr) in `kernel`.
+void require_sanitizer_report(const std::string& tag, const std::string& report, const std::string& kernel) {
   const std::string self = std::filesystem::read_symlink("/proc/self/exe").string();
-  return nnlab_test::run_shell("'" + self + "' '" + tag + "'");
+  const nnlab_test::CliResult child = nnlab_test::run_shell("'" + self + "' '" + tag + "'");
+  INFO(child.output);
+  CHECK(child.exit_code != 0);
+  CHECK_THAT(child.output, Catch::Contains(report) && Catch::Contains(kernel));
 }
+#endif
 
 }  // namespace
 
@@ -110,11 +115,7 @@ TEST_CASE("gpu: break it: without its __syncthreads() a kernel races and ThreadS
     REQUIRE(y[size_t(i)] == static_cast<float>(block * break_it::kReverseBlock + break_it::kReverseBlock - 1 - t));
   }
 #ifdef NNLAB_TEST_TSAN
-  const nnlab_test::CliResult child = run_hidden_case("[break_it_race]");
-  INFO(child.output);
-  CHECK(child.exit_code != 0);
-  CHECK_THAT(child.output, Catch::Contains("WARNING: ThreadSanitizer: data race") &&
-                               Catch::Contains("reverse_in_block_kernel"));
+  require_sanitizer_report("[break_it_race]", "WARNING: ThreadSanitizer: data race", "reverse_in_block_kernel");
 #else
   WARN("not a ThreadSanitizer build: the race itself is checked by scripts/racecheck.sh (build-tsan)");
 #endif
@@ -125,11 +126,7 @@ TEST_CASE("gpu: break it: an index one past the end of cudaMalloc'd memory and A
   const std::vector<float> y = twice<Variant::correct>();
   for (int i = 0; i < kTwiceN; ++i) REQUIRE(y[size_t(i)] == 2.0f * static_cast<float>(i));
 #ifdef NNLAB_TEST_ASAN
-  const nnlab_test::CliResult child = run_hidden_case("[break_it_overflow]");
-  INFO(child.output);
-  CHECK(child.exit_code != 0);
-  CHECK_THAT(child.output, Catch::Contains("ERROR: AddressSanitizer: heap-buffer-overflow") &&
-                               Catch::Contains("twice_kernel"));
+  require_sanitizer_report("[break_it_overflow]", "ERROR: AddressSanitizer: heap-buffer-overflow", "twice_kernel");
 #else
   WARN("not an AddressSanitizer build: the overflow itself is checked by scripts/sanitize.sh (build-asan)");
 #endif
