@@ -11,6 +11,7 @@
 // report. Each case first runs the correct kernel here and checks its result.
 #include "gpu/gpu_support.h"
 
+#include <cstdlib>
 #include <filesystem>
 
 #include "op_cases.h"
@@ -89,22 +90,31 @@ std::vector<float> twice() {
 // stopped it with `report` (written on stderr) in `kernel`.
 void require_sanitizer_report(const std::string& tag, const std::string& report, const std::string& kernel) {
   const std::string self = std::filesystem::read_symlink("/proc/self/exe").string();
-  const nnlab_test::CliResult child = nnlab_test::run_shell("'" + self + "' '" + tag + "'");
+  const nnlab_test::CliResult child = nnlab_test::run_shell("NNLAB_BREAK_IT_CHILD=1 '" + self + "' '" + tag + "'");
   INFO(child.output);
   CHECK(child.exit_code != 0);
   CHECK_THAT(child.output, Catch::Contains(report) && Catch::Contains(kernel));
 }
 #endif
 
+// Whether the parent case started this child. Hidden cases are not enough: a test spec of
+// exclusions only (scripts/racecheck.sh's "~[explain]~[training]~[cli]") selects them too, and
+// a broken kernel must not stop a whole sanitizer run.
+bool started_by_parent() {
+  if (std::getenv("NNLAB_BREAK_IT_CHILD")) return true;
+  WARN("run by the break-it cases in a child process (NNLAB_BREAK_IT_CHILD=1); nothing to do here");
+  return false;
+}
+
 }  // namespace
 
-// The children: each launches the broken kernel, which the sanitizer stops. Hidden ([.]), so
-// only the cases below run them, by name.
+// The children: each launches the broken kernel, which the sanitizer stops. Hidden ([.]) and
+// guarded, so only the cases below run them, by name.
 TEST_CASE("gpu: break it: reverse_in_block_kernel without its barrier", "[.break_it_race]") {
-  reverse_blocks<Variant::broken>();
+  if (started_by_parent()) reverse_blocks<Variant::broken>();
 }
 TEST_CASE("gpu: break it: twice_kernel with its guard one past the end", "[.break_it_overflow]") {
-  twice<Variant::broken>();
+  if (started_by_parent()) twice<Variant::broken>();
 }
 
 TEST_CASE("gpu: break it: without its __syncthreads() a kernel races and ThreadSanitizer says so",
