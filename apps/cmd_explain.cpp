@@ -41,7 +41,38 @@ std::string device_time_text(const KernelCall& k) {
   return out;
 }
 
-void print_explain(const std::vector<DeviceExplain>& runs) {
+// "3", "10×4", "2×2×2": a grid or block as the launch wrote it, trailing 1s left out.
+std::string launch_dims_text(const LaunchDims& d) {
+  std::string out = std::to_string(d.x);
+  if (d.y > 1 || d.z > 1) out += "×" + std::to_string(d.y);
+  if (d.z > 1) out += "×" + std::to_string(d.z);
+  return out;
+}
+
+// --launches: under each call, the kernels it launched as kernel<<<grid, block>>> would.
+void print_launches(const KernelCall& k) {
+  for (const KernelLaunch& l : k.launches)
+    std::printf("          %s<<<%s, %s>>>\n", l.kernel.c_str(), launch_dims_text(l.grid).c_str(),
+                launch_dims_text(l.block).c_str());
+}
+
+// --launches: the step's launches in all, and its library calls, whose kernels the log cannot see.
+void print_launch_totals(const DeviceExplain& d) {
+  size_t launches = 0, threads = 0, library = 0;
+  for (const OpRecord& r : d.ops)
+    for (const KernelCall& k : r.calls) {
+      library += k.family.rfind("cublas", 0) == 0 || k.family.rfind("cudnn", 0) == 0;
+      for (const KernelLaunch& l : k.launches) {
+        ++launches;
+        threads += size_t(l.grid.x) * l.grid.y * l.grid.z * l.block.x * l.block.y * l.block.z;
+      }
+    }
+  std::printf("%s: the step launched %zu of nnlab's kernels (%zu CUDA threads in all) and made %zu library calls "
+              "(cuBLAS, cuDNN), which launch kernels of their own that the log cannot see\n",
+              d.label.c_str(), launches, threads, library);
+}
+
+void print_explain(const std::vector<DeviceExplain>& runs, bool launches) {
   int layer_width = 11, op_width = 13;  // wider where a fused layer's names need it
   for (const OpRecord& r : runs[0].ops) {
     layer_width = std::max(layer_width, static_cast<int>(r.layer.size()));
@@ -61,9 +92,11 @@ void print_explain(const std::vector<DeviceExplain>& runs) {
     std::printf("\n");
     for (const DeviceExplain& d : runs)
       if (i < d.ops.size())
-        for (const KernelCall& k : d.ops[i].calls)
+        for (const KernelCall& k : d.ops[i].calls) {
           std::printf("      %s%s %s%s\n", runs.size() > 1 ? ("[" + d.label + "] ").c_str() : "", k.family.c_str(),
                       k.detail.c_str(), device_time_text(k).c_str());
+          if (launches) print_launches(k);
+        }
   }
 }
 
@@ -168,6 +201,7 @@ void register_explain_command(CLI::App& app) {
     int64_t batch = 64;
     int threads = 0;
     uint64_t seed = 0;
+    bool launches = false;
   };
   auto o = std::make_shared<Options>();
   CLI::App* sub = app.add_subcommand("explain", "One training step node by node: shapes, FLOPs, bytes, kernels, time");
@@ -186,6 +220,8 @@ void register_explain_command(CLI::App& app) {
   sub->add_option("--gemm-impl", o->gemm, kGemmImplHelp)->capture_default_str();
   sub->add_option("--reduce-impl", o->reduce, kReduceImplHelp)->capture_default_str();
   sub->add_option("--seed", o->seed, "Seed of the weights and the synthetic batch")->capture_default_str();
+  sub->add_flag("--launches", o->launches,
+                "CUDA: under each call, the kernels it launched with their grid and block, as kernel<<<grid, block>>>");
   add_command(sub, [sub, o] {
     if (!World::get().is_root()) std::freopen("/dev/null", "w", stdout);  // under mpirun, rank 0 prints
     NNLAB_CHECK(o->batch >= 1 && o->batch <= 65536, "--batch must lie in 1..65536, got ", o->batch);
@@ -228,8 +264,11 @@ void register_explain_command(CLI::App& app) {
       std::printf("data parallel: %s; --batch %lld on every rank; the all-reduce's MB are what each rank sends in a "
                   "ring, 2(N-1)/N of the gradient bytes\n",
                   World::get().describe().c_str(), static_cast<long long>(o->batch));
-    print_explain(runs);
-    for (const DeviceExplain& d : runs) print_totals(d);
+    print_explain(runs, o->launches);
+    for (const DeviceExplain& d : runs) {
+      print_totals(d);
+      if (o->launches && !d.cpu) print_launch_totals(d);
+    }
     return 0;
   });
 }

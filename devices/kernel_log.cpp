@@ -27,18 +27,36 @@ size_t record_kernel(std::string family, std::string detail) {
 }
 
 namespace {
-thread_local int t_timing_depth = 0;  // KernelTimings alive on this thread
+thread_local int t_timing_depth = 0;              // KernelTimings alive on this thread
+thread_local size_t t_open_record = kNotRecorded;  // the call a launch on this thread belongs to
+}  // namespace
+
+void record_launch(const char* kernel, LaunchDims grid, LaunchDims block) {
+  std::lock_guard<std::mutex> lock(g_mutex);
+  if (t_open_record < g_calls.size()) {
+    g_calls[t_open_record].launches.push_back({kernel, grid, block});
+    return;
+  }
+  g_calls.push_back({kernel, "(launched outside any recorded call)"});
+  g_calls.back().launches.push_back({kernel, grid, block});
 }
 
 KernelTiming::KernelTiming() : on_(kernel_log_enabled()) {
   if (!on_) return;
   outermost_ = t_timing_depth++ == 0;
+  enclosing_ = t_open_record;
   start_ = std::chrono::steady_clock::now();
+}
+
+void KernelTiming::attach(size_t record) {
+  record_ = record;
+  if (on_ && record != kNotRecorded) t_open_record = record;
 }
 
 KernelTiming::~KernelTiming() {
   if (!on_) return;
   --t_timing_depth;
+  t_open_record = enclosing_;
   if (record_ == kNotRecorded) return;
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
   const int mark = g_mark_hook ? g_mark_hook() : -1;  // every call's, nested ones too: each its own kernels
@@ -50,6 +68,7 @@ KernelTiming::~KernelTiming() {
 
 std::vector<KernelCall> take_kernel_calls() {
   std::lock_guard<std::mutex> lock(g_mutex);
+  t_open_record = kNotRecorded;  // its index would name a call of the next take
   std::vector<KernelCall> out;
   out.swap(g_calls);
   return out;

@@ -15,6 +15,11 @@
 // kernels: graph building, allocation, dispatch. A CUDA call returns once queued, so its time
 // is the launch's only. A call made inside another timed one (a GEMM inside a convolution)
 // keeps -1, so nothing is counted twice.
+//
+// Each of nnlab's own CUDA kernels also records its launch, grid × block, into the call that
+// was open when it launched (devices/cuda/launch.h calls record_launch), so `nnlab explain
+// --launches` can show what a call handed the GPU. A library call (cuBLAS, cuDNN) launches its
+// kernels out of sight and records none.
 #pragma once
 #include <atomic>
 #include <chrono>
@@ -27,6 +32,16 @@ namespace nnlab {
 
 class Tensor;
 
+// One kernel launch: the kernel's name and its configuration, as written in
+// kernel<<<grid, block>>>. Plain integers, so this header needs no CUDA header.
+struct LaunchDims {
+  unsigned x = 1, y = 1, z = 1;
+};
+struct KernelLaunch {
+  std::string kernel;
+  LaunchDims grid, block;
+};
+
 struct KernelCall {
   std::string family;  // the library call or our own kernel: "cblas_sgemm", "conv2d_reference_forward"
   std::string detail;  // shapes and choices: "NT 64×128×3136", "algo=1"
@@ -38,6 +53,8 @@ struct KernelCall {
   // explain on CUDA: how long the device sat idle before this call's work, in a step queued as
   // training queues it (launch by launch); -1: not measured.
   double launch_wait_seconds = -1;
+  // The kernels this call launched, in order (nnlab's own kernels only; see above).
+  std::vector<KernelLaunch> launches;
 };
 
 namespace detail {
@@ -53,6 +70,11 @@ inline constexpr size_t kNotRecorded = static_cast<size_t>(-1);
 // KernelTiming's end), which queues a mark on the device's timeline and returns its number
 // (KernelCall::mark); the device's time between marks is then each call's. nullptr: none.
 void set_kernel_mark_hook(std::function<int()> hook);
+
+// A kernel launch, given to the call whose KernelTiming is open on this thread (the innermost).
+// A launch outside every recorded call becomes a call of its own, family the kernel's name and
+// detail "(launched outside any recorded call)", so no launch of a logged step goes unlisted.
+void record_launch(const char* kernel, LaunchDims grid, LaunchDims block);
 
 // Everything recorded since the last take, oldest first; the log is left empty.
 std::vector<KernelCall> take_kernel_calls();
@@ -74,11 +96,13 @@ class KernelTiming {
   ~KernelTiming();
   KernelTiming(const KernelTiming&) = delete;
   KernelTiming& operator=(const KernelTiming&) = delete;
-  void attach(size_t record) { record_ = record; }
+  // Also makes `record` the call that launches on this thread belong to, until this timing ends.
+  void attach(size_t record);
 
  private:
   bool on_ = false, outermost_ = false;
   size_t record_ = kNotRecorded;
+  size_t enclosing_ = kNotRecorded;  // the call open before this one, open again after it
   std::chrono::steady_clock::time_point start_;
 };
 

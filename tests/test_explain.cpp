@@ -247,6 +247,36 @@ TEST_CASE("the kernel log times each call from its record to the end of its disp
   CHECK(take_kernel_calls().empty());
 }
 
+// devices/cuda/launch.h calls record_launch at every launch; these are the calls it would make.
+TEST_CASE("the kernel log gives each launch to the innermost open call, or a call of its own",
+          "[explain][kernel_log]") {
+  KernelLogScope log;
+  {
+    KernelTiming outer(record_kernel("outer", "a"));
+    record_launch("first_kernel", {4, 1, 1}, {256, 1, 1});
+    {
+      KernelTiming inner(record_kernel("inner", "b"));
+      record_launch("inner_kernel", {10, 2, 1}, {32, 32, 1});
+    }
+    record_launch("after_inner_kernel", {1, 1, 1}, {64, 1, 1});  // the outer call is open again
+  }
+  record_launch("loose_kernel", {3, 1, 1}, {128, 1, 1});  // no call open
+  const std::vector<KernelCall> calls = take_kernel_calls();
+  REQUIRE(calls.size() == 3);
+  REQUIRE(calls[0].launches.size() == 2);
+  CHECK(calls[0].launches[0].kernel == "first_kernel");
+  CHECK(calls[0].launches[0].grid.x == 4);
+  CHECK(calls[0].launches[0].block.x == 256);
+  CHECK(calls[0].launches[1].kernel == "after_inner_kernel");
+  REQUIRE(calls[1].launches.size() == 1);
+  CHECK(calls[1].launches[0].grid.y == 2);
+  CHECK(calls[1].launches[0].block.y == 32);
+  CHECK(calls[2].family == "loose_kernel");
+  CHECK(calls[2].detail == "(launched outside any recorded call)");
+  REQUIRE(calls[2].launches.size() == 1);
+  CHECK(calls[2].launches[0].block.x == 128);
+}
+
 TEST_CASE("nnlab explain splits a CPU step into kernel time and the time outside the kernels", "[explain]") {
   const CliResult r = run_cli("explain --model mlp --batch 8 --threads 1");
   INFO(r.output);

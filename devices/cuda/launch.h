@@ -5,8 +5,13 @@
 // launched it). In the simulator build (NNLAB_CUDA_SIMULATOR) the same kernel function runs
 // on the CPU instead, each CUDA thread a fiber (devices/cuda/sim/). No kernel uses dynamic
 // shared memory, so the launch takes none.
+//
+// While `nnlab explain` has the kernel log on, each launch also records the kernel's name,
+// grid and block into the call that launched it (devices/kernel_log.h), the same on a GPU and
+// on the simulator: the configuration is the launch's, whoever runs it.
 #pragma once
 #include "devices/cuda/cuda_check.h"
+#include "devices/kernel_log.h"
 #ifdef NNLAB_CUDA_SIMULATOR
 #include "devices/cuda/sim/sim_launch.h"
 #endif
@@ -25,6 +30,7 @@ struct LaunchSite {
 template <typename... Params, typename... Args>
 void launch(LaunchSite site, void (*kernel)(Params...), dim3 grid, dim3 block, cudaStream_t stream, Args... args) {
   static_assert(sizeof...(Params) == sizeof...(Args), "cuda::launch: wrong number of kernel arguments");
+  if (kernel_log_enabled()) record_launch(site.kernel, {grid.x, grid.y, grid.z}, {block.x, block.y, block.z});
 #if defined(NNLAB_CUDA_SIMULATOR)
   sim::launch_kernel<Params...>(site.kernel, kernel, grid, block, stream, static_cast<Params>(args)...);
 #elif defined(__CUDACC__)
