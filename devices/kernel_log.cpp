@@ -22,7 +22,9 @@ void set_kernel_log_enabled(bool on) { detail::g_kernel_log_on.store(on, std::me
 
 size_t record_kernel(std::string family, std::string detail) {
   std::lock_guard<std::mutex> lock(g_mutex);
-  g_calls.push_back({std::move(family), std::move(detail)});
+  g_calls.emplace_back();
+  g_calls.back().family = std::move(family);
+  g_calls.back().detail = std::move(detail);
   return g_calls.size() - 1;
 }
 
@@ -37,7 +39,9 @@ void record_launch(const char* kernel, LaunchDims grid, LaunchDims block) {
     g_calls[t_open_record].launches.push_back({kernel, grid, block});
     return;
   }
-  g_calls.push_back({kernel, "(launched outside any recorded call)"});
+  g_calls.emplace_back();
+  g_calls.back().family = kernel;
+  g_calls.back().detail = "(launched outside any recorded call)";
   g_calls.back().launches.push_back({kernel, grid, block});
 }
 

@@ -23,7 +23,8 @@ mkdir -p "$build_dir"
 # and the reports still name file and line.
 # With MPI: the GPU suite runs 2-rank jobs on 2 simulated devices summing with the simulator's
 # NCCL (tests/gpu/test_gpu_distributed.cpp). Open MPI keeps its start-up allocations until the
-# end, which tests/lsan.supp names; the CPU data-parallel tests ([mpi]) run in the main build.
+# end, in components unloaded by then: its ranks skip the leak check (tests/mpi_support.h). The
+# CPU data-parallel tests ([mpi]) run in the main build.
 cmake -S . -B "$build_dir" -DNNLAB_SANITIZE=ON -DNNLAB_WITH_CUDA=OFF -DNNLAB_CUDA_SIMULATOR=ON -DNNLAB_WITH_MPI=ON \
       -DCMAKE_BUILD_TYPE=RelWithDebInfo \
       -DCMAKE_CXX_COMPILER=clang++ -DCMAKE_C_COMPILER=clang \

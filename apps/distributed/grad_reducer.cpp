@@ -33,10 +33,12 @@ GradientReducer::GradientReducer(const World& world, std::vector<Tensor> params,
                                  int64_t bucket_bytes, AllReduceChoice backend)
     : world_(world), params_(std::move(params)), mode_(mode), backend_(std::move(backend)), bucket_of_(params_.size()) {
   // Backward meets the parameters roughly last layer first: buckets in that order fill first.
+  // A bucket takes gradients while they fit in bucket_bytes; one larger than that gets a bucket
+  // of its own (so the small last layers are summed while backward runs through a big one).
   const int64_t cap = mode_ == AllReduceMode::step ? INT64_MAX : bucket_bytes;
   int64_t bytes = 0;
   for (size_t k = params_.size(); k-- > 0;) {
-    if (buckets_.empty() || bytes >= cap) {
+    if (buckets_.empty() || (bytes > 0 && bytes > cap - static_cast<int64_t>(params_[k].nbytes()))) {
       buckets_.emplace_back();
       bytes = 0;
     }

