@@ -150,7 +150,7 @@ bool check_device_access(const char* call, const char* what, const void* p, size
   Region r;
   const bool found = find_region(p, &r);
   const bool inside = found && static_cast<size_t>(static_cast<const char*>(p) - r.base) + bytes <= r.bytes;
-  const bool reachable = r.kind != MemoryKind::Device || device_can_use(current_device(), r.device);
+  const bool reachable = !found || r.kind != MemoryKind::Device || device_can_use(current_device(), r.device);
   if (found && r.kind != MemoryKind::PinnedHost && inside && reachable) return true;
   std::string text = std::string(call) + ": " + what + " (" + hex(p) + ", " + std::to_string(bytes) + " bytes) ";
   if (found && inside && !reachable)
