@@ -47,7 +47,7 @@ void require_losses_equal_across_modes(const std::string& args, const std::vecto
   for (size_t m = 0; m < modes.size(); ++m) {
     const std::string metrics = (dir / (std::to_string(m) + ".jsonl")).string();
     const fs::path checkpoints = dir / std::to_string(m);
-    const nnlab_test::CliResult r = nnlab_test::run_cli("train --device cuda --batch 8 --max-steps 6 --epochs 1 "
+    const nnlab_test::CliResult r = nnlab_test::run_cli("train --device cuda --batch 32 --max-steps 6 --epochs 1 "
                                                         "--test-images 64 --metrics-every 1 --metrics " +
                                                         metrics + " --checkpoint-dir " + checkpoints.string() + " " +
                                                         args + " " + modes[m]);
