@@ -1,5 +1,7 @@
 #include "devices/registry.h"
 
+#include <atomic>
+
 #include <memory>
 #include <mutex>
 #include <vector>
@@ -47,13 +49,14 @@ namespace {
 CudaOptions g_cuda_options;
 bool g_cuda_options_set = false;  // by set_cuda_options, not just the defaults
 const CudaPlugin* cuda_plugin(std::string* why) {
-  static const CudaPlugin* handed_over = nullptr;
+  // Atomic: ranks of one process (threads, each on its device) ask at the same time.
+  static std::atomic<const CudaPlugin*> handed_over{nullptr};
   const CudaPlugin* cuda = load_cuda_plugin(why);
-  if (cuda && !handed_over && g_cuda_options_set) {
+  if (cuda && !handed_over.load() && g_cuda_options_set) {
     cuda->set_math_tf32(g_cuda_options.tf32);
     cuda->set_deterministic(g_cuda_options.deterministic);
   }
-  if (cuda) handed_over = cuda;
+  if (cuda) handed_over.store(cuda);
   return cuda;
 }
 }  // namespace
