@@ -67,7 +67,8 @@ constexpr size_t kSegmentBytes = sizeof(Segment) + kStagingBytes;
 thread_local std::string t_last_nccl_error;  // for ncclGetLastError(nullptr): a failed init
 thread_local int t_group_depth = 0;
 
-// Read at every wait, so a test can shorten it for one collective.
+// Read when a communicator is made (on the caller's thread, so a bad value is the caller's
+// error, not a stream thread's), so a test can shorten it for one communicator.
 double timeout_seconds() {
   const long long s = env_count("NNLAB_SIM_NCCL_TIMEOUT");
   return s > 0 ? static_cast<double>(s) : 300.0;
@@ -80,6 +81,7 @@ bool process_exited(int32_t pid) { return pid > 0 && kill(pid, 0) != 0 && errno 
 
 struct ncclComm {
   int nranks = 0, rank = 0, device = 0;
+  double timeout_seconds = 0;  // NNLAB_SIM_NCCL_TIMEOUT when it was made
   nnlab::sim::Segment* segment = nullptr;
   float* staging = nullptr;
   size_t chunk_floats = 0;  // each rank's part of the staging area
@@ -134,8 +136,8 @@ std::string wait_for_ranks(const ncclComm* c, const std::function<bool(const Ran
     if (missing.empty()) return "";
     const auto now = Clock::now();
     if (now >= next_check) next_check = now + std::chrono::milliseconds(200);
-    if (std::chrono::duration<double>(now - start).count() > timeout_seconds())
-      return what + ": " + missing + " did not come within " + std::to_string(static_cast<int>(timeout_seconds())) +
+    if (std::chrono::duration<double>(now - start).count() > c->timeout_seconds)
+      return what + ": " + missing + " did not come within " + std::to_string(static_cast<int>(c->timeout_seconds)) +
              " s (NNLAB_SIM_NCCL_TIMEOUT); NCCL would wait for ever: every rank must make the same collectives in "
              "the same order";
     // Yield first (the other rank is often a moment behind), then sleep: ranks share few cores.
@@ -245,6 +247,7 @@ ncclResult_t ncclCommInitRank(ncclComm_t* comm, int nranks, ncclUniqueId comm_id
     return fail_init(ncclInvalidArgument, "ncclCommInitRank: the unique id does not come from the simulator's "
                                           "ncclGetUniqueId");
   const std::string name = comm_id.internal + sizeof kIdMagic - 1;
+  const double timeout = timeout_seconds();  // a bad NNLAB_SIM_NCCL_TIMEOUT throws here, before anything is made
   const int fd = shm_open(name.c_str(), O_CREAT | O_RDWR, 0600);
   if (fd < 0) return fail_init(ncclSystemError, "shm_open(" + name + "): " + std::strerror(errno));
   const bool sized = ftruncate(fd, static_cast<off_t>(kSegmentBytes)) == 0;  // the same size from every rank
@@ -259,6 +262,7 @@ ncclResult_t ncclCommInitRank(ncclComm_t* comm, int nranks, ncclUniqueId comm_id
   auto* c = new ncclComm;
   c->nranks = nranks;
   c->rank = rank;
+  c->timeout_seconds = timeout;
   c->device = current_device();
   c->segment = static_cast<Segment*>(mapped);
   c->staging = reinterpret_cast<float*>(static_cast<char*>(mapped) + sizeof(Segment));
