@@ -75,7 +75,8 @@ VariantRun run_variant(const TrainConfig& c, const RunVariant& v, int64_t test_i
 double relative_l2(const Tensor& a, const Tensor& b) {
   const float *x = a.data<float>(), *y = b.data<float>();
   double diff = 0, norm = 0;
-  for (int64_t i = 0; i < a.numel(); ++i) {
+  const int64_t n = a.numel();
+  for (int64_t i = 0; i < n; ++i) {
     diff += (double(x[i]) - y[i]) * (double(x[i]) - y[i]);
     norm += double(x[i]) * x[i];
   }

@@ -17,7 +17,8 @@ Dataset synthetic_dataset(const std::string& name, const std::string& split) {
   d.images = Tensor::empty({n, 3, 32, 32});
   float* x = d.images.data<float>();
   const RandomStream pixels{1234, RandomPurpose::Split, 100 + stream};
-  for (int64_t i = 0; i < d.images.numel(); ++i) x[i] = u32_to_unit_float(pixels.u32(static_cast<uint64_t>(i)));
+  const int64_t values = d.images.numel();
+  for (int64_t i = 0; i < values; ++i) x[i] = u32_to_unit_float(pixels.u32(static_cast<uint64_t>(i)));
   d.labels = Tensor::empty({n}, DType::Int32);
   int32_t* y = d.labels.data<int32_t>();
   const RandomStream labels{1234, RandomPurpose::Split, 200 + stream};

@@ -8,10 +8,14 @@ over --rounds rounds so a drifting machine affects them alike:
     1x2           one process, --threads 2
     2x1 step      mpirun -np 2, --threads 1, one all-reduce after backward
     2x1 overlap   mpirun -np 2, --threads 1, buckets reduced during backward
-and prints, per way, the median images/s of the training steps (the epoch record's
-images_per_second: data, forward, backward, all-reduce, optimizer; no evaluation) and the
-all-reduce share of the step time (phase_seconds.allreduce / seconds: the time a rank waited
-on the reduction, including waiting for the slower rank). Then a markdown table with the
+and two ways that take the 2x1 step apart (what it costs to compute, without MPI):
+    1x1 half      one process, --threads 1, batch 32: one rank's share, the machine otherwise idle
+    2 x 1x1 half  two such processes at once, no MPI: both cores busy, as under mpirun
+It prints, per way, the median images/s of the training steps (the epoch record's
+images_per_second: data, forward, backward, all-reduce, optimizer; no evaluation; for the
+half-batch ways 64 images per step time), the step time, its compute part (everything but the
+all-reduce) and the all-reduce part (phase_seconds.allreduce: the time a rank spent packing,
+summing and unpacking, including waiting for the slower rank). Then a markdown table with the
 date, machine, commit and commands, for docs/benchmarks.md.
 
 Run it on a quiet machine: 2 ranks on 2 cores leave nothing spare, so any other load shows
@@ -37,10 +41,32 @@ def run_one(command, metrics):
     done = subprocess.run(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
     if done.returncode != 0:
         sys.exit("bench_distributed: failed (%d): %s\n%s" % (done.returncode, " ".join(command), done.stdout))
+    return read_epoch(metrics)
+
+
+def read_epoch(metrics):
+    """The last epoch record: (seconds, all-reduce seconds) of its training steps."""
     with open(metrics) as f:
         epoch = [json.loads(line) for line in f if '"type":"epoch"' in line.replace(" ", "")][-1]
-    seconds = epoch["seconds"]
-    return epoch["images_per_second"], epoch["phase_seconds"].get("allreduce", 0.0) / seconds
+    return epoch["seconds"], epoch["phase_seconds"].get("allreduce", 0.0)
+
+
+def run_pair(command, metrics):
+    """Two copies of one single-process command at once (seeds 1 and 2): their mean times."""
+    env = dict(os.environ)
+    runs = []
+    for k in range(2):
+        copy = [a if a != metrics else metrics + str(k) for a in command]
+        copy[copy.index("--seed") + 1] = str(k + 1)
+        runs.append((copy, subprocess.Popen(copy, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                                            env=env)))
+    times = []
+    for k, (copy, proc) in enumerate(runs):
+        out, _ = proc.communicate()
+        if proc.returncode != 0:
+            sys.exit("bench_distributed: failed (%d): %s\n%s" % (proc.returncode, " ".join(copy), out))
+        times.append(read_epoch(metrics + str(k)))
+    return tuple(statistics.mean(t[i] for t in times) for i in range(2))
 
 
 def machine():
@@ -68,39 +94,49 @@ def main():
     ap.add_argument("--steps", default="mlp=300,cnn=60", help="model=steps,... (each run trains this many steps)")
     args = ap.parse_args()
     steps = dict((m, int(s)) for m, s in (item.split("=") for item in args.steps.split(",")))
-    ways = [("1x2", [], ["--threads", "2"]),
-            ("2x1 step", MPIRUN, ["--threads", "1", "--allreduce", "step"]),
-            ("2x1 overlap", MPIRUN, ["--threads", "1", "--allreduce", "overlap"])]
+    # (name, mpirun prefix, options, batch, two processes at once)
+    ways = [("1x2", [], ["--threads", "2"], 64, False),
+            ("2x1 step", MPIRUN, ["--threads", "1", "--allreduce", "step"], 64, False),
+            ("2x1 overlap", MPIRUN, ["--threads", "1", "--allreduce", "overlap"], 64, False),
+            ("1x1 half", [], ["--threads", "1"], 32, False),
+            ("2 x 1x1 half", [], ["--threads", "1"], 32, True)]
     results = {}
     commands = {}
     with tempfile.TemporaryDirectory() as tmp:
         metrics = os.path.join(tmp, "m.jsonl")
         for rnd in range(args.rounds):
             for model, n in steps.items():
-                for name, prefix, extra in ways:
-                    if os.path.exists(metrics):
-                        os.remove(metrics)
+                for name, prefix, extra, batch, pair in ways:
+                    for old in (metrics, metrics + "0", metrics + "1"):
+                        if os.path.exists(old):
+                            os.remove(old)
                     train = [args.nnlab, "train", "--model", model, "--epochs", "1", "--max-steps", str(n),
-                             "--batch", "64", "--seed", "1", "--metrics", metrics] + extra
-                    commands[(model, name)] = " ".join(prefix + train).replace(metrics, "M.jsonl")
-                    ips, share = run_one(prefix + train, metrics)
-                    results.setdefault((model, name), []).append((ips, share))
-                    print("round %d  %-4s %-12s %8.0f img/s  all-reduce %5.1f%%" % (rnd + 1, model, name, ips,
-                                                                                     100 * share), flush=True)
+                             "--batch", str(batch), "--seed", "1", "--metrics", metrics] + extra
+                    commands[(model, name)] = ("two at once: " if pair else "") + " ".join(prefix + train).replace(
+                        metrics, "M.jsonl")
+                    seconds, reduce = run_pair(train, metrics) if pair else run_one(prefix + train, metrics)
+                    step_ms, reduce_ms = 1000 * seconds / n, 1000 * reduce / n
+                    results.setdefault((model, name), []).append((64 * n / seconds, step_ms, reduce_ms))
+                    print("round %d  %-4s %-13s %8.0f img/s  step %6.3f ms  all-reduce %6.3f ms" % (
+                        rnd + 1, model, name, 64 * n / seconds, step_ms, reduce_ms), flush=True)
     print("\n%s UTC, %s, nnlab %s, %d rounds, median of each\n" % (
         datetime.datetime.utcnow().strftime("%Y-%m-%d %H:%M"), machine(), commit(), args.rounds))
-    print("| model | ranks x threads | images/s | all-reduce share | vs 1x2 |")
-    print("|---|---|---|---|---|")
+    print("| model | way | images/s (64 a step) | step ms | compute ms | all-reduce ms | vs 1x2 |")
+    print("|---|---|---|---|---|---|---|")
     for model in steps:
         base = statistics.median(r[0] for r in results[(model, "1x2")])
-        for name, _, _ in ways:
-            ips = statistics.median(r[0] for r in results[(model, name)])
-            share = statistics.median(r[1] for r in results[(model, name)])
-            print("| %s | %s | %.0f | %.1f%% | %.2fx |" % (model, name, ips, 100 * share, ips / base))
+        for name, _, _, _, _ in ways:
+            rows = results[(model, name)]
+            ips, step, reduce = (statistics.median(r[i] for r in rows) for i in range(3))
+            compute = statistics.median(r[1] - r[2] for r in rows)
+            if name == "1x1 half":  # one rank's share alone: its step time is the figure
+                print("| %s | %s | | %.3f | %.3f | | |" % (model, name, step, compute))
+                continue
+            print("| %s | %s | %.0f | %.3f | %.3f | %.3f | %.2fx |" % (model, name, ips, step, compute, reduce,
+                                                                       ips / base))
     print("\nCommands (M.jsonl: a scratch metrics file):")
     for (model, name), command in commands.items():
         print("    %s" % command)
-
 
 if __name__ == "__main__":
     main()

@@ -164,7 +164,10 @@ void GradientReducer::launch(Bucket& bucket) {
     const Tensor host = grad.device().is_cuda() ? grad.to(Device::cpu()) : grad;
     const float* src = host.data<float>();
     const auto w = static_cast<float>(share_);
-    for (int64_t i = 0; i < p.numel(); ++i) dst[i] = w * src[i];
+    // numel() multiplies the extents out on every call: in the loop's condition it cost more
+    // than the whole MPI sum (0.7 ms a cnn step, perf: shape_numel 8% of a rank's time).
+    const int64_t n = p.numel();
+    for (int64_t i = 0; i < n; ++i) dst[i] = w * src[i];
   }
   if (&bucket == &buckets_.back()) {
     float* extras = bucket.data.data() + bucket.data.size() - kExtras;
