@@ -38,10 +38,11 @@ inline std::string mpirun_prefix() {
          " --oversubscribe --bind-to none --mca mpi_yield_when_idle 1 --mca btl_vader_single_copy_mechanism none ";
 }
 
-// `nnlab train ARGS` on `ranks` ranks (one thread each), stdout and stderr together.
-inline CliResult mpi_train(int ranks, const std::string& args) {
-  return run_shell(mpirun_prefix() + "-np " + std::to_string(ranks) + " " + NNLAB_CLI_PATH + " train --threads 1 " +
-                   args);
+// `nnlab train ARGS` on `ranks` ranks (one thread each), stdout and stderr together. `env`:
+// "NAME=value " assignments the ranks inherit.
+inline CliResult mpi_train(int ranks, const std::string& args, const std::string& env = "") {
+  return run_shell(env + mpirun_prefix() + "-np " + std::to_string(ranks) + " " + NNLAB_CLI_PATH +
+                   " train --threads 1 " + args);
 }
 
 // ‖a − b‖₂ / ‖b‖₂ over every float32 tensor of two checkpoints (weights and optimizer state).

@@ -159,7 +159,9 @@ CudaBackend::CudaBackend(int index)
   NNLAB_CUDA_CHECK(cudaStreamCreateWithFlags(&c.stream, cudaStreamNonBlocking));
 #ifdef NNLAB_CUDA_SIMULATOR
   // The allocator's AddressSanitizer poisoning follows the stream, as the blocks' users do.
-  allocator_->set_device_order([stream = c.stream](std::function<void()> step) { sim::enqueue(stream, std::move(step), false); });
+  allocator_->set_device_order([stream = c.stream](std::function<void()> step) {
+    sim::enqueue(stream, "host", "allocator poisoning", std::move(step), false);
+  });
 #endif
   NNLAB_CUBLAS_CHECK(cublasCreate(&c.cublas));
   NNLAB_CUBLAS_CHECK(cublasSetStream(c.cublas, c.stream));

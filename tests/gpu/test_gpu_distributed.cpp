@@ -13,6 +13,7 @@
 #include "cli_support.h"
 #include "devices/nccl_comm.h"
 #include "gpu/gpu_support.h"
+#include "gpu/sim_trace_support.h"
 #include "mpi_support.h"
 
 #ifdef NNLAB_WITH_MPI
@@ -30,12 +31,13 @@ std::string mlp_args(int steps, int batch) {
          std::to_string(steps) + " --batch " + std::to_string(batch);
 }
 
-// Trains `args` in one process (ranks = 1) or under mpirun; its metrics and checkpoints under
-// dir/name. Returns what it printed.
-std::string train(const nnlab_test::TempDir& dir, const std::string& name, int ranks, const std::string& args) {
+// Trains `args` in one process (ranks = 1) or under mpirun (with `env`); its metrics and
+// checkpoints under dir/name. Returns what it printed.
+std::string train(const nnlab_test::TempDir& dir, const std::string& name, int ranks, const std::string& args,
+                  const std::string& env = "") {
   const std::string outputs = " --metrics " + (dir / (name + ".jsonl")) + " --checkpoint-dir " + (dir / name);
   const nnlab_test::CliResult r = ranks == 1 ? nnlab_test::run_cli("train --threads 1 " + args + outputs)
-                                             : nnlab_test::mpi_train(ranks, args + outputs);
+                                             : nnlab_test::mpi_train(ranks, args + outputs, env);
   INFO(name << ": " << r.output);
   REQUIRE(r.exit_code == 0);
   return r.output;
@@ -79,13 +81,35 @@ TEST_CASE("gpu: 2 ranks on CUDA tensors follow one process, in step and overlap 
   const bool nccl = missing.empty() && gpu_each;
   const std::string expected =
       nccl ? "; NCCL 2." : staged + (missing.empty() ? "2 ranks share one GPU" : "rank 0: " + missing);
-  CHECK_THAT(train(dir, "step", 2, args), Catch::Contains(expected) && Catch::Contains("reduced once after backward"));
+  // On the simulator each rank also writes its timeline (NNLAB_SIM_TRACE; a GPU ignores it).
+  const auto traced = [&](const std::string& name) { return "NNLAB_SIM_TRACE=" + (dir / ("trace-" + name)) + ".%p.json "; };
+  CHECK_THAT(train(dir, "step", 2, args, traced("step")),
+             Catch::Contains(expected) && Catch::Contains("reduced once after backward"));
   require_follows(dir, "step", "one", 50);
   // overlap: 2 buckets for the mlp (fc3, fc2 and fc1's bias; fc1's weight), each summed as soon
   // as backward has produced it
-  CHECK_THAT(train(dir, "overlap", 2, args + " --allreduce overlap"),
+  CHECK_THAT(train(dir, "overlap", 2, args + " --allreduce overlap", traced("overlap")),
              Catch::Contains(expected) && Catch::Contains("buckets, each reduced during backward"));
   require_follows(dir, "overlap", "one", 50);
+  if (nccl && nnlab::cuda_simulated()) {
+    // The timelines show the overlap: in step mode no kernel runs while a sum does (the next
+    // step's work waits for the sums' event); in overlap mode each rank sums its first bucket
+    // on the second stream while backward computes fc1's gradients on the first.
+    for (const char* mode : {"step", "overlap"}) {
+      const std::vector<std::string> files = nnlab_test::sim_trace_files(dir.path, "trace-" + std::string(mode) + ".");
+      REQUIRE(files.size() == 2);
+      for (const std::string& file : files) {
+        const nnlab_test::ProcessTrace t = nnlab_test::read_sim_trace(file);
+        INFO(file);
+        CHECK(t.row_names.size() == 2);  // the backend's stream and the communicator's
+        CHECK(nnlab_test::overlaps_within_a_stream(t) == 0);
+        if (std::string(mode) == "step")
+          CHECK(nnlab_test::nccl_beside_compute(t) == 0);
+        else
+          CHECK(nnlab_test::nccl_beside_compute(t) > 0);
+      }
+    }
+  }
   if (nccl) {
     // The sums' own device time is recorded (CUDA events on the communicator's stream).
     for (const char* mode : {"step", "overlap"}) {

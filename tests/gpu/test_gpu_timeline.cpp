@@ -1,11 +1,15 @@
 // The device's own clock (Backend::timeline, devices/cuda/timeline_cuda.cpp): marks are
 // stamped when the device reaches them, not when the host queues them; a hold keeps the
 // device from starting what is queued behind it until release(); and a host that waits for
-// a held device is let go after a second, with the timeline saying so.
+// a held device is let go after a second, with the timeline saying so. Last, the simulator's
+// timeline of every stream's work (NNLAB_SIM_TRACE).
+#include <algorithm>
 #include <chrono>
 #include <thread>
 
+#include "cli_support.h"
 #include "gpu/gpu_support.h"
+#include "gpu/sim_trace_support.h"
 
 using namespace nnlab;
 using namespace nnlab::gputest;
@@ -61,4 +65,48 @@ TEST_CASE("gpu: timeline marks follow the work between them, and a host wait let
   CHECK(timeline->expired());
   timeline->mark();
   CHECK(timeline->read().size() == 2);
+}
+
+// The simulator's timeline (NNLAB_SIM_TRACE, devices/cuda/sim/sim_trace.h) as a trainer's step
+// writes it: every kind of work on its stream's row, one item at a time, a graph's nodes
+// inside its launch; and a file that cannot be written refused at once.
+TEST_CASE("gpu: the simulator's timeline records each stream's work in stream order", "[gpu][timeline][cli]") {
+  if (!cuda_simulated()) {
+    WARN("skipped: NNLAB_SIM_TRACE is the CUDA simulator's (this case runs in CI on it)");
+    return;
+  }
+  const nnlab_test::TempDir dir("nnlab_sim_trace");
+  const std::string train = std::string(NNLAB_CLI_PATH) + " train --device cuda --model cnn --batch 8 --epochs 1 "
+                                                          "--test-images 16 --cuda-graphs on --max-steps ";
+  const nnlab_test::CliResult r = nnlab_test::run_shell("NNLAB_SIM_TRACE=" + (dir / "run.%p.json") + " " + train + "3");
+  INFO(r.output);
+  REQUIRE(r.exit_code == 0);
+  const std::vector<std::string> files = nnlab_test::sim_trace_files(dir.path, "run.");
+  REQUIRE(files.size() == 1);
+  const nnlab_test::ProcessTrace t = nnlab_test::read_sim_trace(files[0]);
+  CHECK(nnlab_test::overlaps_within_a_stream(t) == 0);
+  const auto count = [&](const std::string& category, const std::string& name, bool in_graph) {
+    return std::count_if(t.spans.begin(), t.spans.end(), [&](const nnlab_test::TraceSpan& s) {
+      return s.category == category && (name.empty() || s.name == name) && s.in_graph == in_graph;
+    });
+  };
+  CHECK(count("graph", "cudaGraphLaunch", false) >= 2);  // the step replays its graph
+  CHECK(count("cudnn", "cudnnConvolutionForward", true) > 0);
+  CHECK(count("kernel", "", true) > 0);
+  CHECK(count("copy", "cudaMemcpyAsync", false) > 0);
+  // A node of a graph runs inside a launch of it, on the launching stream.
+  for (const nnlab_test::TraceSpan& node : t.spans) {
+    if (!node.in_graph) continue;
+    const bool inside = std::any_of(t.spans.begin(), t.spans.end(), [&](const nnlab_test::TraceSpan& launch) {
+      return launch.category == "graph" && launch.row == node.row && launch.start <= node.start &&
+             node.end <= launch.end;
+    });
+    INFO(node.name);
+    CHECK(inside);
+  }
+
+  const nnlab_test::CliResult bad = nnlab_test::run_shell("NNLAB_SIM_TRACE=" + (dir / "missing/run.json") + " " + train + "1");
+  INFO(bad.output);
+  CHECK(bad.exit_code == 1);
+  CHECK_THAT(bad.output, Catch::Contains("NNLAB_SIM_TRACE=") && Catch::Contains("cannot write"));
 }

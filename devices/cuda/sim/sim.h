@@ -60,9 +60,12 @@ void set_launch_error(cudaError_t error);
 // Queues `work` on `stream` (nullptr: the default stream); it runs after everything queued on
 // the stream before it, on the stream's own CPU thread, unless NNLAB_SIM_SYNC=1 runs every
 // call at once on the caller's thread (easier to follow in a debugger).
+// `category` and `name` (string literals) label it on the timeline (sim_trace.h): "kernel" and
+// the kernel's name, "cublas" and "cublasSgemm", ...
 // `counted`: the item is a submission of the program's (a kernel, a copy, a library call, a
 // graph launch), not the simulator's own bookkeeping (the allocator's poisoning under ASan).
-void enqueue(cudaStream_t stream, std::function<void()> work, bool counted = true);
+void enqueue(cudaStream_t stream, const char* category, const char* name, std::function<void()> work,
+             bool counted = true);
 
 // What the host asked of the device since the process started: submissions (every kernel,
 // copy, memset, cuBLAS or cuDNN call, event record or wait, and graph launch queued; work

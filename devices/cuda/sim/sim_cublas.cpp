@@ -183,7 +183,7 @@ cublasStatus_t cublasSgemm_v2(cublasHandle_t handle, cublasOperation_t transa, c
 
   const bool host_scalars = handle->pointer_mode == CUBLAS_POINTER_MODE_HOST;
   const float alpha_now = host_scalars ? *alpha : 0.0f, beta_now = host_scalars ? *beta : 0.0f;
-  nnlab::sim::enqueue(handle->stream, [=] {
+  nnlab::sim::enqueue(handle->stream, "cublas", "cublasSgemm", [=] {
     const float a_s = host_scalars ? alpha_now : *alpha, b_s = host_scalars ? beta_now : *beta;
     if (k == 0) {  // C = beta · C; beta == 0 writes zeros and never reads C (it may hold NaN)
       for (int j = 0; j < n; ++j) {

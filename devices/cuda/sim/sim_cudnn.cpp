@@ -354,7 +354,7 @@ cudnnStatus_t cudnnAddTensor(cudnnHandle_t handle, const void* alpha, const cudn
   // A broadcast dimension has stride 0: every index along it reads A's one element.
   const int64_t sa[4] = {a.n == 1 ? 0 : a.ns, a.c == 1 ? 0 : a.cs, a.h == 1 ? 0 : a.hs, a.w == 1 ? 0 : a.ws};
   const int threads = nnlab::sim::worker_threads();
-  nnlab::sim::enqueue(handle->stream, [=] {
+  nnlab::sim::enqueue(handle->stream, "cudnn", call, [=] {
     const int64_t planes = int64_t(c.n) * c.c;
 #pragma omp parallel for num_threads(threads) schedule(static)
     for (int64_t nc = 0; nc < planes; ++nc) {

@@ -143,7 +143,7 @@ cudnnStatus_t convolve(const char* call, Direction dir, cudnnHandle_t handle, co
   float* ws = static_cast<float*>(workspace);
   const int threads = nnlab::sim::worker_threads();
   const std::string name = call;
-  nnlab::sim::enqueue(handle->stream, [=] {
+  nnlab::sim::enqueue(handle->stream, "cudnn", call, [=] {
     try {
       nnlab::sim::dnn::conv_run(dir, algo, g, in0, in1, out, a, b, ws, threads);
     } catch (const std::exception& e) {
@@ -188,7 +188,7 @@ cudnnStatus_t find(const char* call, Direction dir, cudnnHandle_t handle, const 
   float* out = static_cast<float*>(ops.out);
   float* ws = static_cast<float*>(workspace);
   const int threads = nnlab::sim::worker_threads();
-  nnlab::sim::enqueue(handle->stream, [=] {
+  nnlab::sim::enqueue(handle->stream, "cudnn", call, [=] {
     const int* algos = nnlab::sim::dnn::implemented_algorithms(dir);
     for (int i = 0; i < nnlab::sim::dnn::kAlgorithmsPerDirection; ++i)
       for (cudnnMathType_t math : {CUDNN_DEFAULT_MATH, CUDNN_FMA_MATH}) {

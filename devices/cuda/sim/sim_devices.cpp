@@ -163,7 +163,7 @@ cudaError_t cudaMemcpyPeerAsync(void* dst, int dst_device, const void* src, int 
   std::string wrong = nnlab::sim::not_on_device("cudaMemcpyPeerAsync", "the destination", dst, bytes, dst_device);
   if (wrong.empty()) wrong = nnlab::sim::not_on_device("cudaMemcpyPeerAsync", "the source", src, bytes, src_device);
   if (!wrong.empty()) return fail_call(cudaErrorInvalidValue, wrong);
-  nnlab::sim::enqueue(stream, [dst, src, bytes] { std::memcpy(dst, src, bytes); });
+  nnlab::sim::enqueue(stream, "copy", "cudaMemcpyPeerAsync", [dst, src, bytes] { std::memcpy(dst, src, bytes); });
   return sticky_or(cudaSuccess);
 }
 

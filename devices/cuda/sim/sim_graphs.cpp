@@ -98,7 +98,7 @@ cudaError_t cudaGraphLaunch(cudaGraphExec_t exec, cudaStream_t stream) {
   if (!is_live(exec)) return fail_call(cudaErrorInvalidResourceHandle, "cudaGraphLaunch: not an instantiated graph");
   if (!nnlab::sim::is_stream(stream)) return fail_call(cudaErrorInvalidResourceHandle, "cudaGraphLaunch: not a stream");
   std::shared_ptr<const nnlab::sim::CapturedWork> work = exec->work;
-  nnlab::sim::enqueue(stream, [work] {
+  nnlab::sim::enqueue(stream, "graph", "cudaGraphLaunch", [work] {
     for (const auto& node : work->nodes) node();
   });
   return sticky_or(cudaSuccess);

@@ -353,7 +353,7 @@ ncclResult_t ncclAllReduce(const void* sendbuff, void* recvbuff, size_t count, n
   if (!wrong.empty()) return fail(ncclInvalidArgument, wrong);
   const auto* send = static_cast<const float*>(sendbuff);
   auto* recv = static_cast<float*>(recvbuff);
-  enqueue(stream, [comm, send, recv, count] { run_all_reduce(comm, send, recv, count); });
+  enqueue(stream, "nccl", "ncclAllReduce", [comm, send, recv, count] { run_all_reduce(comm, send, recv, count); });
   return ncclSuccess;
 }
 

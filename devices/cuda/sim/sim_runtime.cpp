@@ -397,7 +397,7 @@ cudaError_t cudaMemcpyAsync(void* dst, const void* src, size_t bytes, cudaMemcpy
   if (!mismatch.empty()) return fail_call(cudaErrorInvalidValue, mismatch);
   // Copies run in stream order, reading the source when the stream gets to them: a host
   // buffer must stay alive until then (the strict reading of the CUDA documentation).
-  nnlab::sim::enqueue(stream, [dst, src, bytes] { std::memcpy(dst, src, bytes); });
+  nnlab::sim::enqueue(stream, "copy", "cudaMemcpyAsync", [dst, src, bytes] { std::memcpy(dst, src, bytes); });
   // To ordinary (pageable) host memory the call returns only once the copy is done.
   nnlab::sim::Region r;
   if (kind != cudaMemcpyHostToDevice && kind != cudaMemcpyDeviceToDevice && !nnlab::sim::find_region(dst, &r)) {
@@ -420,7 +420,7 @@ cudaError_t cudaMemsetAsync(void* ptr, int value, size_t bytes, cudaStream_t str
   if (const cudaError_t sticky = sticky_or(cudaSuccess); sticky != cudaSuccess) return sticky;
   if (!nnlab::sim::check_device_access("cudaMemsetAsync", "the destination", ptr, bytes))
     return fail_call(cudaErrorInvalidValue, nnlab::sim::last_diagnostic());
-  nnlab::sim::enqueue(stream, [ptr, value, bytes] { std::memset(ptr, value, bytes); });
+  nnlab::sim::enqueue(stream, "copy", "cudaMemsetAsync", [ptr, value, bytes] { std::memset(ptr, value, bytes); });
   return sticky_or(cudaSuccess);
 }
 

@@ -20,9 +20,12 @@
 
 #include "devices/cuda/sim/sim.h"
 #include "devices/cuda/sim/sim_runtime_state.h"
+#include "devices/cuda/sim/sim_trace.h"
 
 struct CUstream_st {
   int device = 0;  // the device current when it was created: its work runs there
+  int number = 0;  // 1, 2, ... in the order the process made its streams: its timeline row
+  bool is_default = false;  // a device's legacy default stream
   std::mutex mutex;
   std::condition_variable changed;
   std::deque<std::function<void()>> queue;
@@ -64,6 +67,7 @@ std::set<cudaStream_t>& all_streams() {
 
 void worker_loop(cudaStream_t s) {
   keep_denormals_on_this_thread();
+  trace_rows_from_this_thread(s->number, s->device, s->is_default);
   set_current_device(s->device);  // work checked on this thread is checked against the stream's device
   std::unique_lock<std::mutex> lock(s->mutex);
   for (;;) {
@@ -80,9 +84,12 @@ void worker_loop(cudaStream_t s) {
   }
 }
 
-cudaStream_t make_stream(int device) {
+cudaStream_t make_stream(int device, bool is_default = false) {
+  static std::atomic<int> made{0};
   auto* s = new CUstream_st();
   s->device = device;
+  s->number = ++made;
+  s->is_default = is_default;
   s->worker = std::thread(worker_loop, s);
   std::lock_guard<std::mutex> lock(g_streams_mutex);
   all_streams().insert(s);
@@ -94,7 +101,7 @@ cudaStream_t default_stream(int device) {
   static std::mutex mutex;
   static cudaStream_t streams[kMaxDevices] = {};
   std::lock_guard<std::mutex> lock(mutex);
-  if (!streams[device]) streams[device] = make_stream(device);
+  if (!streams[device]) streams[device] = make_stream(device, true);
   return streams[device];
 }
 
@@ -112,15 +119,19 @@ std::atomic<uint64_t> g_submissions{0}, g_host_waits{0};
 
 SubmissionCounts submission_counts() { return {g_submissions.load(), g_host_waits.load()}; }
 
-void enqueue(cudaStream_t stream, std::function<void()> work, bool counted) {
+void enqueue(cudaStream_t stream, const char* category, const char* name, std::function<void()> work,
+             bool counted) {
   cudaStream_t s = resolve(stream);
   {
     std::lock_guard<std::mutex> lock(s->mutex);
     if (s->capture) {  // recorded, not run (an invalidated capture records nothing more)
-      if (s->capture_broken.empty()) s->capture->nodes.push_back(std::move(work));
+      if (!s->capture_broken.empty()) return;
+      if (tracing() && counted) work = traced(category, name, s->number, true, std::move(work));
+      s->capture->nodes.push_back(std::move(work));
       return;
     }
   }
+  if (tracing() && counted) work = traced(category, name, s->number, false, std::move(work));
   if (counted) ++g_submissions;
   if (run_synchronously()) return work();
   std::lock_guard<std::mutex> lock(s->mutex);
@@ -296,7 +307,7 @@ cudaError_t cudaEventRecord(cudaEvent_t event, cudaStream_t stream) {
   if (!event) return nnlab::sim::fail_call(cudaErrorInvalidResourceHandle, "cudaEventRecord: event is null");
   if (nnlab::sim::capture_status(stream) != cudaStreamCaptureStatusNone) {
     // Recorded into the graph: each replay stamps the time; nobody waits for it from outside.
-    nnlab::sim::enqueue(stream, [event] {
+    nnlab::sim::enqueue(stream, "event", "cudaEventRecord", [event] {
       std::lock_guard<std::mutex> lock(event->mutex);
       event->when = std::chrono::steady_clock::now();
     });
@@ -307,7 +318,7 @@ cudaError_t cudaEventRecord(cudaEvent_t event, cudaStream_t stream) {
     std::lock_guard<std::mutex> lock(event->mutex);
     ticket = ++event->recorded;
   }
-  nnlab::sim::enqueue(stream, [event, ticket] {
+  nnlab::sim::enqueue(stream, "event", "cudaEventRecord", [event, ticket] {
     std::lock_guard<std::mutex> lock(event->mutex);
     event->when = std::chrono::steady_clock::now();
     event->completed = ticket;
@@ -352,7 +363,7 @@ cudaError_t cudaStreamWaitEvent(cudaStream_t stream, cudaEvent_t event, unsigned
     std::lock_guard<std::mutex> lock(event->mutex);
     wanted = event->recorded;
   }
-  nnlab::sim::enqueue(stream, [event, wanted] {
+  nnlab::sim::enqueue(stream, "event", "cudaStreamWaitEvent", [event, wanted] {
     std::unique_lock<std::mutex> lock(event->mutex);
     event->changed.wait(lock, [&] { return event->completed >= wanted; });
   });
@@ -365,6 +376,6 @@ cudaError_t cudaLaunchHostFunc(cudaStream_t stream, cudaHostFn_t fn, void* user_
   if (!fn) return nnlab::sim::fail_call(cudaErrorInvalidValue, "cudaLaunchHostFunc: the function is null");
   if (!nnlab::sim::is_stream(stream))
     return nnlab::sim::fail_call(cudaErrorInvalidResourceHandle, "cudaLaunchHostFunc: not a stream");
-  nnlab::sim::enqueue(stream, [fn, user_data] { fn(user_data); });
+  nnlab::sim::enqueue(stream, "host", "cudaLaunchHostFunc", [fn, user_data] { fn(user_data); });
   return sticky_or(cudaSuccess);
 }

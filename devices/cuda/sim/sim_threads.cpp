@@ -299,7 +299,7 @@ cudaError_t launch_grid(const char* kernel, dim3 grid, dim3 block, cudaStream_t 
     return cudaErrorInvalidResourceHandle;
   }
   auto g = std::make_shared<Grid>(Grid{kernel, grid, block, std::move(thread_body)});
-  enqueue(stream, [g] {
+  enqueue(stream, "kernel", kernel, [g] {
     std::string error = BlockPool::instance().run(*g);
     if (!error.empty()) raise_sticky_error(cudaErrorLaunchFailure, error);
   });
