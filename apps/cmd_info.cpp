@@ -45,8 +45,10 @@ void register_info_commands(CLI::App& app) {
   devices->add_option("--threads", *threads, "CPU threads (default: all cores)");
   add_command(devices, [threads] {
     host_cpu::set_threads(*threads);
-    std::printf("cpu: %s, %d cores, %d threads\n  OpenBLAS: %s\n", host_cpu::model_name().c_str(), host_cpu::cores(),
-                host_cpu::threads(), host_cpu::openblas_build());
+    const int physical = host_cpu::physical_cores();
+    const std::string smt = physical < host_cpu::cores() ? " (" + std::to_string(physical) + " physical)" : "";
+    std::printf("cpu: %s, %d cores%s, %d threads\n  OpenBLAS: %s\n", host_cpu::model_name().c_str(), host_cpu::cores(),
+                smt.c_str(), host_cpu::threads(), host_cpu::openblas_build());
     std::printf("  cpu kernels: %s; this CPU %s AVX-512 (set NNLAB_CPU_ISA=avx2|avx512|auto to choose)\n",
                 host_cpu::kernel_isa_report().c_str(), host_cpu::has_avx512() ? "has" : "lacks");
     // Two threads hand data and barriers over through this trip; a cloud machine can move its

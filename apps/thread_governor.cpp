@@ -28,13 +28,23 @@ std::string milliseconds(double seconds) {
 }
 
 constexpr size_t kRecent = 4;           // steps whose median is watched while holding
-constexpr double kStopFactor = 1.5;     // the max-thread half stops past 1.5x the 1-thread half
+constexpr double kStopFactor = 1.5;     // a rung stops past 1.5x the best rung's whole time
 constexpr double kChangeFactor = 2.0;   // a hold ends early when steps take 2x the probe's time
 
 }  // namespace
 
+std::vector<int> ThreadGovernor::ladder(int max_threads, int physical_cores) {
+  std::vector<int> counts;
+  for (int n = 1; n < max_threads; n *= 2) counts.push_back(n);
+  if (physical_cores > 1 && physical_cores < max_threads) counts.push_back(physical_cores);
+  counts.push_back(max_threads);
+  std::sort(counts.begin(), counts.end());
+  counts.erase(std::unique(counts.begin(), counts.end()), counts.end());
+  return counts;
+}
+
 ThreadGovernor::ThreadGovernor(ThreadGovernorOptions options)
-    : o_(options), threads_(1), hold_(options.hold) {
+    : o_(options), ladder_(ladder(std::max(options.max_threads, 1), options.physical_cores)), threads_(1), hold_(options.hold) {
   NNLAB_CHECK(o_.max_threads >= 2, "ThreadGovernor: needs at least 2 threads to choose from, got ", o_.max_threads);
   NNLAB_CHECK(o_.probe_steps >= 1 && o_.hold >= 1 && o_.max_hold >= o_.hold,
               "ThreadGovernor: probe_steps and hold must be >= 1 and max_hold >= hold");
@@ -43,11 +53,24 @@ ThreadGovernor::ThreadGovernor(ThreadGovernorOptions options)
 }
 
 void ThreadGovernor::start_probe() {
-  phase_ = Phase::probe_one;
-  threads_ = 1;
+  phase_ = Phase::probe;
+  rung_ = best_ = 0;
+  rung_steps_.clear();
+  threads_ = ladder_[0];
   left_ = o_.probe_steps;
   samples_.clear();
   ++probes_;
+}
+
+// The rung just finished was timed (rung_steps_.back()): climb on while it beat the best.
+void ThreadGovernor::next_rung() {
+  const bool faster = rung_ == 0 || rung_steps_[rung_] < rung_steps_[best_];
+  if (faster) best_ = rung_;
+  if (!faster || rung_ + 1 == ladder_.size()) return decide(false);
+  ++rung_;
+  threads_ = ladder_[rung_];
+  left_ = o_.probe_steps;
+  samples_.clear();
 }
 
 int ThreadGovernor::after_step(double seconds) {
@@ -55,25 +78,18 @@ int ThreadGovernor::after_step(double seconds) {
     case Phase::warmup:
       if (--left_ <= 0) start_probe();
       break;
-    case Phase::probe_one:
-      samples_.push_back(seconds);
-      if (--left_ <= 0) {
-        one_thread_step_ = median(samples_);
-        samples_.clear();
-        phase_ = Phase::probe_max;
-        threads_ = o_.max_threads;
-        left_ = o_.probe_steps;
-      }
-      break;
-    case Phase::probe_max: {
+    case Phase::probe: {
       samples_.push_back(seconds);
       --left_;
-      const double budget = kStopFactor * one_thread_step_ * static_cast<double>(o_.probe_steps);
-      if (sum(samples_) > budget) {
-        decide(1, one_thread_step_, sum(samples_) / static_cast<double>(samples_.size()), true);
-      } else if (left_ <= 0) {
-        const double max_step = median(samples_);
-        decide(max_step < one_thread_step_ ? o_.max_threads : 1, one_thread_step_, max_step, false);
+      const double budget = kStopFactor * (rung_ == 0 ? 0 : rung_steps_[best_]) * static_cast<double>(o_.probe_steps);
+      if (rung_ > 0 && sum(samples_) > budget) {
+        rung_steps_.push_back(sum(samples_) / static_cast<double>(samples_.size()));
+        decide(true);
+        break;
+      }
+      if (left_ <= 0) {
+        rung_steps_.push_back(median(samples_));
+        next_rung();
       }
       break;
     }
@@ -93,7 +109,10 @@ int ThreadGovernor::after_step(double seconds) {
   return threads_;
 }
 
-void ThreadGovernor::decide(int threads, double one_thread_step, double max_thread_step, bool stopped_early) {
+// The probe ends: the best rung's count holds. The decision names every rung tried, e.g.
+// "4 threads: a step took 1.00 ms with 1 thread, 0.55 ms with 2, 0.31 ms with 4, 0.33 ms with 8".
+void ThreadGovernor::decide(bool stopped_early) {
+  const int threads = ladder_[best_];
   if (chosen_ == threads)
     hold_ = std::min(o_.max_hold, 2 * hold_);
   else
@@ -101,13 +120,15 @@ void ThreadGovernor::decide(int threads, double one_thread_step, double max_thre
   if (chosen_ != 0 && chosen_ != threads) ++changes_;
   const int before = chosen_;
   chosen_ = threads;
-  chosen_step_ = threads == 1 ? one_thread_step : max_thread_step;
-  const std::string max_text = std::to_string(o_.max_threads) + " threads";
-  decision_ = (threads == 1 ? "1 thread" : max_text) + ": a step took " + milliseconds(one_thread_step) +
-              " with 1 thread and " + milliseconds(max_thread_step) + " with " + max_text +
-              (stopped_early ? " (" + std::to_string(samples_.size()) + " step(s) tried; other programs are using the cores)"
-                             : "") +
-              (before == threads ? "; unchanged" : "");
+  chosen_step_ = rung_steps_[best_];
+  decision_ = std::to_string(threads) + (threads == 1 ? " thread" : " threads") + ": a step took " +
+              milliseconds(rung_steps_[0]) + " with 1 thread";
+  for (size_t k = 1; k < rung_steps_.size(); ++k)
+    decision_ += (k + 1 == rung_steps_.size() ? " and " : ", ") + milliseconds(rung_steps_[k]) + " with " +
+                 std::to_string(ladder_[k]) + (k + 1 == rung_steps_.size() ? " threads" : "");
+  if (stopped_early)
+    decision_ += " (" + std::to_string(samples_.size()) + " step(s) tried; other programs are using the cores)";
+  if (before == threads) decision_ += "; unchanged";
   phase_ = Phase::hold;
   threads_ = threads;
   left_ = hold_;

@@ -89,6 +89,7 @@ Trainer::Trainer(TrainConfig config) : config_(std::move(config)) {
   if (device_.is_cpu() && config_.threads == 0 && host_cpu::threads() >= 2) {
     ThreadGovernorOptions governor;
     governor.max_threads = config_max_threads_ = host_cpu::threads();
+    governor.physical_cores = host_cpu::physical_cores();
     governor_ = std::make_unique<ThreadGovernor>(governor);
     host_cpu::set_threads(governor_->threads());
   }

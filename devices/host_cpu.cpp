@@ -10,6 +10,7 @@
 namespace nnlab::host_cpu {
 
 int cores() { return cpu_cores(); }
+int physical_cores() { return cpu_physical_cores(); }
 int threads() { return cpu_threads(); }
 void set_threads(int n) { set_cpu_threads(n); }
 void set_flush_denormals(bool flush) { set_cpu_denormals(flush ? Denormals::flush : Denormals::keep); }

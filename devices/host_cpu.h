@@ -17,6 +17,7 @@ namespace nnlab::host_cpu {
 
 // ---- threads (devices/cpu/threads.h) -----------------------------------------------------
 int cores();              // cores this process may run on (affinity mask, cgroup quota): cpu_cores
+int physical_cores();     // of those, physical cores (hardware threads of one core count once)
 int threads();            // the one OpenMP pool nnlab and OpenBLAS share: cpu_threads
 void set_threads(int n);  // n <= 0 means all cores: set_cpu_threads
 // Denormal floats are flushed to zero by default, since they cost ~100 cycles per instruction;

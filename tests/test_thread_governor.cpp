@@ -8,7 +8,9 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <string>
+#include <vector>
 
 #include "cli_support.h"
 #include "apps/thread_governor.h"
@@ -93,6 +95,89 @@ TEST_CASE("thread governor: load that comes is noticed within a few steps, load 
   run(g, 1100, [](int64_t) { return false; });
   CHECK(g.threads() == 2);
   CHECK(g.changes() == 2);
+}
+
+TEST_CASE("thread governor: the ladder of counts a probe climbs", "[governor]") {
+  CHECK(ThreadGovernor::ladder(2) == std::vector<int>{1, 2});
+  CHECK(ThreadGovernor::ladder(3) == std::vector<int>{1, 2, 3});
+  CHECK(ThreadGovernor::ladder(12) == std::vector<int>{1, 2, 4, 8, 12});
+  CHECK(ThreadGovernor::ladder(16) == std::vector<int>{1, 2, 4, 8, 16});
+  // 12 hardware threads on 6 cores: one thread a core is a rung of its own.
+  CHECK(ThreadGovernor::ladder(12, 6) == std::vector<int>{1, 2, 4, 6, 8, 12});
+  CHECK(ThreadGovernor::ladder(16, 8) == std::vector<int>{1, 2, 4, 8, 16});
+  CHECK(ThreadGovernor::ladder(2, 2) == std::vector<int>{1, 2});
+}
+
+TEST_CASE("physical cores: hardware threads of one core count once", "[governor]") {
+  const nnlab_test::TempDir dir("nnlab_topology");
+  // CPUs 0-3: package 0, cores 0 and 1, two threads each; CPU 4 has no topology files.
+  const int core_of[4] = {0, 1, 0, 1};
+  for (int cpu = 0; cpu < 4; ++cpu) {
+    const std::string topology = dir / ("cpu" + std::to_string(cpu) + "/topology");
+    std::filesystem::create_directories(topology);
+    std::ofstream(topology + "/physical_package_id") << "0\n";
+    std::ofstream(topology + "/core_id") << core_of[cpu] << "\n";
+  }
+  CHECK(physical_cores_of({0, 1, 2, 3}, dir.path.string()) == 2);
+  CHECK(physical_cores_of({0, 2}, dir.path.string()) == 1);  // taskset to the two threads of core 0
+  CHECK(physical_cores_of({0, 1, 4}, dir.path.string()) == 3);
+  CHECK(physical_cores_of({}, dir.path.string()) == 0);
+  CHECK(cpu_physical_cores() >= 1);
+  CHECK(cpu_physical_cores() <= cpu_cores());
+}
+
+namespace {
+
+// 16 cores, step times in ms by thread count; the steps taken at each count.
+std::map<int, int64_t> climb(ThreadGovernor& g, const std::map<int, double>& ms, int64_t steps) {
+  std::map<int, int64_t> taken;
+  int threads = g.threads();
+  for (int64_t s = 0; s < steps; ++s) {
+    ++taken[threads];
+    threads = g.after_step(1e-3 * ms.at(threads));
+  }
+  return taken;
+}
+
+ThreadGovernorOptions sixteen_cores() {
+  ThreadGovernorOptions o;
+  o.max_threads = 16;
+  return o;
+}
+
+}  // namespace
+
+TEST_CASE("thread governor: on 16 cores it climbs 1, 2, 4, 8, 16 and keeps the fastest", "[governor]") {
+  // A step whose speed-up flattens at 8 threads and falls at 16 (barriers, shared caches).
+  ThreadGovernor g(sixteen_cores());
+  const std::map<int, double> ms{{1, 1.0}, {2, 0.52}, {4, 0.28}, {8, 0.17}, {16, 0.2}};
+  const std::map<int, int64_t> taken = climb(g, ms, 3000);
+  CHECK(g.threads() == 8);
+  CHECK(g.last_decision() ==
+        "8 threads: a step took 1.00 ms with 1 thread, 0.52 ms with 2, 0.28 ms with 4, 0.17 ms with 8 and 0.20 ms with "
+        "16 threads; unchanged");
+  CHECK(taken.at(8) > 2800);
+}
+
+TEST_CASE("thread governor: the climb ends at the first count that is no faster", "[governor]") {
+  ThreadGovernor g(sixteen_cores());
+  const std::map<int, double> ms{{1, 1.0}, {2, 0.6}, {4, 0.7}, {8, 0.2}, {16, 0.1}};
+  const std::map<int, int64_t> taken = climb(g, ms, 500);
+  CHECK(g.threads() == 2);
+  CHECK(taken.count(8) == 0);
+  CHECK(taken.count(16) == 0);
+  CHECK(g.last_decision() == "2 threads: a step took 1.00 ms with 1 thread, 0.60 ms with 2 and 0.70 ms with 4 threads");
+}
+
+TEST_CASE("thread governor: a rung slowed by other programs costs one step", "[governor]") {
+  // Two cores free of sixteen: 4 threads wait a time slice at every barrier.
+  ThreadGovernor g(sixteen_cores());
+  const std::map<int, double> ms{{1, 1.0}, {2, 0.6}, {4, 50}, {8, 80}, {16, 90}};
+  const std::map<int, int64_t> taken = climb(g, ms, 500);
+  CHECK(g.threads() == 2);
+  CHECK(taken.at(4) == 1);
+  CHECK(taken.count(8) == 0);
+  CHECK_THAT(g.last_decision(), Catch::Contains("other programs are using the cores"));
 }
 
 TEST_CASE("thread governor: refuses fewer than 2 threads to choose from", "[governor]") {

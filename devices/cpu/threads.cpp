@@ -9,7 +9,10 @@
 
 #include <algorithm>
 #include <fstream>
+#include <set>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "core/error.h"
 #include "devices/cpu/openblas_core.h"
@@ -80,6 +83,30 @@ int cpu_cores() {
   const int n = sched_getaffinity(0, sizeof(set), &set) == 0 ? CPU_COUNT(&set) : omp_get_num_procs();
   const int quota = cgroup_cpu_limit("/sys/fs/cgroup/cpu.max");
   return quota > 0 ? std::min(n, quota) : n;
+}
+
+int physical_cores_of(const std::vector<int>& cpus, const std::string& sysfs_cpu_dir) {
+  std::set<std::pair<long long, long long>> cores;  // (package, core id)
+  long long unknown = -1;                           // a CPU without topology: a core of its own
+  for (int cpu : cpus) {
+    const std::string topology = sysfs_cpu_dir + "/cpu" + std::to_string(cpu) + "/topology/";
+    long long package = 0, core = 0;
+    std::ifstream p(topology + "physical_package_id"), c(topology + "core_id");
+    if (p >> package && c >> core)
+      cores.emplace(package, core);
+    else
+      cores.emplace(unknown--, 0);
+  }
+  return static_cast<int>(cores.size());
+}
+
+int cpu_physical_cores() {
+  cpu_set_t set;
+  if (sched_getaffinity(0, sizeof(set), &set) != 0) return cpu_cores();
+  std::vector<int> cpus;
+  for (int cpu = 0; cpu < CPU_SETSIZE; ++cpu)
+    if (CPU_ISSET(cpu, &set)) cpus.push_back(cpu);
+  return std::min(cpu_cores(), physical_cores_of(cpus, "/sys/devices/system/cpu"));
 }
 
 int max_cpu_threads() { return std::max(1024, 2 * cpu_cores()); }

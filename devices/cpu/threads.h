@@ -2,10 +2,17 @@
 // share one OpenMP pool of exactly this many threads and never oversubscribe the cores.
 #pragma once
 #include <string>
+#include <vector>
 
 namespace nnlab {
 
 int cpu_cores();              // cores this process may run on (its affinity mask, within its cgroup's CPU quota)
+// Of those, how many are physical cores: CPUs that share a (package, core) in sysfs's topology
+// are hardware threads (SMT, Hyper-Threading) of one core, which share its arithmetic units.
+int cpu_physical_cores();
+// The same for a list of CPU numbers and a sysfs CPU directory (/sys/devices/system/cpu; a test
+// passes a made-up tree). A CPU whose topology cannot be read counts as a core of its own.
+int physical_cores_of(const std::vector<int>& cpus, const std::string& sysfs_cpu_dir);
 // The CPU quota of a cgroup v2 cpu.max file ("QUOTA PERIOD", e.g. "200000 100000" for two
 // CPUs), rounded up to whole CPUs; 0 when there is none ("max"), or the file is missing or unreadable.
 int cgroup_cpu_limit(const std::string& cpu_max_file);
