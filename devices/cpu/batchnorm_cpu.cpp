@@ -1,7 +1,8 @@
 // Batch normalisation on the CPU (Ioffe & Szegedy, 2015), one channel at a time: the
 // statistics of channel j run over the m = n·h·w values x[·, j, ·, ·]. Channels are
 // independent, so the loops run in parallel over channels; each channel's sums run in one
-// fixed order (accumulated in double), so results repeat bit for bit.
+// fixed order (accumulated in double, in kLanes lanes: LaneSums), so results repeat bit for
+// bit whatever the thread count.
 //
 //   mean = Σ x / m      var = Σ (x − mean)² / m      (biased: what normalises)
 //   x̂ = (x − mean) / √(var + eps)       y = γ · x̂ + β
@@ -30,22 +31,61 @@ ChannelLayout layout_of(const Tensor& x) {
   return {x.dim(0), x.dim(1), inner};
 }
 
+// A sum over a channel's values in kLanes double accumulators: value k of each row goes to
+// lane k mod kLanes, and the lanes are added in order at the end. The order is fixed, so the
+// sums repeat bit for bit; and the lanes are kLanes independent chains of additions, which
+// the compiler turns into vector adds. One running double made every value wait for the
+// previous add (about 4 cycles): resnet8's BatchNorm forward took 0.65-0.76 ms for 1 M values
+// on 2 Zen 5 threads, a fifth of the memory's pace.
+constexpr int64_t kLanes = 8;
+
+struct LaneSums {
+  double lane[kLanes] = {};
+  // Adds term(k) for k in [0, count): lane k mod kLanes.
+  template <typename Term>
+  void add_row(int64_t count, Term&& term) {
+    int64_t k = 0;
+    for (; k + kLanes <= count; k += kLanes)
+      for (int64_t l = 0; l < kLanes; ++l) lane[l] += term(k + l);
+    for (int64_t l = 0; k < count; ++k, ++l) lane[l] += term(k);
+  }
+  // Two sums over one pass of a row: this takes term_a(k), `other` takes term_b(k).
+  template <typename TermA, typename TermB>
+  void add_row_with(LaneSums& other, int64_t count, TermA&& term_a, TermB&& term_b) {
+    int64_t k = 0;
+    for (; k + kLanes <= count; k += kLanes)
+      for (int64_t l = 0; l < kLanes; ++l) {
+        lane[l] += term_a(k + l);
+        other.lane[l] += term_b(k + l);
+      }
+    for (int64_t l = 0; k < count; ++k, ++l) {
+      lane[l] += term_a(k);
+      other.lane[l] += term_b(k);
+    }
+  }
+  double total() const {
+    double t = 0;
+    for (double v : lane) t += v;
+    return t;
+  }
+};
+
 // Two passes (mean, then squared deviations) rather than Σx² − m·mean², which cancels
 // catastrophically when |mean| ≫ std.
 template <typename T>
 void channel_moments(const T* x, const ChannelLayout& L, int64_t j, double& mean, double& var) {
-  double sum = 0;
+  LaneSums sum;
   for (int64_t i = 0; i < L.n; ++i) {
     const T* row = x + (i * L.c + j) * L.inner;
-    for (int64_t k = 0; k < L.inner; ++k) sum += row[k];
+    sum.add_row(L.inner, [row](int64_t k) { return static_cast<double>(row[k]); });
   }
-  mean = sum / static_cast<double>(L.count());
-  double sq = 0;
+  mean = sum.total() / static_cast<double>(L.count());
+  LaneSums sq;
   for (int64_t i = 0; i < L.n; ++i) {
     const T* row = x + (i * L.c + j) * L.inner;
-    for (int64_t k = 0; k < L.inner; ++k) sq += (row[k] - mean) * (row[k] - mean);
+    sq.add_row(L.inner, [row, mean](int64_t k) { return (row[k] - mean) * (row[k] - mean); });
   }
-  var = sq / static_cast<double>(L.count());
+  var = sq.total() / static_cast<double>(L.count());
 }
 
 // y[·, j, ·] = (x − mean) · scale + β   with scale = γ / √(var + eps)
@@ -124,14 +164,16 @@ void backward_typed(const Tensor& x, const Tensor& dy, const Tensor& gamma, cons
 #pragma omp parallel for schedule(static) if (x.numel() > cpu::kParallelGrain)
   for (long j = 0; j < static_cast<long>(L.c); ++j) {
     const double mean = save_mean_data[j], invstd = save_invstd_data[j];
-    double sum_dy = 0, sum_dy_xhat = 0;
+    LaneSums dy_sums, dy_xhat_sums;
     for (int64_t i = 0; i < L.n; ++i) {
-      const int64_t row = (i * L.c + j) * L.inner;
-      for (int64_t k = 0; k < L.inner; ++k) {
-        sum_dy += dy_data[row + k];
-        sum_dy_xhat += dy_data[row + k] * (x_data[row + k] - mean) * invstd;
-      }
+      const T* dy_row = dy_data + (i * L.c + j) * L.inner;
+      const T* x_row = x_data + (i * L.c + j) * L.inner;
+      dy_sums.add_row_with(
+          dy_xhat_sums, L.inner, [dy_row](int64_t k) { return static_cast<double>(dy_row[k]); },
+          [=](int64_t k) { return dy_row[k] * (x_row[k] - mean); });
     }
+    // Σ dy · x̂ = invstd · Σ dy · (x − mean): the constant factor leaves the loop.
+    const double sum_dy = dy_sums.total(), sum_dy_xhat = dy_xhat_sums.total() * invstd;
     dbeta_data[j] = static_cast<T>(sum_dy);
     dgamma_data[j] = static_cast<T>(sum_dy_xhat);
     const T scale = static_cast<T>(gamma_data[j] * invstd), mean_dy = static_cast<T>(sum_dy / m);
