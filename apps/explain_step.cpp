@@ -209,6 +209,14 @@ void record_step(Sequential& model, Optimizer& opt, const Tensor& images, const 
       shapes += (shapes.empty() ? "" : ", ") + dims(g);
       products += g.defined() && g.ndim() >= 2;  // dx and dW are products; db is a sum
     }
+    // A sum hands dy on to each operand of its shape (autograd/ops/elementwise.cpp): no work.
+    const bool handed_on = op == "Add" && std::all_of(grads.begin(), grads.end(), [&](const Tensor& g) {
+                             return !g.defined() || g.shape() == out.shape();
+                           });
+    if (handed_on) {
+      close({"bwd", node_layer, op, "dy " + dims(out) + " → " + shapes, 0.0, 0.0});
+      return;
+    }
     close({"bwd", node_layer, op, "dy " + dims(out) + " → " + shapes, op_flops(op, node, out, products, true),
            op_bytes(op, node.inputs(), out, &grads)});
   });

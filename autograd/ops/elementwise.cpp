@@ -33,11 +33,17 @@ class BinaryBackward : public Node {
   std::vector<Tensor> backward(const Tensor& dy) override {
     const Tensor& a = inputs()[0];
     const Tensor& b = inputs()[1];
-    Tensor da, db;
-    if (needs_grad(0)) da = Tensor::empty(a.shape(), a.dtype(), a.device());
-    if (needs_grad(1)) db = Tensor::empty(b.shape(), b.dtype(), b.device());
-    backend_for(dy.device()).binary_backward(op_, a, b, dy, da.defined() ? &da : nullptr,
-                                             db.defined() ? &db : nullptr);
+    // A sum hands dy on unchanged to an operand of dy's shape (a residual connection's two
+    // branches): no kernel, no copy. The engine never writes into a gradient it was handed
+    // (autograd/engine.cpp), so both operands may hold the same dy.
+    const bool pass_a = op_ == BinaryOp::Add && a.shape() == dy.shape();
+    const bool pass_b = op_ == BinaryOp::Add && b.shape() == dy.shape();
+    Tensor da = pass_a && needs_grad(0) ? dy : Tensor(), db = pass_b && needs_grad(1) ? dy : Tensor();
+    const bool compute_a = needs_grad(0) && !pass_a, compute_b = needs_grad(1) && !pass_b;
+    if (compute_a) da = Tensor::empty(a.shape(), a.dtype(), a.device());
+    if (compute_b) db = Tensor::empty(b.shape(), b.dtype(), b.device());
+    if (compute_a || compute_b)
+      backend_for(dy.device()).binary_backward(op_, a, b, dy, compute_a ? &da : nullptr, compute_b ? &db : nullptr);
     return {da, db};
   }
 
