@@ -51,6 +51,30 @@ void binary_forward_typed(BinaryOp op, const Tensor& a, const Tensor& b, const T
   const T* a_data = static_cast<const T*>(a.raw_data());
   const T* b_data = static_cast<const T*>(b.raw_data());
   T* y_data = static_cast<T*>(y.raw_data());
+  if (L.a_full && L.b_full) {
+    // Same shapes: one flat loop over the elements, split over the threads. (The loop over
+    // rows below has a single row here, and ran on one thread: resnet8's residual sum of
+    // 64×16×32×32 took 0.41 ms on 2 cores.) One loop per op, so each vectorises.
+    const long n = L.outer * L.inner;
+    switch (op) {
+      case BinaryOp::Add:
+#pragma omp parallel for schedule(static) if (n > cpu::kParallelGrain)
+        for (long i = 0; i < n; ++i) y_data[i] = a_data[i] + b_data[i];
+        return;
+      case BinaryOp::Sub:
+#pragma omp parallel for schedule(static) if (n > cpu::kParallelGrain)
+        for (long i = 0; i < n; ++i) y_data[i] = a_data[i] - b_data[i];
+        return;
+      case BinaryOp::Mul:
+#pragma omp parallel for schedule(static) if (n > cpu::kParallelGrain)
+        for (long i = 0; i < n; ++i) y_data[i] = a_data[i] * b_data[i];
+        return;
+      case BinaryOp::Div:
+#pragma omp parallel for schedule(static) if (n > cpu::kParallelGrain)
+        for (long i = 0; i < n; ++i) y_data[i] = a_data[i] / b_data[i];
+        return;
+    }
+  }
 #pragma omp parallel for schedule(static) if (L.outer * L.inner > cpu::kParallelGrain)
   for (long o = 0; o < L.outer; ++o) {
     const T* ar = L.a_full ? a_data + o * L.inner : a_data;
