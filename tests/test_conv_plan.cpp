@@ -50,7 +50,8 @@ TEST_CASE("plan_conv gives each zoo layer the path docs/cpu-kernels.md lists", "
   // resnet8: conv1 3→16, stride-1 blocks, stride-2 3×3 and 1×1 shortcuts
   CHECK(paths(layer(3, 16, 3, 32, 1, 1)) == "direct / direct / im2col+small_gemm");
   CHECK(paths(layer(16, 16, 3, 32, 1, 1)) == "winograd / winograd / winograd");
-  CHECK(paths(layer(16, 32, 3, 32, 2, 1)) == "im2col+blas / im2col+blas / im2col+blas");
+  CHECK(paths(layer(16, 32, 3, 32, 2, 1)) == "im2col+small_gemm / im2col+blas / im2col+blas");
+  CHECK(paths(layer(32, 64, 3, 16, 2, 1)) == "im2col+small_gemm / im2col+blas / im2col+blas");
   CHECK(paths(layer(16, 32, 1, 32, 2, 0)) == "im2col+small_gemm / im2col+blas / im2col+small_gemm");
   CHECK(paths(layer(32, 64, 1, 16, 2, 0)) == "im2col+small_gemm / im2col+blas / im2col+small_gemm");
 }
@@ -60,7 +61,9 @@ TEST_CASE("plan_conv obeys --conv-impl and the dtype", "[conv2d][router]") {
   // small_gemm is float32 only: a float64 gradient check runs OpenBLAS.
   CHECK(paths(c1, DType::Float64) == "im2col+blas / im2col+blas / im2col+blas");
   CHECK(paths(c2, DType::Float64) == "winograd / winograd / winograd");
-  CHECK(paths(c2, DType::Float32, ConvImpl::Im2col) == "im2col+blas / im2col+blas / im2col+blas");
+  CHECK(paths(c2, DType::Float32, ConvImpl::Im2col) == "im2col+small_gemm / im2col+blas / im2col+blas");
+  CHECK(paths(layer(64, 64, 3, 8, 1, 1), DType::Float32, ConvImpl::Im2col) ==
+        "im2col+blas / im2col+blas / im2col+blas");  // c·r·s 576: past small_gemm's forward depth
   CHECK(paths(c1, DType::Float32, ConvImpl::Im2col) == "im2col+small_gemm / im2col+blas / im2col+small_gemm");
   CHECK(paths(layer(1, 6, 5, 28, 1, 2), DType::Float32, ConvImpl::Im2col) ==
         "im2col+small_gemm / im2col+blas / im2col+small_gemm");

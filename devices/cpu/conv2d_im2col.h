@@ -12,6 +12,12 @@ namespace nnlab::cpu {
 // go to small_gemm.h's register-blocked loops, which need no packing: OpenBLAS's kernels
 // spend more on packing than on multiplying there (cnn c1 0.87–0.90 → 0.61–0.62 ms a step).
 constexpr int64_t kSmallGemmMaxDepth = 64;
+// The forward's W · columns keeps small_gemm deeper, to c·r·s = 512: each image's columns
+// (c·r·s × p·q) stay in the core's cache, and resnet8's stride-2 3×3 layers (c·r·s 144 and
+// 288) ran 1.19–1.23 → 0.88–0.95 ms and 0.82–0.91 → 0.68–0.71 ms a step (2 Zen 5 threads,
+// alternated explain runs). Their filter gradients (NT) did not gain: 1.72–1.78 against
+// 1.88–1.95 ms for one, 2.30–2.63 against 2.11–2.21 for the other, so they keep OpenBLAS.
+constexpr int64_t kSmallGemmMaxForwardDepth = 512;
 
 // "NN 32×784×9": the row-major product op(A) · op(B), m × n with inner dimension k, that one
 // image of a direction runs, for the kernel log.

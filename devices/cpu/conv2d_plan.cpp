@@ -94,11 +94,11 @@ ConvPlan decide(const Conv2dGeometry& g, ConvDirection direction, DType dtype, C
     if (plan.layout == DirectLayout::ImageLanes) plan.reason += "; 16 images fill the lanes within 1 MB";
   } else {
     // small_gemm has float32 NN and NT loops; backward data's Wᵀ · dy is TN.
-    const bool small = dtype == DType::Float32 && direction != ConvDirection::BackwardData &&
-                       g.c * g.r * g.s <= kSmallGemmMaxDepth;
+    const int64_t depth = direction == ConvDirection::Forward ? kSmallGemmMaxForwardDepth : kSmallGemmMaxDepth;
+    const bool small = dtype == DType::Float32 && direction != ConvDirection::BackwardData && g.c * g.r * g.s <= depth;
     plan.algorithm = small ? ConvAlgorithm::Im2colSmallGemm : ConvAlgorithm::Im2colBlas;
     plan.reason = requested == ConvImpl::Im2col ? "--conv-impl im2col" : "no Winograd or direct shape";
-    plan.reason += small ? "; c·r·s ≤ 64 in float32: small_gemm needs no packing"
+    plan.reason += small ? "; c·r·s ≤ " + std::to_string(depth) + " in float32: small_gemm needs no packing"
                          : "; OpenBLAS: deep fields, the data gradient (TN) or float64";
   }
   if (pool && !plan.pools) plan.reason += "; the max-pool runs as its own kernel";
