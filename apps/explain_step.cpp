@@ -210,8 +210,9 @@ void record_step(Sequential& model, Optimizer& opt, const Tensor& images, const 
       products += g.defined() && g.ndim() >= 2;  // dx and dW are products; db is a sum
     }
     // A sum hands dy on to each operand of its shape (autograd/ops/elementwise.cpp): no work.
+    const Shape& dy_shape = out.shape();  // a structured binding cannot be captured in C++17
     const bool handed_on = op == "Add" && std::all_of(grads.begin(), grads.end(), [&](const Tensor& g) {
-                             return !g.defined() || g.shape() == out.shape();
+                             return !g.defined() || g.shape() == dy_shape;
                            });
     if (handed_on) {
       close({"bwd", node_layer, op, "dy " + dims(out) + " → " + shapes, 0.0, 0.0});
