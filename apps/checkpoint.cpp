@@ -32,12 +32,6 @@ Json config_json(const TrainConfig& c) {
           {"max_steps", c.max_steps}, {"checkpoint_every", c.checkpoint_every}, {"val_split", c.val_split}};
 }
 
-// Dropout layers in seed_dropout's order (registration order, depth first).
-void collect_dropout(const Module& m, std::vector<Dropout*>& out) {
-  if (auto* d = dynamic_cast<Dropout*>(const_cast<Module*>(&m))) out.push_back(d);
-  for (const auto& [name, child] : m.children()) collect_dropout(*child, out);
-}
-
 // A metadata entry parsed as JSON, with a clear error when it is missing or damaged.
 Json meta_json(const std::map<std::string, std::string>& meta, const std::string& path, const std::string& key) {
   const auto it = meta.find(key);
@@ -58,8 +52,7 @@ void save_checkpoint(const std::string& path, const CheckpointInfo& info, const 
   for (auto& b : model.named_buffers()) tensors.push_back(std::move(b));
   for (auto& [key, t] : optimizer.state()) tensors.emplace_back(kOptimizerPrefix + key, t);
 
-  std::vector<Dropout*> dropouts;
-  collect_dropout(model, dropouts);
+  const std::vector<Dropout*> dropouts = dropout_layers(model);
   Json dropout_steps = Json::array();
   for (const Dropout* d : dropouts) dropout_steps.push_back(d->step());
   Json adam_steps = Json::array();
@@ -155,8 +148,7 @@ TrainingState load_training_state(const SafetensorsFile& file, const std::string
     s.best_val_accuracy = t.at("best_val_accuracy").get<double>();
     optimizer.set_steps_taken(t.at("optimizer_steps").get<int64_t>());
     if (auto* adam = dynamic_cast<Adam*>(&optimizer)) adam->set_param_steps(t.at("adam_param_steps"));
-    std::vector<Dropout*> dropouts;
-    collect_dropout(model, dropouts);
+    const std::vector<Dropout*> dropouts = dropout_layers(model);
     const auto steps = t.at("dropout_steps").get<std::vector<uint64_t>>();
     NNLAB_CHECK(steps.size() == dropouts.size(), "it holds ", steps.size(), " Dropout step counters for ",
                 dropouts.size(), " Dropout layers");

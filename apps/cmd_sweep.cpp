@@ -79,7 +79,7 @@ std::vector<T> parse_numbers(const std::string& text, const char* option, T lo, 
 // Images/s of `steps` training steps after `warmup` untimed ones, on one synthetic batch.
 // Width w multiplies every hidden width (scale_widths); width 1 is the model itself. On CUDA
 // the step is train's: forward and backward replayed as one CUDA graph where the model allows
-// one (no Dropout; apps/step_graph.h), captured at the second step, the optimizer after it.
+// one (apps/step_graph.h), captured at the second step, the optimizer after it.
 double measure(const SweepOptions& o, const ModelFile& info, double width, Device device, int64_t batch) {
   const InputSpec in = recipe_input(info, "sweep");
   auto model = make_model(scale_widths(info, width), in, o.seed);
@@ -97,7 +97,7 @@ double measure(const SweepOptions& o, const ModelFile& info, double width, Devic
   images = images.to(device);
   const Tensor label_t = Tensor::from_vector(labels, {batch}).to(device);
   Backend& backend = backend_for(device);
-  const bool graphed = device.is_cuda() && graph_obstacle(device, *model, false, false).empty();
+  const bool graphed = device.is_cuda() && graph_obstacle(device, false, false).empty();
   const auto forward_backward = [&] {
     opt->zero_grad();
     cross_entropy(model->forward(images), label_t).backward();

@@ -327,7 +327,7 @@ DeviceTime time_on_device(Sequential& model, Optimizer& opt, const Tensor& image
   t.repeats = cuda_simulated() ? 3 : 11;
   t.busy_seconds = device_seconds(be, step, t.repeats, true, t.expired);
   t.span_seconds = device_seconds(be, step, t.repeats, false, t.expired);
-  t.graph_obstacle = graph_obstacle(be.device(), model, false, reducer != nullptr);
+  t.graph_obstacle = graph_obstacle(be.device(), false, reducer != nullptr);
   if (!t.graph_obstacle.empty()) return t;
   std::unique_ptr<StepGraph> graph = be.capture([&] {
     opt.zero_grad();

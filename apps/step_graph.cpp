@@ -2,7 +2,6 @@
 
 #include "core/error.h"
 #include "devices/registry.h"
-#include "layers/dropout.h"
 
 namespace nnlab {
 
@@ -13,18 +12,8 @@ CudaGraphs parse_cuda_graphs(const std::string& text) {
   fail("--cuda-graphs must be auto, on or off, not '", text, "'");
 }
 
-bool has_dropout(Module& m) {
-  if (dynamic_cast<Dropout*>(&m)) return true;
-  for (const auto& [name, child] : m.children())
-    if (has_dropout(*child)) return true;
-  return false;
-}
-
-std::string graph_obstacle(const Device& device, Module& model, bool check_numerics, bool distributed) {
+std::string graph_obstacle(const Device& device, bool check_numerics, bool distributed) {
   if (!device.is_cuda()) return "the step runs on " + device.str() + ", and graphs are CUDA's";
-  if (has_dropout(model))
-    return "the model has a Dropout layer, whose mask seed changes every step as a host argument a graph would "
-           "freeze";
   if (check_numerics) return "--check-numerics reads every layer's output back to the host";
   if (distributed) return "the gradients' all-reduce over the ranks runs inside the step";
   return "";

@@ -27,13 +27,10 @@ namespace nnlab {
 enum class CudaGraphs { Auto, On, Off };
 CudaGraphs parse_cuda_graphs(const std::string& text);  // auto | on | off, else an Error naming the option
 
-// Whether `model` holds a Dropout layer anywhere (its masks follow a per-layer step count).
-bool has_dropout(Module& model);
-
-// Why this run's step cannot be a graph ("" when it can): not CUDA, a Dropout layer (its mask
-// seed is a host argument that changes every step), --check-numerics (it reads every layer
-// back), or several ranks (the gradient all-reduce sits inside the step).
-std::string graph_obstacle(const Device& device, Module& model, bool check_numerics, bool distributed);
+// Why this run's step cannot be a graph ("" when it can): not CUDA, --check-numerics (it reads
+// every layer back), or several ranks (the gradient all-reduce sits inside the step). Dropout
+// is no obstacle: its step count lives on the device (layers/dropout.h).
+std::string graph_obstacle(const Device& device, bool check_numerics, bool distributed);
 
 // --data-on-device: whether the training set lives on the GPU for the run (DataLoaderOptions::
 // resident: uploaded once, batches gathered there), or, where the user asked for it and it

@@ -141,7 +141,7 @@ Trainer::Trainer(TrainConfig config) : config_(std::move(config)) {
                                                parse_allreduce_mode(config_.check_numerics ? "step" : config_.allreduce),
                                                decide_allreduce_backend(world, device_, allreduce_backend));
   if (graphs_mode_ != CudaGraphs::Off) {
-    const std::string obstacle = graph_obstacle(device_, *model_, config_.check_numerics, world.distributed());
+    const std::string obstacle = graph_obstacle(device_, config_.check_numerics, world.distributed());
     NNLAB_CHECK(obstacle.empty() || graphs_mode_ != CudaGraphs::On, "--cuda-graphs on: cannot record the step as a "
                 "CUDA graph: ", obstacle, " (use --cuda-graphs auto or off)");
     if (obstacle.empty())

@@ -8,8 +8,8 @@
 // of each block size, and with --data-on-device the training set's upload. It runs forward and backward once on a batch of zeros of the run's
 // shape, drops the gradients and puts BatchNorm's running statistics back: no weight, no
 // statistic and no random draw of the run changes, so a run's losses are the same with it as
-// without (tests/gpu/test_gpu_graphs.cpp compares them). Models with Dropout keep no warm-up:
-// each Dropout layer counts its own steps for its masks, and a warm-up would shift them.
+// without (tests/gpu/test_gpu_graphs.cpp compares them). Each Dropout layer's step count (its
+// masks follow it) is put back as well.
 #include <spdlog/spdlog.h>
 
 #include <chrono>
@@ -17,11 +17,12 @@
 #include "apps/trainer.h"
 #include "autograd/ops.h"
 #include "devices/registry.h"
+#include "layers/dropout.h"
 
 namespace nnlab {
 
 double Trainer::warm_up() {
-  if (!config_.warm_up || !device_.is_cuda() || parallel_ || numerics_ || has_dropout(*model_) || train_.size() == 0) return 0;
+  if (!config_.warm_up || !device_.is_cuda() || parallel_ || numerics_ || train_.size() == 0) return 0;
   const auto t0 = std::chrono::steady_clock::now();
   Backend& backend = backend_for(device_);
   const int64_t batch = std::min<int64_t>(config_.batch, train_.size());
@@ -31,10 +32,14 @@ double Trainer::warm_up() {
   std::vector<std::pair<std::string, Tensor>> buffers = model_->named_buffers();
   std::vector<Tensor> saved;
   for (const auto& [name, buffer] : buffers) saved.push_back(buffer.clone());
+  const std::vector<Dropout*> dropouts = dropout_layers(*model_);
+  std::vector<uint64_t> dropout_steps;
+  for (const Dropout* d : dropouts) dropout_steps.push_back(d->step());
   optimizer_->zero_grad();
   cross_entropy(model_->forward(images), labels).backward();
   optimizer_->zero_grad();
   for (size_t i = 0; i < buffers.size(); ++i) backend.copy(saved[i], buffers[i].second);
+  for (size_t i = 0; i < dropouts.size(); ++i) dropouts[i]->set_step(dropout_steps[i]);
   loader_->upload_now();  // --data-on-device: the set's upload is one-off work too
   backend.synchronize();
   // The first full batch may be captured at once: its algorithms are chosen.

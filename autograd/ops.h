@@ -114,7 +114,10 @@ Tensor batch_norm2d(const Tensor& x, const Tensor& gamma, const Tensor& beta, Te
 // ---- dropout.cpp ------------------------------------------------------------------------
 // Zeroes element i unless philox_u32(seed, Dropout, stream, i) ≥ ⌊p·2³²⌋, scales survivors
 // by 1/(1 − p). The identity (x itself) when not training or p = 0. p in [0, 1).
-Tensor dropout(const Tensor& x, double p, uint64_t seed, uint32_t stream, bool training);
+// With step_count (int32 scalar on x's device), the stream is dropout_stream(stream, count)
+// (core/philox.h), the count read on the device as the mask is drawn; it is not advanced here.
+Tensor dropout(const Tensor& x, double p, uint64_t seed, uint32_t stream, bool training,
+               const Tensor* step_count = nullptr);
 
 // ---- numerics.cpp: finiteness checks (not differentiable) -------------------------------
 // The non-finite flag (core/nonfinite.h): int32 {step, source} on `device`, {0, 0}.

@@ -22,6 +22,13 @@ namespace nnlab {
 // What a stream of draws is for; part of the counter so streams never overlap.
 enum class RandomPurpose : uint32_t { Init = 1, Shuffle = 2, Dropout = 3, Augment = 4, Split = 5 };
 
+// A Dropout mask's stream: the layer in the high 8 bits, its step count mod 2²⁴ in the low 24
+// (layers/dropout.h). The count is read where the mask is drawn, on the CPU or the GPU.
+constexpr uint32_t kDropoutStepBits = 24;
+NNLAB_HOST_DEVICE uint32_t dropout_stream(uint32_t layer_stream, int32_t step_count) {
+  return layer_stream | (static_cast<uint32_t>(step_count) & ((1u << kDropoutStepBits) - 1));
+}
+
 struct PhiloxBlock {
   uint32_t v[4];
 };

@@ -27,6 +27,7 @@ void Backend::missing(const char* kernel) const {
 }
 
 void Backend::copy_from_host(Tensor&, const void*) { missing("copy_from_host"); }
+void Backend::increment_counter(Tensor&) { missing("increment_counter"); }
 void Backend::gather_crop_flip(const Tensor&, const Tensor&, const Tensor&, const Tensor&, Tensor&) {
   missing("gather_crop_flip");
 }
@@ -79,6 +80,13 @@ void Backend::check_finite_all(const std::vector<Tensor>& xs, Tensor& flag, cons
   NNLAB_CHECK(xs.size() == marks.size(), "check_finite_all: ", xs.size(), " tensors but ", marks.size(), " marks");
   for (size_t i = 0; i < xs.size(); ++i) check_finite(xs[i], flag, marks[i]);
 }
+void Backend::check_dropout_step_count(const Tensor& x, const Tensor* step_count) {
+  if (!step_count) return;
+  NNLAB_CHECK(step_count->dtype() == DType::Int32 && step_count->numel() == 1 && step_count->device() == x.device(),
+              "dropout_forward: the step count must be one int32 on ", x.device().str(), ", not ",
+              step_count->describe());
+}
+
 void Backend::check_slot_gradients(const std::vector<SgdSlot>& slots, Tensor* skip_flag) {
   std::vector<Tensor> checked;
   std::vector<NonFiniteMark> marks;
@@ -164,8 +172,7 @@ void Backend::batchnorm_backward(const Tensor&, const Tensor&, const Tensor&, co
                                  Tensor&, Tensor&) {
   missing("batchnorm_backward");
 }
-void Backend::batchnorm_count(Tensor&) { missing("batchnorm_count"); }
-void Backend::dropout_forward(const Tensor&, double, uint64_t, uint32_t, Tensor&, Tensor&) {
+void Backend::dropout_forward(const Tensor&, double, uint64_t, uint32_t, const Tensor*, Tensor&, Tensor&) {
   missing("dropout_forward");
 }
 void Backend::dropout_backward(const Tensor&, const Tensor&, double, Tensor&) { missing("dropout_backward"); }

@@ -174,6 +174,10 @@ class Backend : public DeviceMemory {
   //   or fill[ch] where that falls outside the image (the padding, normalised as the pixels were)
   virtual void gather_crop_flip(const Tensor& rows, const Tensor& index, const Tensor& shifts, const Tensor& fill,
                                 Tensor& out);
+  // counter: int32 scalar   counter += 1, on the device: no read-back, and a CUDA graph's
+  // replay counts every step, where a value filled in from the host would be frozen
+  // (BatchNorm's num_batches_tracked, Dropout's count of the masks drawn).
+  virtual void increment_counter(Tensor& counter);
 
   // ---- gemm ----------------------------------------------------------------------------
   // C(m×n) = alpha · op(A) · op(B) + beta · C, row-major; op(A) is m×k, op(B) is k×n.
@@ -314,16 +318,15 @@ class Backend : public DeviceMemory {
                                       const Tensor& running_mean, const Tensor& running_var, double eps, Tensor& y);
   virtual void batchnorm_backward(const Tensor& x, const Tensor& dy, const Tensor& gamma, const Tensor& save_mean,
                                   const Tensor& save_invstd, Tensor& dx, Tensor& dgamma, Tensor& dbeta);
-  // num_batches_tracked: int32 scalar   num_batches_tracked += 1 (on the device: no read-back,
-  // and a CUDA graph's replay counts every step, where a filled value would be frozen)
-  virtual void batchnorm_count(Tensor& num_batches_tracked);
 
   // ---- dropout (dropout_cpu.cpp / dropout_cuda.cu) -------------------------------------
   // Element i is kept iff philox_u32(seed, Dropout, stream, i) ≥ threshold, with threshold
-  // = ⌊p·2³²⌋ compared as integers, so masks are bit-equal on every device.
+  // = ⌊p·2³²⌋ compared as integers, so masks are bit-equal on every device. With a step
+  // count (int32 scalar on x's device, read there: a CUDA graph's replay reads the count of
+  // its own step), the stream is stream + (step_count mod 2²⁴) (layers/dropout.h).
   // x, y: any shape   mask: uint8, same numel   y = x · mask / (1 − p)
-  virtual void dropout_forward(const Tensor& x, double p, uint64_t seed, uint32_t stream, Tensor& y,
-                               Tensor& mask);
+  virtual void dropout_forward(const Tensor& x, double p, uint64_t seed, uint32_t stream, const Tensor* step_count,
+                               Tensor& y, Tensor& mask);
   virtual void dropout_backward(const Tensor& dy, const Tensor& mask, double p, Tensor& dx);
 
  protected:
@@ -331,6 +334,8 @@ class Backend : public DeviceMemory {
   // sgd_step_all's first part, on every device alike: the gradients of the slots with
   // check_grad in one check_finite_all, raising skip_flag (required then) with their marks.
   void check_slot_gradients(const std::vector<SgdSlot>& slots, Tensor* skip_flag);
+  // dropout_forward's step count, when given: one int32 on x's device.
+  static void check_dropout_step_count(const Tensor& x, const Tensor* step_count);
 
  private:
   Device device_;

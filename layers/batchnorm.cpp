@@ -21,7 +21,7 @@ BatchNorm2d::BatchNorm2d(BatchNorm2dOptions o) : options_(o) {
 Tensor BatchNorm2d::forward(const Tensor& x) {
   const bool training = is_training();
   // Counted on the device: no read-back, and a CUDA graph's replays each add their one.
-  if (training) backend_for(num_batches_tracked_.device()).batchnorm_count(num_batches_tracked_);
+  if (training) backend_for(num_batches_tracked_.device()).increment_counter(num_batches_tracked_);
   return batch_norm2d(x, weight_, bias_, running_mean_, running_var_, training, options_.momentum, options_.eps);
 }
 

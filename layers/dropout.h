@@ -9,7 +9,14 @@
 // CPU and on CUDA, in every run. Position (set by seed_dropout) rather than a global
 // construction counter, so two copies of one model in one process (`compare`) get the same
 // keys. Masks would repeat after 2²⁴ ≈ 16.8 million steps of one layer.
+//
+// The step count lives on the device the layer runs on (an int32 scalar): the kernel reads it
+// as it draws the mask and a second kernel adds one, with no host value in either launch, so a
+// CUDA graph that recorded one training step draws a new mask at every replay, the one eager
+// mode would draw at that step.
 #pragma once
+#include <vector>
+
 #include "layers/module.h"
 
 namespace nnlab {
@@ -28,19 +35,24 @@ class Dropout : public Module {
   double p() const { return p_; }
   uint64_t seed() const { return seed_; }
   uint32_t layer_id() const { return layer_id_; }
-  // Training forwards so far; a resumed run restores it to continue the same masks.
-  uint64_t step() const { return step_; }
-  void set_step(uint64_t step) { step_ = step; }
+  // Training forwards so far (read back from the device); a resumed run restores it to
+  // continue the same masks.
+  uint64_t step() const;
+  void set_step(uint64_t step);
 
  private:
   double p_;
   uint64_t seed_ = 0;
   uint32_t layer_id_ = 0;
-  uint64_t step_ = 0;
+  uint64_t step_ = 0;   // the count until the first training forward puts it on the device
+  Tensor step_count_;   // int32 scalar on the device of the last training forward
 };
 
 // Seeds every Dropout layer of `model` with `seed`, giving them layer ids 0, 1, 2, ... in
 // registration order (depth first). make_model calls it with the run's seed.
 void seed_dropout(Module& model, uint64_t seed);
+
+// The Dropout layers of `model` in seed_dropout's order (their layer ids).
+std::vector<Dropout*> dropout_layers(const Module& model);
 
 }  // namespace nnlab

@@ -125,3 +125,25 @@ TEST_CASE("Dropout layer keys streams by layer position and step", "[dropout][la
   CHECK(d1->step() == 1);
   CHECK(d1->describe() == "Dropout(p=0.5, inplace=False)");
 }
+
+// The step count is a tensor the kernel reads (so a CUDA graph can replay it): setting it,
+// before or after it exists, continues the masks of that step, and the stream keeps only its
+// low 24 bits, as the host formula does.
+TEST_CASE("Dropout's step count read where the mask is drawn", "[dropout][layers]") {
+  Dropout d(0.5);
+  d.set_seed(7, 3);
+  const Tensor x = Tensor::full({64}, 1.0);
+  d.set_step(41);  // before the first forward: the count starts there
+  CHECK(d.forward(x).to_vector<float>() == dropout(x, 0.5, 7, Dropout::stream_for(3, 41), true).to_vector<float>());
+  CHECK(d.step() == 42);
+  d.set_step(5);  // the count now exists: it is written in place
+  CHECK(d.forward(x).to_vector<float>() == dropout(x, 0.5, 7, Dropout::stream_for(3, 5), true).to_vector<float>());
+  const uint64_t wrap = (1u << 24) + 2;
+  d.set_step(wrap);
+  CHECK(d.forward(x).to_vector<float>() == dropout(x, 0.5, 7, Dropout::stream_for(3, wrap), true).to_vector<float>());
+  CHECK(Dropout::stream_for(3, wrap) == Dropout::stream_for(3, 2));
+  CHECK(d.step() == wrap + 1);
+  CHECK_THROWS_WITH(d.set_step(uint64_t(1) << 31), Catch::Contains("step count"));
+  const Tensor wrong = Tensor::zeros({2}, DType::Int32);
+  CHECK_THROWS_WITH(dropout(x, 0.5, 7, 0, true, &wrong), Catch::Contains("step count must be one int32"));
+}

@@ -32,13 +32,13 @@ class DropoutBackward : public Node {
 
 }  // namespace
 
-Tensor dropout(const Tensor& x, double p, uint64_t seed, uint32_t stream, bool training) {
+Tensor dropout(const Tensor& x, double p, uint64_t seed, uint32_t stream, bool training, const Tensor* step_count) {
   check_float("dropout", x);
   NNLAB_CHECK(p >= 0 && p < 1, "dropout: the drop probability must be in [0, 1), got ", p);
   if (!training || p == 0) return x;
   Tensor y = Tensor::empty(x.shape(), x.dtype(), x.device());
   Tensor mask = Tensor::empty(x.shape(), DType::UInt8, x.device());
-  backend_for(x.device()).dropout_forward(x, p, seed, stream, y, mask);
+  backend_for(x.device()).dropout_forward(x, p, seed, stream, step_count, y, mask);
   if (needs_graph({&x})) attach(y, std::make_shared<DropoutBackward>(x, mask, p));
   return y;
 }

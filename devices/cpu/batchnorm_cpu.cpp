@@ -220,10 +220,4 @@ void CpuBackend::batchnorm_backward(const Tensor& x, const Tensor& dy, const Ten
   });
 }
 
-void CpuBackend::batchnorm_count(Tensor& num_batches_tracked) {
-  NNLAB_CHECK(num_batches_tracked.dtype() == DType::Int32 && num_batches_tracked.numel() == 1,
-              "batchnorm_count: the counter must be one int32, not ", num_batches_tracked.describe());
-  *num_batches_tracked.data<int32_t>() += 1;
-}
-
 }  // namespace nnlab

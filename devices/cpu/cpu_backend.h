@@ -20,6 +20,7 @@ class CpuBackend final : public Backend {
   void fill(Tensor& t, double value) override;
   void cast(const Tensor& src, Tensor& dst) override;
   void gather_rows(const Tensor& rows, const Tensor& index, Tensor& out) override;
+  void increment_counter(Tensor& counter) override;
   void gather_crop_flip(const Tensor& rows, const Tensor& index, const Tensor& shifts, const Tensor& fill,
                         Tensor& out) override;
 
@@ -82,10 +83,10 @@ class CpuBackend final : public Backend {
                               const Tensor& running_var, double eps, Tensor& y) override;
   void batchnorm_backward(const Tensor& x, const Tensor& dy, const Tensor& gamma, const Tensor& save_mean,
                           const Tensor& save_invstd, Tensor& dx, Tensor& dgamma, Tensor& dbeta) override;
-  void batchnorm_count(Tensor& num_batches_tracked) override;
 
   // dropout_cpu.cpp
-  void dropout_forward(const Tensor& x, double p, uint64_t seed, uint32_t stream, Tensor& y, Tensor& mask) override;
+  void dropout_forward(const Tensor& x, double p, uint64_t seed, uint32_t stream, const Tensor* step_count, Tensor& y,
+                       Tensor& mask) override;
   void dropout_backward(const Tensor& dy, const Tensor& mask, double p, Tensor& dx) override;
  protected:
   // conv2d_cpu.cpp

@@ -59,9 +59,11 @@ void dropout_backward_typed(const Tensor& dy, const Tensor& mask, double p, cons
 
 }  // namespace
 
-void CpuBackend::dropout_forward(const Tensor& x, double p, uint64_t seed, uint32_t stream, Tensor& y,
-                                 Tensor& mask) {
+void CpuBackend::dropout_forward(const Tensor& x, double p, uint64_t seed, uint32_t stream, const Tensor* step_count,
+                                 Tensor& y, Tensor& mask) {
   NNLAB_LOG_KERNEL("dropout_forward", x);  // nnlab explain: record the call
+  check_dropout_step_count(x, step_count);
+  if (step_count) stream = dropout_stream(stream, *step_count->data<int32_t>());
   cpu::dispatch_float("dropout_forward", x, [&](auto t) {
     dropout_forward_typed<decltype(t)>(x, p, seed, stream, y, mask);
   });

@@ -20,6 +20,13 @@ void CpuBackend::copy(const Tensor& src, Tensor& dst) { host_memory().copy(src, 
 void CpuBackend::fill(Tensor& t, double value) { host_memory().fill(t, value); }
 void CpuBackend::cast(const Tensor& src, Tensor& dst) { host_memory().cast(src, dst); }
 
+// counter: int32 scalar   counter += 1
+void CpuBackend::increment_counter(Tensor& counter) {
+  NNLAB_CHECK(counter.dtype() == DType::Int32 && counter.numel() == 1, "increment_counter: the counter must be one "
+              "int32, not ", counter.describe());
+  *counter.data<int32_t>() += 1;
+}
+
 // rows: (n, d...)  index: int32 (b)  out: (b, d...)
 void CpuBackend::gather_rows(const Tensor& rows, const Tensor& index, Tensor& out) {
   const int64_t n = rows.dim(0), b = index.numel();

@@ -22,9 +22,6 @@ __device__ __forceinline__ int64_t channel_at(int64_t t, int64_t j, int64_t c, i
 
 // ---- kernels ----------------------------------------------------------------------------
 
-// counter: int32 scalar; one thread: counter += 1.
-__global__ void batchnorm_count_kernel(int32_t* counter) { *counter += 1; }
-
 // x, y: (n, c, inner)  γ, β, running_*, save_*: (c); block j handles channel j.
 __global__ void batchnorm_forward_train_kernel(const float* x, const float* gamma, const float* beta, float* rm,
                                                float* rv, double momentum, double eps, float* y, float* save_mean,
@@ -145,13 +142,6 @@ void CudaBackend::batchnorm_backward(const Tensor& x, const Tensor& dy, const Te
                ctx_->stream, cuda::ptr<float>(x), cuda::ptr<float>(dy), cuda::ptr<float>(gamma),
                cuda::ptr<float>(save_mean), cuda::ptr<float>(save_invstd), cuda::ptr<float>(dx),
                cuda::ptr<float>(dgamma), cuda::ptr<float>(dbeta), L.n, L.c, L.inner);
-}
-
-void CudaBackend::batchnorm_count(Tensor& num_batches_tracked) {
-  NNLAB_CHECK(num_batches_tracked.dtype() == DType::Int32 && num_batches_tracked.numel() == 1,
-              "batchnorm_count: the counter must be one int32, not ", num_batches_tracked.describe());
-  cuda::launch("batchnorm_count_kernel", batchnorm_count_kernel, 1, 1, ctx_->stream,
-               cuda::ptr<int32_t>(num_batches_tracked));
 }
 
 }  // namespace nnlab

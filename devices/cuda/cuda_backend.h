@@ -66,6 +66,7 @@ class CudaBackend final : public Backend {
   void fill(Tensor& t, double value) override;
   void cast(const Tensor& src, Tensor& dst) override;
   void gather_rows(const Tensor& rows, const Tensor& index, Tensor& out) override;
+  void increment_counter(Tensor& counter) override;
   void gather_crop_flip(const Tensor& rows, const Tensor& index, const Tensor& shifts, const Tensor& fill,
                         Tensor& out) override;
 
@@ -123,10 +124,9 @@ class CudaBackend final : public Backend {
                               Tensor& y) override;
   void batchnorm_backward(const Tensor& x, const Tensor& dy, const Tensor& gamma, const Tensor& save_mean,
                           const Tensor& save_invstd, Tensor& dx, Tensor& dgamma, Tensor& dbeta) override;
-  void batchnorm_count(Tensor& num_batches_tracked) override;
 
   // dropout_cuda.cu
-  void dropout_forward(const Tensor& x, double p, uint64_t seed, uint32_t stream, Tensor& y,
+  void dropout_forward(const Tensor& x, double p, uint64_t seed, uint32_t stream, const Tensor* step_count, Tensor& y,
                        Tensor& mask) override;
   void dropout_backward(const Tensor& dy, const Tensor& mask, double p, Tensor& dx) override;
 

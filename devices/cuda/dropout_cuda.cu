@@ -20,9 +20,12 @@ uint64_t keep_threshold(double p) { return static_cast<uint64_t>(std::floor(p * 
 
 // x, y: (n)  mask: uint8 (n); one thread per Philox block b (elements 4b … 4b+3)
 // mask[i] = [philox_u32(seed, Dropout, stream, i) ≥ threshold];  y[i] = x[i] · mask[i] / (1 − p)
+// With step_count (int32 scalar in device memory): stream = dropout_stream(stream, *step_count),
+// read as the kernel runs, so a CUDA graph's replay draws the mask of its own step.
 __global__ void dropout_forward_kernel(const float* x, float* y, uint8_t* mask, int64_t n, uint64_t threshold,
-                                       float scale, uint64_t seed, uint32_t stream) {
+                                       float scale, uint64_t seed, uint32_t layer_stream, const int32_t* step_count) {
   const uint32_t purpose = static_cast<uint32_t>(RandomPurpose::Dropout);
+  const uint32_t stream = step_count ? dropout_stream(layer_stream, *step_count) : layer_stream;
   NNLAB_GRID_STRIDE(b, (n + 3) / 4) {
     const uint64_t ub = static_cast<uint64_t>(b);
     const PhiloxBlock draws = philox4x32_10(
@@ -46,16 +49,18 @@ __global__ void dropout_backward_kernel(const float* dy, const uint8_t* mask, fl
 
 // ---- launchers --------------------------------------------------------------------------
 
-void CudaBackend::dropout_forward(const Tensor& x, double p, uint64_t seed, uint32_t stream, Tensor& y,
-                                  Tensor& mask) {
+void CudaBackend::dropout_forward(const Tensor& x, double p, uint64_t seed, uint32_t stream, const Tensor* step_count,
+                                  Tensor& y, Tensor& mask) {
   NNLAB_LOG_KERNEL("dropout_forward", x);  // nnlab explain: record the call
   cuda::require_f32("dropout_forward", x);
   check_dtype("dropout_forward", mask, DType::UInt8);
+  check_dropout_step_count(x, step_count);
   const int64_t n = x.numel();
   if (!n) return;
   cuda::launch("dropout_forward_kernel", dropout_forward_kernel, cuda::grid_for((n + 3) / 4), cuda::kThreads,
                ctx_->stream, cuda::ptr<float>(x), cuda::ptr<float>(y), cuda::ptr<uint8_t>(mask), n, keep_threshold(p),
-               static_cast<float>(1.0 / (1.0 - p)), seed, stream);
+               static_cast<float>(1.0 / (1.0 - p)), seed, stream,
+               step_count ? cuda::ptr<int32_t>(*step_count) : nullptr);
 }
 
 void CudaBackend::dropout_backward(const Tensor& dy, const Tensor& mask, double p, Tensor& dx) {

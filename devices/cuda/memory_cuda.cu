@@ -22,6 +22,9 @@ __global__ void fill_kernel(T* p, T v, int64_t n) {
   NNLAB_GRID_STRIDE(i, n) p[i] = v;
 }
 
+// counter: int32 scalar; one thread: counter += 1
+__global__ void increment_counter_kernel(int32_t* counter) { *counter += 1; }
+
 // src, dst: (n)   dst[i] = (To) src[i]
 template <typename From, typename To>
 __global__ void cast_kernel(const From* src, To* dst, int64_t n) {
@@ -204,6 +207,12 @@ void CudaBackend::cast(const Tensor& src, Tensor& dst) {
     case DType::Int32: launch_cast_from<int32_t>(*ctx_, src, dst); return;
     case DType::UInt8: launch_cast_from<uint8_t>(*ctx_, src, dst); return;
   }
+}
+
+void CudaBackend::increment_counter(Tensor& counter) {
+  NNLAB_CHECK(counter.dtype() == DType::Int32 && counter.numel() == 1, "increment_counter: the counter must be one "
+              "int32, not ", counter.describe());
+  cuda::launch("increment_counter_kernel", increment_counter_kernel, 1, 1, ctx_->stream, cuda::ptr<int32_t>(counter));
 }
 
 // rows: (n, d...)  index: int32 (b)  out: (b, d...)   Rows are moved as 4-byte words when

@@ -222,8 +222,8 @@ TEST_CASE("gpu: dropout masks are bit-equal to the CPU's", "[gpu][dropout]") {
       Tensor y = Tensor::empty({n}), mask = Tensor::empty({n}, DType::UInt8), dx = Tensor::empty({n});
       Tensor gy = gpu_empty({n}), gmask = gpu_empty({n}, DType::UInt8), gdx = gpu_empty({n});
       const uint64_t seed = next_seed();
-      cpu().dropout_forward(x, p, seed, 17, y, mask);
-      gpu().dropout_forward(on_gpu(x), p, seed, 17, gy, gmask);
+      cpu().dropout_forward(x, p, seed, 17, nullptr, y, mask);
+      gpu().dropout_forward(on_gpu(x), p, seed, 17, nullptr, gy, gmask);
       const std::string what = "dropout n=" + std::to_string(n) + " p=" + std::to_string(p);
       require_equal<uint8_t>(gmask, mask, what + " mask");
       require_allclose(gy, y, 1e-7, 0, what + " forward");
