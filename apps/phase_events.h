@@ -11,10 +11,13 @@
 //
 // Every step marks the boundaries in this order: after the data (the batch's copy or gather),
 // after the forward pass, after the backward pass, after the all-reduce, after the optimizer.
-// With --cuda-graphs the replay holds forward and backward together: its time is the
-// forward's, and the backward's is what runs outside it (nothing, on a graphed step).
+// With --cuda-graphs the replay holds the whole step: its time is the forward's, and the
+// backward's is what runs outside it (nothing, on a graphed step). A phase the step queued no
+// work for (the backward of a graphed step, the all-reduce of one process) is marked without
+// an event: it adds nothing to the device's queue and counts zero seconds.
 #pragma once
 #include <memory>
+#include <vector>
 
 #include "devices/backend.h"
 
@@ -34,8 +37,9 @@ class PhaseEvents {
   static std::unique_ptr<PhaseEvents> on(Device device);
 
   explicit PhaseEvents(std::unique_ptr<DeviceTimeline> timeline);
-  // Marks the end of `phase`; the phases of each step come in StepPhase's order.
-  void end_of(StepPhase phase);
+  // Marks the end of `phase`; the phases of each step come in StepPhase's order. `empty`: no
+  // work was queued in it (no event is recorded; the phase takes no time).
+  void end_of(StepPhase phase, bool empty = false);
   // Waits for the device, adds the seconds of every phase marked since the last collect to
   // `into`, and starts again from now.
   void collect(PhaseSeconds& into);
@@ -43,6 +47,7 @@ class PhaseEvents {
  private:
   std::unique_ptr<DeviceTimeline> timeline_;
   int next_ = 0;  // the phase the next mark ends (StepPhase as an int), to check the order
+  std::vector<StepPhase> marked_;  // the phase each event since the last collect ends
 };
 
 }  // namespace nnlab

@@ -43,7 +43,7 @@ bool GraphedStep::fits(const Batch& batch) const {
   return batch.images.shape() == images_.shape() && batch.labels.shape() == labels_.shape();
 }
 
-Tensor GraphedStep::run(const Batch& batch) {
+Tensor GraphedStep::run(const Batch& batch, const std::function<void()>& before_replay) {
   NNLAB_CHECK(fits(batch), "GraphedStep: batch ", batch.images.describe(), " is not the captured shape ",
               images_.describe());
   if (!images_.defined()) {  // the loader's own fixed memory, or buffers of the graph's own
@@ -54,6 +54,7 @@ Tensor GraphedStep::run(const Batch& batch) {
   if (batch.images.raw_data() != images_.raw_data()) backend.copy(batch.images, images_);
   if (batch.labels.raw_data() != labels_.raw_data()) backend.copy(batch.labels, labels_);
   if (!graph_) graph_ = backend.capture([this] { loss_ = body_(images_, labels_).detach(); });
+  if (before_replay) before_replay();
   graph_->replay();
   return loss_;
 }

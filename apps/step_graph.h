@@ -1,15 +1,21 @@
 // What keeps a GPU training step free of host work: the data set held on the device
 // (--data-on-device) and the step's forward and backward as one CUDA graph (--cuda-graphs).
 //
-// --cuda-graphs: the training step's forward and backward recorded once as a CUDA graph
-// (Backend::capture) and replayed for every full batch, one launch instead of one per kernel.
+// --cuda-graphs: the training step recorded once as a CUDA graph (Backend::capture) and
+// replayed for every full batch, one launch instead of one per kernel: zero_grad, forward,
+// loss, backward, the finiteness check of the loss and the gradients, and the optimizer's
+// update. What changes from step to step reaches the graph through device memory, never a
+// kernel argument (a replay repeats the recorded ones): the step's number for the non-finite
+// mark (a counter the graph advances), each Dropout layer's step count, and the optimizer's
+// numbers (learning rate, momentum or β1, Adam's bias corrections), written before each replay
+// by one upload (Optimizer::stage_recorded_step).
 //
-// What stays outside the graph, and why: the batch's copy into the graph's input buffers (the
-// graph reads fixed addresses), the loss's finiteness check and the optimizer step (their
-// arguments change from step to step: the step number in the non-finite mark, the learning
-// rate of a schedule, Adam's bias correction), and the short last batch of an epoch (another
-// shape). The replay gives the bits eager mode gives: the same kernels in the same order on
-// the same data (tests/gpu/test_gpu_graphs.cpp compares them step by step).
+// What stays outside the graph, and why: the batch's gather or copy into the graph's input
+// buffers (its place in the epoch's order is a host offset), the epoch's running loss sum,
+// the short last batch of an epoch (another shape), and with --clip-grad-norm the check and
+// the update (the norm is read by the host). The replay gives the bits eager mode gives: the
+// same kernels in the same order on the same data and numbers (tests/gpu/test_gpu_graphs.cpp
+// compares them step by step).
 #pragma once
 #include <cstdint>
 #include <functional>
@@ -48,8 +54,10 @@ class GraphedStep {
   bool fits(const Batch& batch) const;
   bool captured() const { return graph_ != nullptr; }
   // Copies the batch into the graph's inputs and replays the graph, capturing it first when
-  // it is not captured yet. Returns the step's loss, on the device (the next replay overwrites it).
-  Tensor run(const Batch& batch);
+  // it is not captured yet; before_replay runs on the host between the capture and each
+  // replay (uploads for the step go there). Returns the step's loss, on the device (the next
+  // replay overwrites it).
+  Tensor run(const Batch& batch, const std::function<void()>& before_replay = {});
   size_t nodes() const { return graph_ ? graph_->nodes() : 0; }
   size_t pool_bytes() const { return graph_ ? graph_->pool_bytes() : 0; }
 

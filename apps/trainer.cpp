@@ -144,9 +144,11 @@ Trainer::Trainer(TrainConfig config) : config_(std::move(config)) {
     const std::string obstacle = graph_obstacle(device_, config_.check_numerics, world.distributed());
     NNLAB_CHECK(obstacle.empty() || graphs_mode_ != CudaGraphs::On, "--cuda-graphs on: cannot record the step as a "
                 "CUDA graph: ", obstacle, " (use --cuda-graphs auto or off)");
-    if (obstacle.empty())
+    if (obstacle.empty()) {
       graphed_ = std::make_unique<GraphedStep>(
           device_, [this](const Tensor& images, const Tensor& labels) { return forward_backward_for_graph(images, labels); });
+      update_in_graph_ = config_.clip_grad_norm <= 0;
+    }
     else if (device_.is_cuda())
       spdlog::info("CUDA graphs: off, {}", obstacle);
   }
@@ -189,8 +191,8 @@ EpochResult Trainer::train_epoch(int64_t epoch) {
   std::unique_ptr<PhaseEvents> device_phases = PhaseEvents::on(device_);
   PhaseSeconds host_phases;
   PhaseSeconds& phases = device_phases ? host_phases : r.phases;
-  const auto end_of = [&](StepPhase phase) {
-    if (device_phases) device_phases->end_of(phase);
+  const auto end_of = [&](StepPhase phase, bool empty) {
+    if (device_phases) device_phases->end_of(phase, empty);
   };
   Batch batch;
   int64_t step = skip, images = 0;
@@ -200,7 +202,7 @@ EpochResult Trainer::train_epoch(int64_t epoch) {
     auto t = t_step;
     if (!loader_->next(batch)) break;
     phases.data += seconds_since(t);
-    end_of(StepPhase::Data);
+    end_of(StepPhase::Data, false);
 
     const Tensor loss = train_step(batch, phases, end_of);
     t = Clock::now();
@@ -209,7 +211,7 @@ EpochResult Trainer::train_epoch(int64_t epoch) {
       loss_sum = add(loss_sum, loss);
     }
     phases.optimizer += seconds_since(t);
-    end_of(StepPhase::Optimizer);
+    end_of(StepPhase::Optimizer, false);
     if (governor_) adapt_threads(seconds_since(t_step));
     ++step;
     ++global_step_;
@@ -293,7 +295,8 @@ void Trainer::adapt_threads(double step_seconds) {
 }
 
 // The step numbered global_step_ + 1. Returns its loss (on the device, not read back).
-Tensor Trainer::train_step(const Batch& batch, PhaseSeconds& phases, const std::function<void(StepPhase)>& end_of) {
+Tensor Trainer::train_step(const Batch& batch, PhaseSeconds& phases,
+                           const std::function<void(StepPhase, bool)>& end_of) {
   const int64_t this_step = global_step_ + 1;
   auto t = Clock::now();
   optimizer_->zero_grad();
@@ -302,6 +305,7 @@ Tensor Trainer::train_step(const Batch& batch, PhaseSeconds& phases, const std::
   const int64_t mine = batch.images.dim(0);
   Tensor loss = graphed_ && mine > 0 ? graphed_forward_backward(batch, this_step) : Tensor();
   const bool graphed = loss.defined();
+  if (!graphed) step_number_current_ = false;  // the device's step number did not advance
   if (graphed) {
     phases.forward += seconds_since(t);  // the replay's launch: forward and backward together
   } else if (mine > 0) {
@@ -310,12 +314,12 @@ Tensor Trainer::train_step(const Batch& batch, PhaseSeconds& phases, const std::
     if (numerics_) numerics_->check_loss(loss);
   }
   if (!graphed) phases.forward += seconds_since(t);
-  end_of(StepPhase::Forward);
+  end_of(StepPhase::Forward, false);
 
   t = Clock::now();
   if (parallel_) parallel_->begin_step(batch.whole, mine, loss, g_stop_signal != 0);
   if (mine > 0 && !graphed) loss.backward();
-  end_of(StepPhase::Backward);
+  end_of(StepPhase::Backward, graphed);  // a graphed step's backward ran in the replay
   double reduce_seconds = 0;  // its own phase, not backward's
   if (parallel_) {
     // Every rank now holds the global batch's mean gradient, and its mean loss.
@@ -325,9 +329,10 @@ Tensor Trainer::train_step(const Batch& batch, PhaseSeconds& phases, const std::
   }
   phases.backward += seconds_since(t) - reduce_seconds;
   phases.allreduce += reduce_seconds;
-  end_of(StepPhase::Allreduce);
+  end_of(StepPhase::Allreduce, !parallel_);
 
   t = Clock::now();
+  if (graphed && update_in_graph_) return loss;  // checked and updated inside the graph
   // Before the optimizer (and clipping, which leaves non-finite gradients as they are): a bad
   // gradient raises the flag, so the step below and every later one is skipped. Without
   // clipping, the optimizer checks the gradients itself as it steps (step_checked: SGD on the

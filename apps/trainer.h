@@ -78,12 +78,16 @@ class Trainer {
   void save_epoch_checkpoints(const EpochResult& r);
   // One training step: forward, loss, backward, gradient check, optimizer.
   // end_of marks each phase's end on the device's clock (PhaseEvents), where there is one.
-  Tensor train_step(const Batch& batch, PhaseSeconds& phases, const std::function<void(StepPhase)>& end_of);
+  Tensor train_step(const Batch& batch, PhaseSeconds& phases, const std::function<void(StepPhase, bool)>& end_of);
   // Its forward and backward through the CUDA graph; an empty tensor when the step must run
   // eagerly instead (another shape, the first steps, or, with auto, a capture that failed).
   Tensor graphed_forward_backward(const Batch& batch, int64_t this_step);
-  // The step's forward and backward as the graph records them (no host argument that changes).
+  // The step as the graph records it (no host argument that changes): forward and backward,
+  // and with update_in_graph_ the finiteness check and the optimizer's update.
   Tensor forward_backward_for_graph(const Tensor& images, const Tensor& labels);
+  // Before each replay: the schedule's values and the optimizer's numbers for this step, and
+  // the step's number on the device when an eager step came in between.
+  void stage_graphed_step(int64_t this_step);
   // On CUDA, before the first epoch's clock: forward and backward once on a batch of zeros,
   // so the run's one-off work (libraries' start-up, cuDNN's timed algorithm search) is not
   // counted as training time. Changes no weight and no statistic. Logs and returns its seconds.
@@ -116,6 +120,13 @@ class Trainer {
   CudaGraphs graphs_mode_ = CudaGraphs::Auto;
   int64_t eager_full_steps_ = 0;     // full-batch steps run eagerly (the first chooses cuDNN's algorithms)
   std::vector<Tensor> graph_grads_;  // the gradients the graph writes, in params() order
+  // The check and the optimizer's update are in the graph too (not with --clip-grad-norm,
+  // whose norm the host reads). step_number_: int32 on the device, the replayed step's number
+  // (the graph adds one at its start), for the non-finite mark; in step with global_step_
+  // while step_number_current_.
+  bool update_in_graph_ = false;
+  Tensor step_number_;
+  bool step_number_current_ = false;
   double warm_up_seconds_ = 0;       // warm_up()'s time, reported with the first epoch
   bool keep_step_losses_ = false;
   std::vector<double> step_losses_;

@@ -1,28 +1,58 @@
 // The Trainer's CUDA-graph step (--cuda-graphs, apps/step_graph.h): what the graph records,
-// and the replay with the checks and the gradients around it.
+// what the host does before each replay, and the checks and gradients around it.
 #include <spdlog/spdlog.h>
 
 #include "apps/trainer.h"
 #include "autograd/ops.h"
+#include "devices/registry.h"
 
 namespace nnlab {
 
 Tensor Trainer::forward_backward_for_graph(const Tensor& images, const Tensor& labels) {
   optimizer_->zero_grad();
-  // No non-finite flag here: its mark names the step, which a replay would not update; the
-  // loss is checked after each replay instead (graphed_forward_backward).
+  if (update_in_graph_) backend_for(device_).increment_counter(step_number_);  // this step's number
+  // No non-finite flag on the loss here: the check below covers it (or, when the update stays
+  // outside, the one after each replay).
   Tensor loss = cross_entropy(model_->forward(images), labels);
   loss.backward();
+  if (update_in_graph_) {
+    // The loss, then the gradients, in one check, the order eager mode checks them in; the
+    // marks' step is read from step_number_ as the check runs. Then the update, which skips
+    // itself when the flag is raised.
+    const std::vector<Tensor>& params = optimizer_->params();
+    std::vector<Tensor> checked{loss};
+    std::vector<NonFiniteMark> marks{guard_->loss_mark(1)};
+    const std::vector<NonFiniteMark> grad_marks = guard_->gradient_marks(1);
+    for (size_t i = 0; i < params.size(); ++i) checked.push_back(params[i].grad()), marks.push_back(grad_marks[i]);
+    raise_if_any_not_finite(checked, guard_->flag(), marks, &step_number_);
+    optimizer_->record_step();
+  }
   return loss;
+}
+
+void Trainer::stage_graphed_step(int64_t this_step) {
+  if (!update_in_graph_) return;
+  if (!step_number_current_) backend_for(device_).fill(step_number_, static_cast<double>(this_step - 1));
+  step_number_current_ = true;
+  schedule_->apply(*optimizer_, global_step_);
+  optimizer_->stage_recorded_step();
 }
 
 Tensor Trainer::graphed_forward_backward(const Batch& batch, int64_t this_step) {
   if (!graphed_->fits(batch)) return Tensor();  // the short last batch: eager
-  if (!graphed_->captured() && eager_full_steps_++ < 1) return Tensor();  // cuDNN picks its algorithms eagerly first
+  // cuDNN picks its algorithms eagerly first (unless the warm-up did), and a graph that holds
+  // the update needs the optimizer's state made by one eager step.
+  if (!graphed_->captured() && (eager_full_steps_++ < 1 || (update_in_graph_ && optimizer_->steps_taken() == 0)))
+    return Tensor();
   const bool capture_now = !graphed_->captured();
+  if (capture_now && update_in_graph_) {
+    optimizer_->prepare_recording();
+    step_number_ = Tensor::zeros({}, DType::Int32, device_);
+    step_number_current_ = false;
+  }
   Tensor loss;
   try {
-    loss = graphed_->run(batch);
+    loss = graphed_->run(batch, [&] { stage_graphed_step(this_step); });
   } catch (const Error& e) {
     if (graphs_mode_ == CudaGraphs::On || !capture_now) throw;
     spdlog::warn("CUDA graphs: off, the step could not be captured: {}", e.what());
@@ -36,9 +66,12 @@ Tensor Trainer::graphed_forward_backward(const Batch& batch, int64_t this_step) 
     for (const Tensor& p : params) graph_grads_.push_back(p.grad());
   for (size_t i = 0; i < params.size(); ++i) params[i].set_grad(graph_grads_[i]);
   if (capture_now)
-    spdlog::info("CUDA graphs: on, forward and backward of each {}-image batch replayed as one graph of {} nodes "
-                 "({:.1f} MiB of device memory kept for it)",
+    spdlog::info("CUDA graphs: on, {} of each {}-image batch replayed as one graph of {} nodes ({:.1f} MiB of "
+                 "device memory kept for it)",
+                 update_in_graph_ ? "forward, backward, the finiteness check and the optimizer's update"
+                                  : "forward and backward",
                  batch.images.dim(0), graphed_->nodes(), static_cast<double>(graphed_->pool_bytes()) / (1 << 20));
+  if (update_in_graph_) return loss;
   // The loss, then (unless clipping checks them apart) the gradients, in one check: the order
   // eager mode checks them in, so the first bad one names the fault as it would there.
   std::vector<Tensor> checked{loss};

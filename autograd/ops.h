@@ -129,7 +129,10 @@ void check_nonfinite_flag(const char* op, const Tensor& flag, Device device, Non
 void raise_if_not_finite(const Tensor& x, Tensor& flag, NonFiniteMark mark = {});
 // The same over a list, in one pass where the device can: flag = marks[i] for the first i whose
 // tensor is not all finite (undefined or empty tensors are skipped).
-void raise_if_any_not_finite(const std::vector<Tensor>& xs, Tensor& flag, const std::vector<NonFiniteMark>& marks);
+// step_number (int32 scalar on the device, may be null): read there in place of the marks'
+// step (Backend::check_finite_all), for a check recorded in a CUDA graph.
+void raise_if_any_not_finite(const std::vector<Tensor>& xs, Tensor& flag, const std::vector<NonFiniteMark>& marks,
+                             const Tensor* step_number = nullptr);
 // Reads the flag back (synchronises): {0, 0} while it is not raised, else the first mark.
 NonFiniteMark read_nonfinite_flag(const Tensor& flag);
 // Whether every element of x is finite; reads the answer back (synchronises).

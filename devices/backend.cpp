@@ -1,5 +1,7 @@
 #include "devices/backend.h"
 
+#include <cmath>
+
 namespace nnlab {
 
 const char* unary_op_name(UnaryOp op) {
@@ -76,15 +78,31 @@ void Backend::softmax_xent_backward(const Tensor&, const Tensor&, const Tensor&,
 }
 void Backend::count_correct(const Tensor&, const Tensor&, Tensor&) { missing("count_correct"); }
 void Backend::check_finite(const Tensor&, Tensor&, NonFiniteMark) { missing("check_finite"); }
-void Backend::check_finite_all(const std::vector<Tensor>& xs, Tensor& flag, const std::vector<NonFiniteMark>& marks) {
+void Backend::check_finite_all(const std::vector<Tensor>& xs, Tensor& flag, const std::vector<NonFiniteMark>& marks,
+                               const Tensor* step_number) {
   NNLAB_CHECK(xs.size() == marks.size(), "check_finite_all: ", xs.size(), " tensors but ", marks.size(), " marks");
+  NNLAB_CHECK(!step_number, "check_finite_all: a step number read on the device is not supported on ",
+              device().str());
   for (size_t i = 0; i < xs.size(); ++i) check_finite(xs[i], flag, marks[i]);
 }
+AdamCorrections adam_corrections(const AdamParams& hp, int64_t step) {
+  const double bc1 = 1.0 - std::pow(hp.beta1, static_cast<double>(step));
+  const double bc2 = 1.0 - std::pow(hp.beta2, static_cast<double>(step));
+  return {hp.lr / bc1, std::sqrt(bc2)};
+}
+
 void Backend::check_dropout_step_count(const Tensor& x, const Tensor* step_count) {
   if (!step_count) return;
   NNLAB_CHECK(step_count->dtype() == DType::Int32 && step_count->numel() == 1 && step_count->device() == x.device(),
               "dropout_forward: the step count must be one int32 on ", x.device().str(), ", not ",
               step_count->describe());
+}
+
+void Backend::check_step_number(const Tensor* step_number, const Device& device) {
+  if (!step_number) return;
+  NNLAB_CHECK(step_number->dtype() == DType::Int32 && step_number->numel() == 1 && step_number->device() == device,
+              "check_finite_all: the step number must be one int32 on ", device.str(), ", not ",
+              step_number->describe());
 }
 
 void Backend::check_slot_gradients(const std::vector<SgdSlot>& slots, Tensor* skip_flag) {
@@ -94,9 +112,10 @@ void Backend::check_slot_gradients(const std::vector<SgdSlot>& slots, Tensor* sk
     if (s.check_grad) checked.push_back(*s.grad), marks.push_back(s.grad_mark);
   NNLAB_CHECK(checked.empty() || (skip_flag && skip_flag->defined()),
               "sgd_step_all: checking gradients needs a non-finite flag to raise");
-  if (!checked.empty()) check_finite_all(checked, *skip_flag, marks);
+  if (!checked.empty()) check_finite_all(checked, *skip_flag, marks, nullptr);
 }
 void Backend::sgd_step_all(const std::vector<SgdSlot>& slots, const SgdParams& hp, Tensor* skip_flag) {
+  NNLAB_CHECK(!hp.on_device, "sgd_step_all: numbers read on the device are not supported on ", device().str());
   check_slot_gradients(slots, skip_flag);
   for (const SgdSlot& s : slots) sgd_step(*s.param, *s.grad, *s.momentum_buf, hp, s.first_step, skip_flag);
 }
@@ -107,6 +126,8 @@ void Backend::adam_step(Tensor&, const Tensor&, Tensor&, Tensor&, const AdamPara
   missing("adam_step");
 }
 void Backend::adam_step_all(const std::vector<AdamSlot>& slots, const AdamParams& hp, const Tensor* skip_flag) {
+  NNLAB_CHECK(!hp.on_device, "adam_step_all: numbers read on the device are for CUDA graphs; ", device().str(),
+              " takes them as arguments");
   for (const AdamSlot& s : slots) adam_step(*s.param, *s.grad, *s.exp_avg, *s.exp_avg_sq, hp, s.step, skip_flag);
 }
 void Backend::conv2d_forward(const Conv2dGeometry& g, const ConvEpilogue& e, const Tensor& x, const Tensor& w,

@@ -61,6 +61,10 @@ struct ConvEpilogue {
 struct SgdParams {
   double lr, momentum, dampening, weight_decay;
   bool nesterov;
+  // CUDA, sgd_step_all: float32 (2) {lr, momentum} on the device, read by the kernel instead of
+  // lr and momentum above, so a CUDA graph's replay uses its own step's values (written there
+  // before each replay: Optimizer::stage_recorded_step). Every slot's first_step must be false.
+  const Tensor* on_device = nullptr;
 };
 
 // One parameter of an SGD step over a list (Backend::sgd_step_all).
@@ -76,7 +80,18 @@ struct SgdSlot {
 struct AdamParams {
   double lr, beta1, beta2, eps, weight_decay;
   bool decoupled_weight_decay;  // AdamW: p ← p·(1 − lr·wd) instead of adding wd·p to the gradient
+  // CUDA, adam_step_all: float32 (3 + 2·slots) on the device, {1 − lr·wd, β1, 1 − β1, then for
+  // slot i: lr/(1 − β1ᵗ), √(1 − β2ᵗ)}, read by the kernel instead of lr, β1 and each slot's
+  // step (see SgdParams::on_device).
+  const Tensor* on_device = nullptr;
 };
+
+// Adam's scalars at step t (1-based), in double as PyTorch computes them (then rounded to the
+// parameters' type): the step size lr/(1 − β1ᵗ) and √(1 − β2ᵗ).
+struct AdamCorrections {
+  double step_size, bc2_sqrt;
+};
+AdamCorrections adam_corrections(const AdamParams& hp, int64_t step);
 
 // One parameter of an Adam step over a list (Backend::adam_step_all).
 struct AdamSlot {
@@ -247,7 +262,10 @@ class Backend : public DeviceMemory {
   // check_finite over a list: flag = marks[i] for the first i (in list order) whose tensor has a
   // NaN or ±inf. The default checks one tensor after another; the CPU checks all in one pass
   // over its threads (a small model's step has several such tensors, each a parallel region).
-  virtual void check_finite_all(const std::vector<Tensor>& xs, Tensor& flag, const std::vector<NonFiniteMark>& marks);
+  // step_number (may be null): int32 scalar on the device whose value replaces the marks' step,
+  // read as the check runs (a CUDA graph's replay names its own step).
+  virtual void check_finite_all(const std::vector<Tensor>& xs, Tensor& flag, const std::vector<NonFiniteMark>& marks,
+                                const Tensor* step_number);
 
   // ---- optimizer steps (fused, in place) -----------------------------------------------
   // Skipped entirely when skip_flag (the non-finite flag, may be undefined) is raised:
@@ -336,6 +354,8 @@ class Backend : public DeviceMemory {
   void check_slot_gradients(const std::vector<SgdSlot>& slots, Tensor* skip_flag);
   // dropout_forward's step count, when given: one int32 on x's device.
   static void check_dropout_step_count(const Tensor& x, const Tensor* step_count);
+  // check_finite_all's step number, when given: one int32 on `device`.
+  static void check_step_number(const Tensor* step_number, const Device& device);
 
  private:
   Device device_;

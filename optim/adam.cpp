@@ -18,8 +18,14 @@ Adam::Adam(std::vector<Tensor> params, AdamOptions options, bool decoupled_weigh
   param_steps_.assign(params_.size(), 0);
 }
 
+namespace {
+AdamParams adam_params(double lr, const AdamOptions& o, bool decoupled) {
+  return AdamParams{lr, o.beta1, o.beta2, o.eps, o.weight_decay, decoupled};
+}
+}  // namespace
+
 void Adam::step() {
-  const AdamParams hp{lr_, options_.beta1, options_.beta2, options_.eps, options_.weight_decay, decoupled_};
+  const AdamParams hp = adam_params(lr_, options_, decoupled_);
   // One call per device for all its parameters (one launch per 32 of them on CUDA).
   std::vector<Tensor> grads(params_.size());
   std::vector<AdamSlot> slots;
@@ -38,6 +44,34 @@ void Adam::step() {
     slots.push_back(AdamSlot{&p, &grads[i], &exp_avg_[i], &exp_avg_sq_[i], ++param_steps_[i]});
   }
   if (!slots.empty()) backend_for(slots[0].param->device()).adam_step_all(slots, hp, &skip_flag_);
+  ++steps_;
+}
+
+void Adam::record_step() {
+  recorded_ = parameters_to_record("exp_avg", exp_avg_);
+  AdamParams hp = adam_params(lr_, options_, decoupled_);
+  hp.on_device = &numbers_on_device_;
+  std::vector<Tensor> grads(params_.size());
+  std::vector<AdamSlot> slots;
+  for (size_t i : recorded_) {
+    grads[i] = params_[i].grad();
+    slots.push_back(AdamSlot{&params_[i], &grads[i], &exp_avg_[i], &exp_avg_sq_[i], param_steps_[i] + 1});
+  }
+  if (!slots.empty()) backend_for(params_[0].device()).adam_step_all(slots, hp, &skip_flag_);
+}
+
+// The numbers eager mode passes as kernel arguments (AdamArgs and the list's corrections),
+// each parameter's step counted here as step() counts it.
+void Adam::stage_recorded_step() {
+  const AdamParams hp = adam_params(lr_, options_, decoupled_);
+  std::vector<float> numbers{static_cast<float>(1.0 - hp.lr * hp.weight_decay), static_cast<float>(hp.beta1),
+                             static_cast<float>(1.0 - hp.beta1)};
+  for (size_t i : recorded_) {
+    const AdamCorrections c = adam_corrections(hp, ++param_steps_[i]);
+    numbers.push_back(static_cast<float>(c.step_size));
+    numbers.push_back(static_cast<float>(c.bc2_sqrt));
+  }
+  upload_recorded_numbers(numbers);
   ++steps_;
 }
 

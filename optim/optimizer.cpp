@@ -1,6 +1,9 @@
 #include "optim/optimizer.h"
 
+#include <algorithm>
+
 #include "autograd/ops.h"
+#include "devices/registry.h"
 
 namespace nnlab {
 
@@ -22,6 +25,36 @@ void Optimizer::step_checked(const std::vector<NonFiniteMark>& marks) {
   for (const Tensor& p : params_) grads.push_back(p.grad());
   raise_if_any_not_finite(grads, skip_flag_, marks);
   step();
+}
+
+void Optimizer::prepare_recording() {
+  NNLAB_CHECK(!params_.empty(), "prepare_recording: the optimizer has no parameters");
+  for (const Tensor& p : params_)
+    NNLAB_CHECK(p.device() == params_[0].device(), "prepare_recording: parameters on ", params_[0].device().str(),
+                " and ", p.device().str(), "; a recorded update runs on one device");
+  numbers_on_device_ = Tensor::zeros({recorded_numbers()}, DType::Float32, params_[0].device());
+  recorded_.clear();
+}
+
+std::vector<size_t> Optimizer::parameters_to_record(const char* state_name, const std::vector<Tensor>& state) const {
+  NNLAB_CHECK(numbers_on_device_.defined(), "record_step: call prepare_recording before the capture");
+  std::vector<size_t> out;
+  for (size_t i = 0; i < params_.size(); ++i) {
+    if (!params_[i].grad().defined()) continue;
+    NNLAB_CHECK(state.empty() || state[i].defined(), "record_step: parameter ", i, " has no ", state_name,
+                " yet; record the update after one step() (its first step makes the state)");
+    out.push_back(i);
+  }
+  return out;
+}
+
+void Optimizer::upload_recorded_numbers(const std::vector<float>& numbers) {
+  NNLAB_CHECK(numbers_on_device_.defined() && static_cast<int64_t>(numbers.size()) <= numbers_on_device_.numel(),
+              "stage_recorded_step: ", numbers.size(), " numbers for a buffer of ",
+              numbers_on_device_.defined() ? numbers_on_device_.numel() : 0, " (call prepare_recording first)");
+  std::vector<float> all(static_cast<size_t>(numbers_on_device_.numel()), 0.0f);
+  std::copy(numbers.begin(), numbers.end(), all.begin());
+  backend_for(numbers_on_device_.device()).copy_from_host(numbers_on_device_, all.data());
 }
 
 Tensor Optimizer::restored_state(const std::string& key, const Tensor& value, size_t& index,

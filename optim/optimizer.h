@@ -47,7 +47,32 @@ class Optimizer {
 
   const std::vector<Tensor>& params() const { return params_; }
 
+  // ---- the update recorded in a CUDA graph (apps/step_graph.h) ---------------------------
+  // The numbers that change from step to step (the learning rate, momentum or β1, Adam's bias
+  // corrections) are kernel arguments in step(), which a graph would freeze. Recorded, the
+  // update reads them from a small buffer on the device instead:
+  //   prepare_recording()    makes the buffer; call it before the capture (memory made inside
+  //                          one belongs to the graph);
+  //   record_step()          inside the capture: queues the update of the parameters that
+  //                          have a gradient now (they must have taken one step already: their
+  //                          state exists), reading the buffer;
+  //   stage_recorded_step()  before each replay: one step's host bookkeeping for those
+  //                          parameters, and that step's numbers written into the buffer (one
+  //                          upload), so the replay updates exactly as step() would.
+  void prepare_recording();
+  virtual void record_step() = 0;
+  virtual void stage_recorded_step() = 0;
+
  protected:
+  // How many float32 numbers the recorded update reads on the device.
+  virtual int64_t recorded_numbers() const = 0;
+  // record_step's slots: the indices of the parameters with a gradient, each with its state.
+  std::vector<size_t> parameters_to_record(const char* state_name, const std::vector<Tensor>& state) const;
+  // Writes `numbers` into the buffer on the device (after a check of their count).
+  void upload_recorded_numbers(const std::vector<float>& numbers);
+
+  Tensor numbers_on_device_;     // float32 (recorded_numbers())
+  std::vector<size_t> recorded_;  // the parameters record_step updates, in order
   // For load_state: splits "<index>.<name>", checks the index and that `value` has the
   // parameter's shape, and returns a copy of it on the parameter's device and dtype.
   Tensor restored_state(const std::string& key, const Tensor& value, size_t& index, std::string& name) const;
@@ -72,10 +97,15 @@ class SGD : public Optimizer {
   void step() override;
   void step_checked(const std::vector<NonFiniteMark>& marks) override;
   std::string describe() const override;
+  void record_step() override;
+  void stage_recorded_step() override;
   double momentum() const override { return options_.momentum; }
   void set_momentum(double m) override { options_.momentum = m; }
   std::vector<std::pair<std::string, Tensor>> state() const override;
   void load_state(const std::vector<std::pair<std::string, Tensor>>& state) override;
+
+ protected:
+  int64_t recorded_numbers() const override { return 2; }  // {lr, momentum}
 
  private:
   void step_all(const std::vector<NonFiniteMark>* marks);  // marks: check the gradients first
@@ -97,6 +127,8 @@ class Adam : public Optimizer {
   Adam(std::vector<Tensor> params, AdamOptions options, bool decoupled_weight_decay = false);
   void step() override;
   std::string describe() const override;
+  void record_step() override;
+  void stage_recorded_step() override;
   double momentum() const override { return options_.beta1; }
   void set_momentum(double b1) override { options_.beta1 = b1; }
   std::vector<std::pair<std::string, Tensor>> state() const override;
@@ -104,6 +136,10 @@ class Adam : public Optimizer {
   // Steps taken by each parameter (its bias correction), saved with checkpoints.
   const std::vector<int64_t>& param_steps() const { return param_steps_; }
   void set_param_steps(std::vector<int64_t> steps);
+
+ protected:
+  // {1 − lr·wd, β1, 1 − β1, then two per parameter: lr/(1 − β1ᵗ), √(1 − β2ᵗ)}
+  int64_t recorded_numbers() const override { return 3 + 2 * static_cast<int64_t>(params_.size()); }
 
  private:
   AdamOptions options_;

@@ -50,6 +50,25 @@ void SGD::step_all(const std::vector<NonFiniteMark>* marks) {
   ++steps_;
 }
 
+void SGD::record_step() {
+  recorded_ = parameters_to_record("momentum buffer", options_.momentum != 0.0 ? momentum_buffers_ : std::vector<Tensor>{});
+  SgdParams hp{lr_, options_.momentum, options_.dampening, options_.weight_decay, options_.nesterov};
+  hp.on_device = &numbers_on_device_;
+  std::vector<Tensor> grads(params_.size());
+  std::vector<SgdSlot> slots;
+  for (size_t i : recorded_) {
+    grads[i] = params_[i].grad();
+    slots.push_back(SgdSlot{&params_[i], &grads[i], &momentum_buffers_[i], false});
+  }
+  if (!slots.empty()) backend_for(params_[0].device()).sgd_step_all(slots, hp, &skip_flag_);
+}
+
+// The numbers eager mode passes as kernel arguments (SgdArgs), rounded to float the same way.
+void SGD::stage_recorded_step() {
+  upload_recorded_numbers({static_cast<float>(lr_), static_cast<float>(options_.momentum)});
+  ++steps_;
+}
+
 std::string SGD::describe() const {
   std::ostringstream os;
   os << "SGD(lr=" << lr_ << ", momentum=" << options_.momentum << ", dampening=" << options_.dampening

@@ -34,7 +34,8 @@ NonFiniteMark read_nonfinite_flag(const Tensor& flag) {
   return NonFiniteMark{v[0], v[1]};
 }
 
-void raise_if_any_not_finite(const std::vector<Tensor>& xs, Tensor& flag, const std::vector<NonFiniteMark>& marks) {
+void raise_if_any_not_finite(const std::vector<Tensor>& xs, Tensor& flag, const std::vector<NonFiniteMark>& marks,
+                             const Tensor* step_number) {
   NNLAB_CHECK(xs.size() == marks.size(), "raise_if_any_not_finite: ", xs.size(), " tensors but ", marks.size(),
               " marks");
   std::vector<Tensor> checked;
@@ -48,7 +49,7 @@ void raise_if_any_not_finite(const std::vector<Tensor>& xs, Tensor& flag, const 
     checked.push_back(xs[i]);
     checked_marks.push_back(marks[i]);
   }
-  if (!checked.empty()) backend_for(checked[0].device()).check_finite_all(checked, flag, checked_marks);
+  if (!checked.empty()) backend_for(checked[0].device()).check_finite_all(checked, flag, checked_marks, step_number);
 }
 
 // Reads the answer back: synchronises with the device (for --check-numerics and tests).

@@ -83,6 +83,8 @@ void CpuBackend::sgd_step(Tensor& param, const Tensor& grad, Tensor& momentum_bu
 // from the thread's own cache. Checked apart (check_finite_all, then this), the mlp's gradients
 // were read twice, and the step paid a second fork and join.
 void CpuBackend::sgd_step_all(const std::vector<SgdSlot>& slots, const SgdParams& hp, Tensor* skip_flag) {
+  NNLAB_CHECK(!hp.on_device, "sgd_step_all: numbers read on the device are for CUDA graphs; the CPU takes them as "
+              "arguments");
   if (slots.empty()) return;
   KernelTiming timing;  // nnlab explain: one record for the whole list
   if (kernel_log_enabled())

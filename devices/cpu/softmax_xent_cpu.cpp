@@ -139,14 +139,16 @@ void CpuBackend::count_correct(const Tensor& logits, const Tensor& labels, Tenso
 }
 
 void CpuBackend::check_finite(const Tensor& x, Tensor& flag, NonFiniteMark mark) {
-  check_finite_all({x}, flag, {mark});
+  check_finite_all({x}, flag, {mark}, nullptr);
 }
 
 // All tensors in one parallel region (a step's gradients: one region each had cost a fork and a
 // join apiece). Each thread scans its share of every tensor; the flag takes the mark of the
 // first tensor, in list order, that holds a non-finite value, as checking one after another would.
-void CpuBackend::check_finite_all(const std::vector<Tensor>& xs, Tensor& flag, const std::vector<NonFiniteMark>& marks) {
+void CpuBackend::check_finite_all(const std::vector<Tensor>& xs, Tensor& flag, const std::vector<NonFiniteMark>& marks,
+                                  const Tensor* step_number) {
   NNLAB_CHECK(xs.size() == marks.size(), "check_finite_all: ", xs.size(), " tensors but ", marks.size(), " marks");
+  check_step_number(step_number, device());
   if (xs.empty()) return;
   KernelTiming timing;  // nnlab explain: one record for the whole list
   if (kernel_log_enabled())
@@ -177,7 +179,10 @@ void CpuBackend::check_finite_all(const std::vector<Tensor>& xs, Tensor& flag, c
     }
     first_bad = std::min(first_bad, mine);
   }
-  if (first_bad != none) cpu::raise_nonfinite_flag(flag, marks[static_cast<size_t>(first_bad)]);
+  if (first_bad == none) return;
+  NonFiniteMark mark = marks[static_cast<size_t>(first_bad)];
+  if (step_number) mark.step = *step_number->data<int32_t>();
+  cpu::raise_nonfinite_flag(flag, mark);
 }
 
 }  // namespace nnlab

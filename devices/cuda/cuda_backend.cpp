@@ -188,6 +188,9 @@ CudaBackend::~CudaBackend() {
     if (s.copied) cudaEventSynchronize(s.copied), cudaEventDestroy(s.copied);
     if (s.host) cudaFreeHost(s.host);
   }
+  for (cudaEvent_t e : c.small_group_copied)
+    if (e) cudaEventSynchronize(e), cudaEventDestroy(e);
+  if (c.small_uploads) cudaFreeHost(c.small_uploads);
   if (c.fault_host) cudaFreeHost(c.fault_host);
   if (c.first_nonfinite) cudaFree(c.first_nonfinite);
   if (c.cudnn) cudnnDestroy(c.cudnn);

@@ -98,7 +98,8 @@ class CudaBackend final : public Backend {
                              Tensor& dlogits) override;
   void count_correct(const Tensor& logits, const Tensor& labels, Tensor& correct) override;
   void check_finite(const Tensor& x, Tensor& flag, NonFiniteMark mark) override;
-  void check_finite_all(const std::vector<Tensor>& xs, Tensor& flag, const std::vector<NonFiniteMark>& marks) override;
+  void check_finite_all(const std::vector<Tensor>& xs, Tensor& flag, const std::vector<NonFiniteMark>& marks,
+                        const Tensor* step_number) override;
 
   // optim_cuda.cu
   void sgd_step(Tensor& param, const Tensor& grad, Tensor& momentum_buf, const SgdParams& hp, bool first_step,

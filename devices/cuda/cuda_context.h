@@ -82,6 +82,18 @@ struct Context {
   };
   std::vector<Staging> upload_staging;
   uint64_t uploads = 0;
+  // Small uploads (at most kSmallUploadBytes: a step's optimizer numbers) take the fixed slots
+  // of one pinned block in turn: the host may run a few hundred uploads ahead of the device
+  // before it waits, where the few large buffers above would make it wait every few steps.
+  // The slots go in groups of kSmallUploadGroup with one event, recorded after the group's
+  // last copy; a group is reused once that event has passed.
+  static constexpr size_t kSmallUploadBytes = 4096, kSmallUploadSlots = 256, kSmallUploadGroup = 16;
+  char* small_uploads = nullptr;
+  std::array<cudaEvent_t, kSmallUploadSlots / kSmallUploadGroup> small_group_copied{};  // null until first used
+  size_t next_small_upload = 0;
+  // The next slot (at a group's start, waiting for that group's last round if it has not run);
+  // `record` is set to the group's event when the caller must record it after its copy.
+  char* small_upload_slot(cudaEvent_t& record);
   // A buffer of at least `bytes` whose last copy has run (waiting for the oldest when all
   // kMaxUploadBuffers are still in flight).
   Staging& upload_buffer(size_t bytes);

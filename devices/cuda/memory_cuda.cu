@@ -133,6 +133,19 @@ Context::Staging& Context::upload_buffer(size_t bytes) {
   return *reuse;
 }
 
+char* Context::small_upload_slot(cudaEvent_t& record) {
+  if (!small_uploads)
+    NNLAB_CUDA_CHECK(cudaMallocHost(reinterpret_cast<void**>(&small_uploads), kSmallUploadBytes * kSmallUploadSlots));
+  const size_t slot = next_small_upload;
+  next_small_upload = (slot + 1) % kSmallUploadSlots;
+  cudaEvent_t& event = small_group_copied[slot / kSmallUploadGroup];
+  if (slot % kSmallUploadGroup == 0 && event && cudaEventQuery(event) != cudaSuccess)
+    NNLAB_CUDA_CHECK(cudaEventSynchronize(event));  // the group's last round is still being copied
+  if (!event) NNLAB_CUDA_CHECK(cudaEventCreateWithFlags(&event, cudaEventDisableTiming));
+  record = slot % kSmallUploadGroup == kSmallUploadGroup - 1 ? event : nullptr;
+  return small_uploads + slot * kSmallUploadBytes;
+}
+
 }  // namespace cuda
 
 void CudaBackend::copy_from_host(Tensor& dst, const void* src) {
@@ -144,6 +157,14 @@ void CudaBackend::copy_from_host(Tensor& dst, const void* src) {
   const size_t total = dst.nbytes();
   const char* from = static_cast<const char*>(src);
   char* to = static_cast<char*>(dst.raw_data());
+  if (total <= cuda::Context::kSmallUploadBytes) {
+    cudaEvent_t record = nullptr;
+    char* slot = c.small_upload_slot(record);
+    std::memcpy(slot, from, total);
+    NNLAB_CUDA_CHECK(cudaMemcpyAsync(to, slot, total, cudaMemcpyHostToDevice, c.stream));
+    if (record) NNLAB_CUDA_CHECK(cudaEventRecord(record, c.stream));
+    return;
+  }
   for (size_t done = 0; done < total; done += cuda::kMaxUploadChunk) {
     const size_t chunk = std::min(total - done, cuda::kMaxUploadChunk);
     cuda::Context::Staging& s = c.upload_buffer(chunk);

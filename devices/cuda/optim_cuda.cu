@@ -33,6 +33,7 @@ struct SgdList {  // up to 32 parameters, passed by value (about 1 KB of kernel 
   int64_t n[kListTensors];
   bool first[kListTensors];
   int count;
+  int first_slot;  // the slot of tensor 0 in the whole step's list
 };
 struct AdamList {
   float* p[kListTensors];
@@ -41,6 +42,7 @@ struct AdamList {
   int64_t n[kListTensors];
   float step_size[kListTensors], bc2_sqrt[kListTensors];  // per parameter: each has its own step t
   int count;
+  int first_slot;  // the slot of tensor 0 in the whole step's list (for numbers read on the device)
 };
 
 // ---- kernels ----------------------------------------------------------------------------
@@ -77,8 +79,11 @@ __global__ void sgd_step_kernel(float* p, const float* grad, float* buf, SgdArgs
 }
 
 // tensor t = blockIdx.y of the list: p_t, g_t, buf_t: (n_t)
-__global__ void sgd_step_list_kernel(SgdList list, SgdArgs a, const int32_t* skip) {
+// on_device (may be null): float32 {lr, momentum} in device memory, read here instead of a's
+// (a CUDA graph's replay reads the values its step was given: SgdParams::on_device).
+__global__ void sgd_step_list_kernel(SgdList list, SgdArgs a, const int32_t* skip, const float* on_device) {
   if (skip && *skip) return;
+  if (on_device) a.lr = on_device[0], a.momentum = on_device[1];
   const int t = static_cast<int>(blockIdx.y);
   float* p = list.p[t];
   const float* g = list.g[t];
@@ -94,23 +99,30 @@ __global__ void adam_step_kernel(float* p, const float* grad, float* m, float* v
 }
 
 // tensor t = blockIdx.y of the list: p_t, g_t, m_t, v_t: (n_t)
-__global__ void adam_step_list_kernel(AdamList list, AdamArgs a, const int32_t* skip) {
+// on_device (may be null): float32 {1 − lr·wd, β1, 1 − β1, then per slot s: lr/(1 − β1ᵗ),
+// √(1 − β2ᵗ)} in device memory, read here instead of a's and the list's (AdamParams::on_device).
+__global__ void adam_step_list_kernel(AdamList list, AdamArgs a, const int32_t* skip, const float* on_device) {
   if (skip && *skip) return;
   const int t = static_cast<int>(blockIdx.y);
+  float step_size = list.step_size[t], bc2_sqrt = list.bc2_sqrt[t];
+  if (on_device) {
+    a.decay = on_device[0], a.beta1 = on_device[1], a.one_minus_beta1 = on_device[2];
+    step_size = on_device[3 + 2 * (list.first_slot + t)];
+    bc2_sqrt = on_device[4 + 2 * (list.first_slot + t)];
+  }
   float* p = list.p[t];
   const float* g = list.g[t];
   float* m = list.m[t];
   float* v = list.v[t];
-  NNLAB_GRID_STRIDE(i, list.n[t]) { adam_update(p[i], g[i], m[i], v[i], a, list.step_size[t], list.bc2_sqrt[t]); }
+  NNLAB_GRID_STRIDE(i, list.n[t]) { adam_update(p[i], g[i], m[i], v[i], a, step_size, bc2_sqrt); }
 }
 
-// The bias corrections are scalars, computed in double on the host as on the CPU:
-// step size lr/(1 − β1ᵗ) and √(1 − β2ᵗ).
+// The bias corrections are scalars, computed in double on the host as on the CPU
+// (backend.h), then rounded to float.
 void adam_corrections(const AdamParams& hp, int64_t step, float* step_size, float* bc2_sqrt) {
-  const double bc1 = 1.0 - std::pow(hp.beta1, static_cast<double>(step));
-  const double bc2 = 1.0 - std::pow(hp.beta2, static_cast<double>(step));
-  *step_size = static_cast<float>(hp.lr / bc1);
-  *bc2_sqrt = static_cast<float>(std::sqrt(bc2));
+  const AdamCorrections c = nnlab::adam_corrections(hp, step);
+  *step_size = static_cast<float>(c.step_size);
+  *bc2_sqrt = static_cast<float>(c.bc2_sqrt);
 }
 
 AdamArgs adam_args(const AdamParams& hp, int64_t step) {
@@ -126,6 +138,15 @@ AdamArgs adam_args(const AdamParams& hp, int64_t step) {
              hp.decoupled_weight_decay};
   adam_corrections(hp, step, &a.step_size, &a.bc2_sqrt);
   return a;
+}
+
+// SgdParams/AdamParams::on_device: float32 (at least `numel`) on this device, or null.
+const float* numbers_on_device(const char* op, const Tensor* numbers, int64_t numel) {
+  if (!numbers) return nullptr;
+  cuda::require_f32(op, *numbers);
+  NNLAB_CHECK(numbers->numel() >= numel, op, ": ", numel, " numbers read on the device, but the tensor holds ",
+              numbers->describe());
+  return cuda::ptr<float>(*numbers);
 }
 
 const int32_t* skip_ptr(const Tensor* skip_flag) {
@@ -171,6 +192,7 @@ template <typename List, typename Slot, typename Fill, typename Launch>
 void for_each_chunk(const std::vector<Slot>& slots, Fill fill, Launch launch) {
   for (size_t from = 0; from < slots.size(); from += kListTensors) {
     List list{};
+    list.first_slot = static_cast<int>(from);
     int64_t most = 0;
     for (size_t i = from; i < slots.size() && i < from + kListTensors; ++i) {
       fill(list, slots[i]);
@@ -188,6 +210,10 @@ void CudaBackend::sgd_step_all(const std::vector<SgdSlot>& slots, const SgdParam
   const SgdArgs a{static_cast<float>(hp.lr),          static_cast<float>(hp.momentum),
                   static_cast<float>(1.0 - hp.dampening), static_cast<float>(hp.weight_decay),
                   hp.nesterov,                         false};
+  const float* on_device = numbers_on_device("sgd_step_all", hp.on_device, 2);
+  for (const SgdSlot& s : slots)
+    NNLAB_CHECK(!on_device || !s.first_step, "sgd_step_all: a momentum buffer's first step cannot read its numbers "
+                "on the device (it takes buf = g); take one step with host numbers first");
   for_each_chunk<SgdList>(
       slots,
       [](SgdList& list, const SgdSlot& s) {
@@ -202,12 +228,13 @@ void CudaBackend::sgd_step_all(const std::vector<SgdSlot>& slots, const SgdParam
       },
       [&](const SgdList& list, dim3 grid) {
         cuda::launch("sgd_step_list_kernel", sgd_step_list_kernel, grid, cuda::kThreads, ctx_->stream, list, a,
-                     skip_ptr(skip_flag));
+                     skip_ptr(skip_flag), on_device);
       });
 }
 
 void CudaBackend::adam_step_all(const std::vector<AdamSlot>& slots, const AdamParams& hp, const Tensor* skip_flag) {
   const AdamArgs a = adam_args(hp, 1);  // the per-parameter corrections go in the list
+  const float* on_device = numbers_on_device("adam_step_all", hp.on_device, 3 + 2 * int64_t(slots.size()));
   for_each_chunk<AdamList>(
       slots,
       [&hp](AdamList& list, const AdamSlot& s) {
@@ -223,7 +250,7 @@ void CudaBackend::adam_step_all(const std::vector<AdamSlot>& slots, const AdamPa
       },
       [&](const AdamList& list, dim3 grid) {
         cuda::launch("adam_step_list_kernel", adam_step_list_kernel, grid, cuda::kThreads, ctx_->stream, list, a,
-                     skip_ptr(skip_flag));
+                     skip_ptr(skip_flag), on_device);
       });
 }
 

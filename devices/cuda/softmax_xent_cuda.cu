@@ -139,9 +139,13 @@ __global__ void find_first_nonfinite_kernel(FiniteList list, int32_t* first) {
 // flag = list.mark[first] if a tensor was bad and the flag is not raised yet: the first bad
 // tensor in list order names the fault, whichever thread found its NaN first. Then first is
 // reset to all bits 0x7f for the next check.
-__global__ void raise_first_mark_kernel(FiniteList list, int32_t* first, int32_t* flag) {
+__global__ void raise_first_mark_kernel(FiniteList list, int32_t* first, int32_t* flag, const int32_t* step_number) {
   if (threadIdx.x != 0) return;
-  if (*first < list.count) raise_nonfinite_flag(flag, list.mark[*first]);
+  if (*first < list.count) {
+    NonFiniteMark mark = list.mark[*first];
+    if (step_number) mark.step = *step_number;  // read now: a graph's replay names its own step
+    raise_nonfinite_flag(flag, mark);
+  }
   *first = 0x7f7f7f7f;
 }
 
@@ -210,10 +214,11 @@ void CudaBackend::count_correct(const Tensor& logits, const Tensor& labels, Tens
 
 // Two launches per 32 tensors (the scan, the mark) instead of one per tensor.
 void CudaBackend::check_finite_all(const std::vector<Tensor>& xs, Tensor& flag,
-                                   const std::vector<NonFiniteMark>& marks) {
+                                   const std::vector<NonFiniteMark>& marks, const Tensor* step_number) {
   NNLAB_CHECK(xs.size() == marks.size(), "check_finite_all: ", xs.size(), " tensors but ", marks.size(), " marks");
   check_dtype("check_finite_all", flag, DType::Int32);
-  if (xs.size() == 1) return check_finite(xs[0], flag, marks[0]);  // one launch, not three
+  check_step_number(step_number, device());
+  if (xs.size() == 1 && !step_number) return check_finite(xs[0], flag, marks[0]);  // one launch, not three
   cuda::Context& c = *ctx_;
   for (size_t from = 0; from < xs.size(); from += kListTensors) {
     FiniteList list{};
@@ -231,7 +236,7 @@ void CudaBackend::check_finite_all(const std::vector<Tensor>& xs, Tensor& flag,
     cuda::launch("find_first_nonfinite_kernel", find_first_nonfinite_kernel, grid, cuda::kThreads, c.stream, list,
                  c.first_nonfinite);
     cuda::launch("raise_first_mark_kernel", raise_first_mark_kernel, 1, 32, c.stream, list, c.first_nonfinite,
-                 cuda::ptr<int32_t>(flag));
+                 cuda::ptr<int32_t>(flag), step_number ? cuda::ptr<int32_t>(*step_number) : nullptr);
   }
 }
 

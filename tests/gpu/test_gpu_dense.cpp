@@ -365,12 +365,12 @@ TEST_CASE("gpu: a list's finiteness check names the first bad tensor in list ord
   a.data<float>()[199999] = std::nanf("");
   c.data<float>()[0] = INFINITY;
   Tensor flag = on_gpu(Tensor::zeros({2}, DType::Int32));
-  gpu().check_finite_all({on_gpu(a), on_gpu(b), on_gpu(c)}, flag, {{3, 1}, {3, 2}, {3, 3}});
+  gpu().check_finite_all({on_gpu(a), on_gpu(b), on_gpu(c)}, flag, {{3, 1}, {3, 2}, {3, 3}}, nullptr);
   CHECK(flag.to_vector<int32_t>() == std::vector<int32_t>{3, 1});
-  gpu().check_finite_all({on_gpu(c)}, flag, {{4, 9}});  // raised already: stays
+  gpu().check_finite_all({on_gpu(c)}, flag, {{4, 9}}, nullptr);  // raised already: stays
   CHECK(flag.to_vector<int32_t>() == std::vector<int32_t>{3, 1});
   Tensor clear = on_gpu(Tensor::zeros({2}, DType::Int32));
-  gpu().check_finite_all({on_gpu(b), on_gpu(c)}, clear, {{5, 1}, {5, 2}});
+  gpu().check_finite_all({on_gpu(b), on_gpu(c)}, clear, {{5, 1}, {5, 2}}, nullptr);
   CHECK(clear.to_vector<int32_t>() == std::vector<int32_t>{5, 2});
 }
 
