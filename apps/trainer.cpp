@@ -186,7 +186,10 @@ EpochResult Trainer::train_epoch(int64_t epoch) {
   Tensor epoch_losses = keep_step_losses_ ? Tensor::empty({steps}, DType::Float32, device_) : Tensor();
   DeviceCounts counts_before;
   const bool counted = backend_for(device_).device_counts(&counts_before);
-  Tensor loss_sum = Tensor::full({}, resumed_epoch ? start_loss_sum_ : 0.0, DType::Float32, device_);
+  // One tensor for the run (a CUDA graph that adds to it keeps its address), set at each epoch.
+  if (!loss_sum_.defined()) loss_sum_ = Tensor::empty({}, DType::Float32, device_);
+  Tensor& loss_sum = loss_sum_;
+  backend_for(device_).fill(loss_sum, resumed_epoch ? start_loss_sum_ : 0.0);
   // The phases on the device's clock where it has one (CUDA); else on the host's, as they pass.
   std::unique_ptr<PhaseEvents> device_phases = PhaseEvents::on(device_);
   PhaseSeconds host_phases;
@@ -206,12 +209,10 @@ EpochResult Trainer::train_epoch(int64_t epoch) {
 
     const Tensor loss = train_step(batch, phases, end_of);
     t = Clock::now();
-    {
-      NoGradGuard no_grad;
-      loss_sum = add(loss_sum, loss);
-    }
+    const bool whole_step_in_graph = last_step_in_graph_;
+    if (!whole_step_in_graph) backend_for(device_).axpby(1.0, loss, 1.0, loss_sum);  // the graph adds its own
     phases.optimizer += seconds_since(t);
-    end_of(StepPhase::Optimizer, false);
+    end_of(StepPhase::Optimizer, whole_step_in_graph);
     if (governor_) adapt_threads(seconds_since(t_step));
     ++step;
     ++global_step_;
@@ -305,6 +306,7 @@ Tensor Trainer::train_step(const Batch& batch, PhaseSeconds& phases,
   const int64_t mine = batch.images.dim(0);
   Tensor loss = graphed_ && mine > 0 ? graphed_forward_backward(batch, this_step) : Tensor();
   const bool graphed = loss.defined();
+  last_step_in_graph_ = graphed && update_in_graph_;
   if (!graphed) step_number_current_ = false;  // the device's step number did not advance
   if (graphed) {
     phases.forward += seconds_since(t);  // the replay's launch: forward and backward together

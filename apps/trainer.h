@@ -127,6 +127,8 @@ class Trainer {
   bool update_in_graph_ = false;
   Tensor step_number_;
   bool step_number_current_ = false;
+  bool last_step_in_graph_ = false;  // the last step's check, update and loss sum ran in the graph
+  Tensor loss_sum_;                  // the epoch's summed step losses, on the device
   double warm_up_seconds_ = 0;       // warm_up()'s time, reported with the first epoch
   bool keep_step_losses_ = false;
   std::vector<double> step_losses_;

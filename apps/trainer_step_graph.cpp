@@ -26,6 +26,7 @@ Tensor Trainer::forward_backward_for_graph(const Tensor& images, const Tensor& l
     for (size_t i = 0; i < params.size(); ++i) checked.push_back(params[i].grad()), marks.push_back(grad_marks[i]);
     raise_if_any_not_finite(checked, guard_->flag(), marks, &step_number_);
     optimizer_->record_step();
+    backend_for(device_).axpby(1.0, loss, 1.0, loss_sum_);  // the epoch's loss sum
   }
   return loss;
 }
