@@ -116,9 +116,10 @@ void print_device_time(const DeviceExplain& d) {
               d.label.c_str(), t.repeats, t.busy_seconds * 1e3, t.span_seconds * 1e3, idle(t.busy_seconds, t.span_seconds),
               calls ? std::max(0.0, t.span_seconds - t.busy_seconds) * 1e6 / static_cast<double>(calls) : 0.0, calls);
   if (t.graph_seconds > 0)
-    std::printf("%s: forward and backward as one CUDA graph (train's --cuda-graphs): %.3f ms back to back, %.3f ms "
-                "launched as one replay: idle %.1f%%; the optimizer runs after it, outside the graph\n",
-                d.label.c_str(), t.graph_busy_seconds * 1e3, t.graph_seconds * 1e3,
+    std::printf("%s: forward and backward as one CUDA graph of %zu nodes (train's --cuda-graphs): %.3f ms back to "
+                "back, %.3f ms launched as one replay: idle %.1f%% (train's graph holds the finiteness check, the "
+                "optimizer's update and the loss sum as well, not timed here)\n",
+                d.label.c_str(), t.graph_nodes, t.graph_busy_seconds * 1e3, t.graph_seconds * 1e3,
                 idle(t.graph_busy_seconds, t.graph_seconds));
   else if (!t.graph_obstacle.empty())
     std::printf("%s: no CUDA graph timed: %s\n", d.label.c_str(), t.graph_obstacle.c_str());

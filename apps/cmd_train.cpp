@@ -23,8 +23,8 @@ void register_train_command(CLI::App& app) {
   sub->add_option("--gemm-impl", config->gemm_impl, kGemmImplHelp)->capture_default_str();
   sub->add_option("--reduce-impl", config->reduce_impl, kReduceImplHelp)->capture_default_str();
   sub->add_option("--cuda-graphs", config->cuda_graphs,
-                  "CUDA: record each full batch's forward and backward once as a CUDA graph and replay it (one launch "
-                  "instead of one per kernel, same results): auto (where the run allows: no "
+                  "CUDA: record each full batch's step (forward, backward, checks, optimizer update) once as a CUDA graph "
+                  "and replay it (one launch instead of one per kernel, same results): auto (where the run allows: no "
                   "--check-numerics, one process), on (an error where it cannot), off")
       ->capture_default_str();
   sub->add_option("--data-on-device", config->data_on_device,

@@ -333,6 +333,7 @@ DeviceTime time_on_device(Sequential& model, Optimizer& opt, const Tensor& image
     opt.zero_grad();
     cross_entropy(model.forward(images), labels).backward();
   });
+  t.graph_nodes = graph->nodes();
   const auto replay = [&] { graph->replay(); };
   t.graph_busy_seconds = device_seconds(be, replay, t.repeats, true, t.expired);
   t.graph_seconds = device_seconds(be, replay, t.repeats, false, t.expired);

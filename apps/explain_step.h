@@ -29,6 +29,7 @@ struct DeviceTime {
   double span_seconds = 0;   // a plain step as training queues it: first kernel to last
   double graph_seconds = 0;  // forward and backward replayed as one CUDA graph (0: not capturable)
   double graph_busy_seconds = 0;
+  size_t graph_nodes = 0;      // the nodes of that graph: what one cudaGraphLaunch hands the GPU
   std::string graph_obstacle;  // why no graph was timed
   bool expired = false;        // the host waited for the device inside a held step
   int repeats = 0;             // steps behind each median
