@@ -190,17 +190,6 @@ TEST_CASE("gpu: a non-finite loss inside a graph names eager mode's step", "[gpu
   CHECK(messages[1] == messages[0]);
 }
 
-// Dropout inside the graph: each layer's step count is on the device, read by the mask kernel
-// and advanced by a kernel, so every replay draws a new mask, eager mode's mask of that step.
-// cnn-bn: BatchNorm and Dropout (p = 0.25) between the convolutions and the head. A count
-// passed as a host argument instead would be frozen at the capture: the replays would reuse
-// one mask and the losses part from step 2. The warm-up (graph mode) must put the counts back.
-TEST_CASE("gpu: a graph with Dropout draws eager mode's masks at every replay", "[gpu][graphs][cli]") {
-  require_losses_equal_across_modes("--model cnn-bn --conv-impl reference",
-                                    {"--cuda-graphs off --no-warm-up", "--cuda-graphs on"},
-                                    true);
-}
-
 // Crops and flips on the device (gather_crop_flip, the draws made on the host once per epoch)
 // give the batches the host makes: the same losses, eager and with graphs.
 TEST_CASE("gpu: crops and flips gathered on the device give the host's batches", "[gpu][graphs][cli]") {
@@ -307,11 +296,17 @@ TEST_CASE("gpu: compare's CUDA step waits for the device as often as train's", "
 }
 
 // Trainer::warm_up: forward and backward on zeros before the clock, BatchNorm's running
-// statistics put back, the gradients dropped. A run's losses and its test accuracy (which
-// reads the running statistics) are those of a run without it.
+// statistics and Dropout's step counts put back, the gradients dropped. A run's losses and its
+// test accuracy (which reads the running statistics) are those of a run without it.
+//
+// The model has BatchNorm and two Dropout layers, so this is also Dropout inside the graph:
+// each layer's step count is on the device, read by the mask kernel and advanced by a kernel,
+// so every replay draws a new mask, eager mode's mask of that step. A count passed as a host
+// argument instead would be frozen at the capture: the replays would reuse one mask and the
+// losses part from the second replayed step.
 TEST_CASE("gpu: the warm-up before the first epoch changes no loss and no running statistic", "[gpu][graphs][cli]") {
   require_losses_equal_across_modes("--conv-impl reference --model-file " + std::string(NNLAB_TEST_DIR) +
-                                        "/../docs/examples/small-resnet.json",
+                                        "/../docs/examples/conv-bn-dropout.json",
                                     {"--no-warm-up --cuda-graphs off", "--cuda-graphs off", "--no-warm-up --cuda-graphs on",
                                      "--cuda-graphs on"},
                                     true);
