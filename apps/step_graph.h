@@ -1,20 +1,22 @@
 // What keeps a GPU training step free of host work: the data set held on the device
-// (--data-on-device) and the step's forward and backward as one CUDA graph (--cuda-graphs).
+// (--data-on-device) and the whole step as one CUDA graph (--cuda-graphs).
 //
 // --cuda-graphs: the training step recorded once as a CUDA graph (Backend::capture) and
-// replayed for every full batch, one launch instead of one per kernel: zero_grad, forward,
-// loss, backward, the finiteness check of the loss and the gradients, the optimizer's update
-// and the epoch's loss sum. What changes from step to step reaches the graph through device memory, never a
-// kernel argument (a replay repeats the recorded ones): the step's number for the non-finite
-// mark (a counter the graph advances), each Dropout layer's step count, and the optimizer's
-// numbers (learning rate, momentum or β1, Adam's bias corrections), written before each replay
-// by one upload (Optimizer::stage_recorded_step).
+// replayed for every full batch, one launch instead of one per kernel: the batch's gather
+// (with the set on the device), zero_grad, forward, loss, backward, the finiteness check of
+// the loss and the gradients, the optimizer's update and the epoch's loss sum. What changes
+// from step to step reaches the graph through device memory, never a kernel argument (a
+// replay repeats the recorded ones): the batch's place in the epoch and the step's number
+// (counters the graph advances), each Dropout layer's step count, and the optimizer's numbers
+// (learning rate, momentum or β1, Adam's bias corrections), written before each replay by one
+// upload (Optimizer::stage_recorded_step).
 //
-// What stays outside the graph, and why: the batch's gather or copy into the graph's input
-// buffers (its place in the epoch's order is a host offset), the short last batch of an epoch (another shape), and with --clip-grad-norm the check and
-// the update (the norm is read by the host). The replay gives the bits eager mode gives: the
-// same kernels in the same order on the same data and numbers (tests/gpu/test_gpu_graphs.cpp
-// compares them step by step).
+// What stays outside the graph, and why: that upload (host numbers), a batch copied from the
+// host into the graph's input buffers (without the set on the device), the short last batch
+// of an epoch (another shape), and with --clip-grad-norm the check and the update (the norm is
+// read by the host). The replay gives the bits eager mode gives: the same kernels in the same
+// order on the same data and numbers (tests/gpu/test_gpu_graphs.cpp compares them step by
+// step).
 #pragma once
 #include <cstdint>
 #include <functional>

@@ -178,6 +178,9 @@ EpochResult Trainer::train_epoch(int64_t epoch) {
   const int step_threads = !governor_ ? host_cpu::threads() : governor_->chosen() > 0 ? governor_->chosen()
                                                                                       : config_max_threads_;
   loader_->set_prefetch(!device_.is_cpu() || step_threads < host_cpu::cores());
+  // With a graph, a full batch's gather (data on the device) is left to the step: the graph
+  // records it (Batch::gather), and an eager step runs it before its forward.
+  loader_->set_deferred_gathers(graphed_ != nullptr);
   loader_->start_epoch(epoch, skip);
   const int64_t steps = loader_->steps_per_epoch();
   EpochProgress progress(epoch, config_.epochs, steps, config_.log_interval, isatty(STDOUT_FILENO));
@@ -205,7 +208,7 @@ EpochResult Trainer::train_epoch(int64_t epoch) {
     auto t = t_step;
     if (!loader_->next(batch)) break;
     phases.data += seconds_since(t);
-    end_of(StepPhase::Data, false);
+    end_of(StepPhase::Data, static_cast<bool>(batch.gather));  // a deferred gather is the step's
 
     const Tensor loss = train_step(batch, phases, end_of);
     t = Clock::now();
@@ -311,6 +314,7 @@ Tensor Trainer::train_step(const Batch& batch, PhaseSeconds& phases,
   if (graphed) {
     phases.forward += seconds_since(t);  // the replay's launch: forward and backward together
   } else if (mine > 0) {
+    if (batch.gather) batch.gather();
     const Tensor logits = numerics_ ? numerics_->forward(*model_, batch.images) : model_->forward(batch.images);
     loss = cross_entropy(logits, batch.labels, &guard_->flag(), guard_->loss_mark(this_step));
     if (numerics_) numerics_->check_loss(loss);

@@ -129,6 +129,7 @@ class Trainer {
   bool step_number_current_ = false;
   bool last_step_in_graph_ = false;  // the last step's check, update and loss sum ran in the graph
   Tensor loss_sum_;                  // the epoch's summed step losses, on the device
+  std::function<void()> pending_gather_;  // the batch's deferred gather, for the capture's body
   double warm_up_seconds_ = 0;       // warm_up()'s time, reported with the first epoch
   bool keep_step_losses_ = false;
   std::vector<double> step_losses_;

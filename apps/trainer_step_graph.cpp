@@ -9,6 +9,7 @@
 namespace nnlab {
 
 Tensor Trainer::forward_backward_for_graph(const Tensor& images, const Tensor& labels) {
+  if (pending_gather_) pending_gather_();  // the batch gathered into images and labels, in the graph
   optimizer_->zero_grad();
   if (update_in_graph_) backend_for(device_).increment_counter(step_number_);  // this step's number
   // No non-finite flag on the loss here: the check below covers it (or, when the update stays
@@ -52,9 +53,13 @@ Tensor Trainer::graphed_forward_backward(const Batch& batch, int64_t this_step) 
     step_number_current_ = false;
   }
   Tensor loss;
+  pending_gather_ = batch.gather;
+  const bool gather_in_graph = static_cast<bool>(pending_gather_);
   try {
     loss = graphed_->run(batch, [&] { stage_graphed_step(this_step); });
+    pending_gather_ = nullptr;
   } catch (const Error& e) {
+    pending_gather_ = nullptr;
     if (graphs_mode_ == CudaGraphs::On || !capture_now) throw;
     spdlog::warn("CUDA graphs: off, the step could not be captured: {}", e.what());
     graphed_.reset();
@@ -67,8 +72,9 @@ Tensor Trainer::graphed_forward_backward(const Batch& batch, int64_t this_step) 
     for (const Tensor& p : params) graph_grads_.push_back(p.grad());
   for (size_t i = 0; i < params.size(); ++i) params[i].set_grad(graph_grads_[i]);
   if (capture_now)
-    spdlog::info("CUDA graphs: on, {} of each {}-image batch replayed as one graph of {} nodes ({:.1f} MiB of "
+    spdlog::info("CUDA graphs: on, {}{} of each {}-image batch replayed as one graph of {} nodes ({:.1f} MiB of "
                  "device memory kept for it)",
+                 gather_in_graph ? "the gather, " : "",
                  update_in_graph_ ? "forward, backward, the finiteness check and the optimizer's update"
                                   : "forward and backward",
                  batch.images.dim(0), graphed_->nodes(), static_cast<double>(graphed_->pool_bytes()) / (1 << 20));

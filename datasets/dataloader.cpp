@@ -83,15 +83,22 @@ void DataLoader::start_epoch(int64_t epoch, int64_t skip_steps) {
   next_step_ = skip_steps;
   if (options_.resident) {
     if (!resident_images_.defined()) upload_resident();
-    resident_order_ = Tensor::from_vector(order_, {data_.size()}, options_.device);
+    // Into the same device memory every epoch: a CUDA graph recorded the gathers' addresses.
+    Backend& backend = backend_for(options_.device);
+    if (!resident_order_.defined()) resident_order_ = Tensor::empty({data_.size()}, DType::Int32, options_.device);
+    backend.copy_from_host(resident_order_, order_.data());
     if (augmenting()) {  // the epoch's crops and flips, drawn on the host as ever, uploaded once
       std::vector<int32_t> shifts(static_cast<size_t>(3 * data_.size()));
       for (int64_t p = 0; p < data_.size(); ++p) {
         const AugmentDraw d = augment_draw(p);
         shifts[3 * p] = d.dy, shifts[3 * p + 1] = d.dx, shifts[3 * p + 2] = d.flip ? 1 : 0;
       }
-      resident_shifts_ = Tensor::from_vector(shifts, {data_.size(), 3}, options_.device);
+      if (!resident_shifts_.defined())
+        resident_shifts_ = Tensor::empty({data_.size(), 3}, DType::Int32, options_.device);
+      backend.copy_from_host(resident_shifts_, shifts.data());
     }
+    if (!resident_position_.defined()) resident_position_ = Tensor::empty({}, DType::Int32, options_.device);
+    backend.fill(resident_position_, static_cast<double>(skip_steps));
     return;
   }
   if (!options_.prefetch) return;
@@ -269,12 +276,29 @@ Batch DataLoader::gather_batch(int64_t step) {
   out.images = out.fixed_storage ? full_images_ : Tensor::empty(shape, DType::Float32, options_.device);
   out.labels = out.fixed_storage ? full_labels_ : Tensor::empty({b}, DType::Int32, options_.device);
   Backend& backend = backend_for(options_.device);
-  if (augmenting())
-    backend.gather_crop_flip(resident_images_, index, resident_shifts_.rows(start, start + b), resident_fill_,
-                             out.images);
-  else
-    backend.gather_rows(resident_images_, index, out.images);
-  backend.gather_rows(resident_labels_, index, out.labels);
+  if (!out.fixed_storage) {  // the short last batch: its place as a host offset
+    if (augmenting())
+      backend.gather_crop_flip(resident_images_, index, resident_shifts_.rows(start, start + b), resident_fill_,
+                               out.images);
+    else
+      backend.gather_rows(resident_images_, index, out.images);
+    backend.gather_rows(resident_labels_, index, out.labels);
+    return out;
+  }
+  // A full batch: its place read from resident_position_ on the device, then advanced.
+  Tensor images = out.images, labels = out.labels;
+  auto gather = [this, images, labels]() mutable {
+    Backend& on = backend_for(options_.device);
+    if (augmenting())
+      on.gather_crop_flip_at(resident_images_, resident_order_, resident_shifts_, resident_position_, resident_fill_,
+                             images);
+    else
+      on.gather_rows_at(resident_images_, resident_order_, resident_position_, images);
+    on.gather_rows_at(resident_labels_, resident_order_, resident_position_, labels);
+    on.increment_counter(resident_position_);
+  };
+  if (defer_gathers_) out.gather = gather;
+  else gather();
   return out;
 }
 

@@ -16,6 +16,7 @@
 #include <cstdint>
 #include <deque>
 #include <exception>
+#include <functional>
 #include <mutex>
 #include <thread>
 #include <vector>
@@ -43,8 +44,9 @@ struct DataLoaderOptions {
   bool prefetch = true;            // a background thread prepares the next batch
   Device device = Device::cpu();   // batches are delivered on this device (Tensor::to)
   // The whole data set kept on `device` (uploaded once, as normalised float32) with each
-  // epoch's order and crops and flips (drawn on the host, uploaded once per epoch), every batch
-  // gathered there by two kernels: no host work and no host-to-device copy per step. Same
+  // epoch's order and crops and flips (drawn on the host, uploaded once per epoch into the same
+  // memory), every batch gathered there by two kernels, a full batch's place in the epoch read
+  // from a counter on the device: no host work and no host-to-device copy per step. Same
   // batches, bit for bit. Needs one part.
   bool resident = false;
   // Data parallelism: this process takes part `part` of `parts` of every batch of b samples,
@@ -60,6 +62,11 @@ struct Batch {
   // The loader gathers every full batch into the same device memory (a resident data set): a
   // CUDA graph can read its inputs there, with no copy of its own.
   bool fixed_storage = false;
+  // Set when the loader left a full batch's gather to the caller (set_deferred_gathers): call
+  // it before images and labels are read. Its kernels read the batch's place in the epoch on
+  // the device, so inside a CUDA graph's capture they are recorded once and each replay
+  // gathers the batch of its own step.
+  std::function<void()> gather;
 };
 
 class DataLoader {
@@ -81,6 +88,8 @@ class DataLoader {
   // Prefetch on or off from the next start_epoch (the trainer decides per epoch whether a
   // core is free for the worker thread).
   void set_prefetch(bool on) { options_.prefetch = on; }
+  // options_.resident: full batches come with their gather left to do (Batch::gather).
+  void set_deferred_gathers(bool on) { defer_gathers_ = on; }
   const DataLoaderOptions& options() const { return options_; }
 
  private:
@@ -109,6 +118,10 @@ class DataLoader {
   Tensor resident_images_, resident_labels_, resident_order_;
   Tensor resident_shifts_, resident_fill_;  // (n, 3) {dy, dx, flip} per epoch position; (c) the padding's value
   Tensor full_images_, full_labels_;  // where every full batch is gathered (Batch::fixed_storage)
+  // int32 on the device: the epoch's next full batch, read and advanced by the gather kernels'
+  // launches (gather_rows_at), so the order and the crops keep their addresses across epochs.
+  Tensor resident_position_;
+  bool defer_gathers_ = false;
 
   // Prefetch state, guarded by mutex_: the worker fills ready_ (at most kDepth batches
   // ahead) and waits while it is full; next() takes from it.

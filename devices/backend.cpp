@@ -30,6 +30,16 @@ void Backend::missing(const char* kernel) const {
 
 void Backend::copy_from_host(Tensor&, const void*) { missing("copy_from_host"); }
 void Backend::increment_counter(Tensor&) { missing("increment_counter"); }
+void Backend::gather_rows_at(const Tensor&, const Tensor&, const Tensor&, Tensor&) { missing("gather_rows_at"); }
+void Backend::gather_crop_flip_at(const Tensor&, const Tensor&, const Tensor&, const Tensor&, const Tensor&, Tensor&) {
+  missing("gather_crop_flip_at");
+}
+void Backend::check_gather_position(const Tensor& order, const Tensor& position, const Tensor& out) {
+  NNLAB_CHECK(order.dtype() == DType::Int32 && position.dtype() == DType::Int32 && position.numel() == 1 &&
+                  order.device() == out.device() && position.device() == out.device(),
+              "gather_at: the order must be int32 and the position one int32, on ", out.device().str(), "; got ",
+              order.describe(), " and ", position.describe());
+}
 void Backend::gather_crop_flip(const Tensor&, const Tensor&, const Tensor&, const Tensor&, Tensor&) {
   missing("gather_crop_flip");
 }

@@ -189,6 +189,13 @@ class Backend : public DeviceMemory {
   //   or fill[ch] where that falls outside the image (the padding, normalised as the pixels were)
   virtual void gather_crop_flip(const Tensor& rows, const Tensor& index, const Tensor& shifts, const Tensor& fill,
                                 Tensor& out);
+  // The same two with the batch's place in the epoch read on the device (a CUDA graph's replay
+  // gathers its own step's batch): order: int32 (n)  position: int32 scalar  out: (b, ...)
+  //   out[i] = rows[order[position·b + i]]  (shifts indexed likewise; the caller advances
+  //   position, increment_counter). order[position·b + b − 1] must exist.
+  virtual void gather_rows_at(const Tensor& rows, const Tensor& order, const Tensor& position, Tensor& out);
+  virtual void gather_crop_flip_at(const Tensor& rows, const Tensor& order, const Tensor& shifts,
+                                   const Tensor& position, const Tensor& fill, Tensor& out);
   // counter: int32 scalar   counter += 1, on the device: no read-back, and a CUDA graph's
   // replay counts every step, where a value filled in from the host would be frozen
   // (BatchNorm's num_batches_tracked, Dropout's count of the masks drawn).
@@ -354,6 +361,8 @@ class Backend : public DeviceMemory {
   void check_slot_gradients(const std::vector<SgdSlot>& slots, Tensor* skip_flag);
   // dropout_forward's step count, when given: one int32 on x's device.
   static void check_dropout_step_count(const Tensor& x, const Tensor* step_count);
+  // gather_*_at's order and position: int32, the position one value, both on out's device.
+  static void check_gather_position(const Tensor& order, const Tensor& position, const Tensor& out);
   // check_finite_all's step number, when given: one int32 on `device`.
   static void check_step_number(const Tensor* step_number, const Device& device);
 

@@ -21,6 +21,9 @@ class CpuBackend final : public Backend {
   void cast(const Tensor& src, Tensor& dst) override;
   void gather_rows(const Tensor& rows, const Tensor& index, Tensor& out) override;
   void increment_counter(Tensor& counter) override;
+  void gather_rows_at(const Tensor& rows, const Tensor& order, const Tensor& position, Tensor& out) override;
+  void gather_crop_flip_at(const Tensor& rows, const Tensor& order, const Tensor& shifts, const Tensor& position,
+                           const Tensor& fill, Tensor& out) override;
   void gather_crop_flip(const Tensor& rows, const Tensor& index, const Tensor& shifts, const Tensor& fill,
                         Tensor& out) override;
 

@@ -63,4 +63,28 @@ void CpuBackend::gather_crop_flip(const Tensor& rows, const Tensor& index, const
   }
 }
 
+// The batch's place read from `position` (on the CPU, host memory like the rest): the rows
+// order[position·b ...], as the CUDA kernels read them.
+namespace {
+int64_t gather_start(const Tensor& order, const Tensor& position, const Tensor& out) {
+  const int64_t b = out.dim(0), start = static_cast<int64_t>(*position.data<int32_t>()) * b;
+  NNLAB_CHECK(start >= 0 && start + b <= order.numel(), "gather_at: position ", *position.data<int32_t>(),
+              " of batches of ", b, " is outside an order of ", order.numel());
+  return start;
+}
+}  // namespace
+
+void CpuBackend::gather_rows_at(const Tensor& rows, const Tensor& order, const Tensor& position, Tensor& out) {
+  check_gather_position(order, position, out);
+  const int64_t start = gather_start(order, position, out);
+  gather_rows(rows, order.rows(start, start + out.dim(0)), out);
+}
+
+void CpuBackend::gather_crop_flip_at(const Tensor& rows, const Tensor& order, const Tensor& shifts,
+                                     const Tensor& position, const Tensor& fill, Tensor& out) {
+  check_gather_position(order, position, out);
+  const int64_t start = gather_start(order, position, out), b = out.dim(0);
+  gather_crop_flip(rows, order.rows(start, start + b), shifts.rows(start, start + b), fill, out);
+}
+
 }  // namespace nnlab

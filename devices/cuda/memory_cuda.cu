@@ -36,9 +36,24 @@ __global__ void cast_kernel(const From* src, To* dst, int64_t n) {
 // rows: (n, c, h, w)  index: (b)  shifts: (b, 3) {dy, dx, flip}  fill: (c)  out: (b, c, h, w)
 // One thread per output element: out[i, ch, y, x] = rows[index[i], ch, y + dy, x' + dx] with
 // x' = flip ? w − 1 − x : x, or fill[ch] outside the image. A bad index: as gather_rows_kernel.
+// position (may be null): index and shifts start at entry position·b, read on the device; a
+// batch past the order's end (n_index entries) gathers nothing and records the fault.
+__device__ bool batch_outside_order(const int32_t* position, int64_t b, int64_t n_index, int32_t* fault) {
+  if (!position || (*position >= 0 && (*position + 1) * b <= n_index)) return false;
+  if (threadIdx.x == 0 && blockIdx.x == 0 &&
+      atomicCAS(&fault[0], 0, static_cast<int32_t>(cuda::DeviceFault::GatherIndexOutOfRange)) == 0) {
+    fault[1] = *position;
+    fault[2] = 0;
+    fault[3] = static_cast<int32_t>(n_index / b);
+  }
+  return true;
+}
+
 __global__ void gather_crop_flip_kernel(const float* rows, const int32_t* index, const int32_t* shifts,
                                         const float* fill, float* out, int64_t b, int64_t c, int64_t h, int64_t w,
-                                        int64_t n_rows, int32_t* fault) {
+                                        int64_t n_rows, int32_t* fault, const int32_t* position, int64_t n_index) {
+  if (batch_outside_order(position, b, n_index, fault)) return;
+  if (position) index += *position * b, shifts += 3 * *position * b;
   NNLAB_GRID_STRIDE(e, b * c * h * w) {
     const int64_t x = e % w, y = (e / w) % h, ch = (e / (w * h)) % c, i = e / (w * h * c);
     const int32_t src = index[i];
@@ -56,9 +71,13 @@ __global__ void gather_crop_flip_kernel(const float* rows, const int32_t* index,
   }
 }
 
+// position (may be null): index starts at entry position·b, read on the device (a CUDA graph's
+// replay gathers the batch of its own step).
 template <typename W>
 __global__ void gather_rows_kernel(const W* rows, const int32_t* index, W* out, int64_t b, int64_t row,
-                                   int64_t n_rows, int32_t* fault) {
+                                   int64_t n_rows, int32_t* fault, const int32_t* position, int64_t n_index) {
+  if (batch_outside_order(position, b, n_index, fault)) return;
+  if (position) index += *position * b;
   NNLAB_GRID_STRIDE(e, b * row) {
     const int64_t i = e / row, j = e % row;
     const int32_t src = index[i];
@@ -236,38 +255,65 @@ void CudaBackend::increment_counter(Tensor& counter) {
   cuda::launch("increment_counter_kernel", increment_counter_kernel, 1, 1, ctx_->stream, cuda::ptr<int32_t>(counter));
 }
 
+namespace {
+
 // rows: (n, d...)  index: int32 (b)  out: (b, d...)   Rows are moved as 4-byte words when
 // their size allows (float32, int32, uint8 rows of a multiple of 4), else byte by byte.
-void CudaBackend::gather_rows(const Tensor& rows, const Tensor& index, Tensor& out) {
+// position (may be null): the rows of index[position·b ...], position read on the device.
+void gather_rows_launch(cuda::Context& c, const Tensor& rows, const Tensor& index, const Tensor* position, Tensor& out) {
   check_dtype("gather_rows", index, DType::Int32);
-  const int64_t n = rows.dim(0), b = index.numel();
+  const int64_t n = rows.dim(0), b = out.dim(0);
   const size_t row_bytes = n ? rows.nbytes() / static_cast<size_t>(n) : 0;
   if (b == 0 || row_bytes == 0) return;
-  cuda::Context& c = *ctx_;
+  const int32_t* at = position ? cuda::ptr<int32_t>(*position) : nullptr;
   if (row_bytes % 4 == 0) {
     const int64_t row = static_cast<int64_t>(row_bytes / 4);
     cuda::launch("gather_rows_kernel", gather_rows_kernel<uint32_t>, cuda::grid_for(b * row), cuda::kThreads, c.stream,
                  cuda::ptr<uint32_t>(rows), cuda::ptr<int32_t>(index), cuda::ptr<uint32_t>(out), b, row, n,
-                 c.fault_device);
+                 c.fault_device, at, index.numel());
   } else {
     const int64_t row = static_cast<int64_t>(row_bytes);
     cuda::launch("gather_rows_kernel", gather_rows_kernel<uint8_t>, cuda::grid_for(b * row), cuda::kThreads, c.stream,
                  cuda::ptr<uint8_t>(rows), cuda::ptr<int32_t>(index), cuda::ptr<uint8_t>(out), b, row, n,
-                 c.fault_device);
+                 c.fault_device, at, index.numel());
   }
+}
+
+void gather_crop_flip_launch(cuda::Context& ctx, const Tensor& rows, const Tensor& index, const Tensor& shifts,
+                             const Tensor* position, const Tensor& fill, Tensor& out) {
+  cuda::require_f32("gather_crop_flip", rows);
+  check_dtype("gather_crop_flip", index, DType::Int32);
+  check_dtype("gather_crop_flip", shifts, DType::Int32);
+  const int64_t b = out.dim(0), c = rows.dim(1), h = rows.dim(2), w = rows.dim(3);
+  if (b == 0 || c * h * w == 0) return;
+  cuda::launch("gather_crop_flip_kernel", gather_crop_flip_kernel, cuda::grid_for(b * c * h * w), cuda::kThreads,
+               ctx.stream, cuda::ptr<float>(rows), cuda::ptr<int32_t>(index), cuda::ptr<int32_t>(shifts),
+               cuda::ptr<float>(fill), cuda::ptr<float>(out), b, c, h, w, rows.dim(0), ctx.fault_device,
+               position ? cuda::ptr<int32_t>(*position) : nullptr, index.numel());
+}
+
+}  // namespace
+
+void CudaBackend::gather_rows(const Tensor& rows, const Tensor& index, Tensor& out) {
+  NNLAB_CHECK(index.numel() == out.dim(0), "gather_rows: ", index.numel(), " indices for ", out.describe());
+  gather_rows_launch(*ctx_, rows, index, nullptr, out);
 }
 
 void CudaBackend::gather_crop_flip(const Tensor& rows, const Tensor& index, const Tensor& shifts, const Tensor& fill,
                                    Tensor& out) {
-  cuda::require_f32("gather_crop_flip", rows);
-  check_dtype("gather_crop_flip", index, DType::Int32);
-  check_dtype("gather_crop_flip", shifts, DType::Int32);
-  const int64_t b = index.numel(), c = rows.dim(1), h = rows.dim(2), w = rows.dim(3);
-  if (b == 0 || c * h * w == 0) return;
-  cuda::Context& ctx = *ctx_;
-  cuda::launch("gather_crop_flip_kernel", gather_crop_flip_kernel, cuda::grid_for(b * c * h * w), cuda::kThreads,
-               ctx.stream, cuda::ptr<float>(rows), cuda::ptr<int32_t>(index), cuda::ptr<int32_t>(shifts),
-               cuda::ptr<float>(fill), cuda::ptr<float>(out), b, c, h, w, rows.dim(0), ctx.fault_device);
+  NNLAB_CHECK(index.numel() == out.dim(0), "gather_crop_flip: ", index.numel(), " indices for ", out.describe());
+  gather_crop_flip_launch(*ctx_, rows, index, shifts, nullptr, fill, out);
+}
+
+void CudaBackend::gather_rows_at(const Tensor& rows, const Tensor& order, const Tensor& position, Tensor& out) {
+  check_gather_position(order, position, out);
+  gather_rows_launch(*ctx_, rows, order, &position, out);
+}
+
+void CudaBackend::gather_crop_flip_at(const Tensor& rows, const Tensor& order, const Tensor& shifts,
+                                      const Tensor& position, const Tensor& fill, Tensor& out) {
+  check_gather_position(order, position, out);
+  gather_crop_flip_launch(*ctx_, rows, order, shifts, &position, fill, out);
 }
 
 }  // namespace nnlab

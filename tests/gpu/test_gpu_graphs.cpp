@@ -239,10 +239,10 @@ TEST_CASE("gpu: a graph step submits a few items and the host never waits for it
   INFO("per step: graph " << graph_per_step << " submissions, " << (graph_w12 - graph_w6) / 6 << " host waits; eager "
                           << eager_per_step << ", " << (eager_w12 - eager_w6) / 6);
   CHECK(graph_per_step > 0);
-  // The two gathers, the upload of the optimizer's numbers (and every 16th step an event after
-  // it), the replay (holding the check, the update and the loss sum), and two phase marks
-  // (after the data, after the replay).
-  CHECK(graph_per_step <= 7);
+  // The upload of the optimizer's numbers (and every 16th step an event after it), the replay
+  // (holding the batch's gather, the step, the check, the update and the loss sum), and the
+  // phase mark after it: issue 35's one launch per step, and the numbers it cannot compute.
+  CHECK(graph_per_step <= 4);
   CHECK(graph_per_step * 3 < eager_per_step);
   CHECK(graph_w12 == graph_w6);
   fs::remove_all(dir);
