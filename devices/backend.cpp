@@ -35,10 +35,9 @@ void Backend::gather_crop_flip_at(const Tensor&, const Tensor&, const Tensor&, c
   missing("gather_crop_flip_at");
 }
 void Backend::check_gather_position(const Tensor& order, const Tensor& position, const Tensor& out) {
-  NNLAB_CHECK(order.dtype() == DType::Int32 && position.dtype() == DType::Int32 && position.numel() == 1 &&
-                  order.device() == out.device() && position.device() == out.device(),
-              "gather_at: the order must be int32 and the position one int32, on ", out.device().str(), "; got ",
-              order.describe(), " and ", position.describe());
+  NNLAB_CHECK(order.dtype() == DType::Int32 && order.device() == out.device(), "gather_at: the order must be int32 on ",
+              out.device().str(), ", not ", order.describe());
+  check_device_counter("gather_at", "position", position, out.device());
 }
 void Backend::gather_crop_flip(const Tensor&, const Tensor&, const Tensor&, const Tensor&, Tensor&) {
   missing("gather_crop_flip");
@@ -101,18 +100,9 @@ AdamCorrections adam_corrections(const AdamParams& hp, int64_t step) {
   return {hp.lr / bc1, std::sqrt(bc2)};
 }
 
-void Backend::check_dropout_step_count(const Tensor& x, const Tensor* step_count) {
-  if (!step_count) return;
-  NNLAB_CHECK(step_count->dtype() == DType::Int32 && step_count->numel() == 1 && step_count->device() == x.device(),
-              "dropout_forward: the step count must be one int32 on ", x.device().str(), ", not ",
-              step_count->describe());
-}
-
-void Backend::check_step_number(const Tensor* step_number, const Device& device) {
-  if (!step_number) return;
-  NNLAB_CHECK(step_number->dtype() == DType::Int32 && step_number->numel() == 1 && step_number->device() == device,
-              "check_finite_all: the step number must be one int32 on ", device.str(), ", not ",
-              step_number->describe());
+void Backend::check_device_counter(const char* op, const char* what, const Tensor& counter, const Device& device) {
+  NNLAB_CHECK(counter.dtype() == DType::Int32 && counter.numel() == 1 && counter.device() == device, op, ": the ", what,
+              " must be one int32 on ", device.str(), ", not ", counter.describe());
 }
 
 void Backend::check_slot_gradients(const std::vector<SgdSlot>& slots, Tensor* skip_flag) {
@@ -125,7 +115,8 @@ void Backend::check_slot_gradients(const std::vector<SgdSlot>& slots, Tensor* sk
   if (!checked.empty()) check_finite_all(checked, *skip_flag, marks, nullptr);
 }
 void Backend::sgd_step_all(const std::vector<SgdSlot>& slots, const SgdParams& hp, Tensor* skip_flag) {
-  NNLAB_CHECK(!hp.on_device, "sgd_step_all: numbers read on the device are not supported on ", device().str());
+  NNLAB_CHECK(!hp.on_device, "sgd_step_all: numbers read on the device are for CUDA graphs; ", device().str(),
+              " takes them as arguments");
   check_slot_gradients(slots, skip_flag);
   for (const SgdSlot& s : slots) sgd_step(*s.param, *s.grad, *s.momentum_buf, hp, s.first_step, skip_flag);
 }

@@ -359,12 +359,11 @@ class Backend : public DeviceMemory {
   // sgd_step_all's first part, on every device alike: the gradients of the slots with
   // check_grad in one check_finite_all, raising skip_flag (required then) with their marks.
   void check_slot_gradients(const std::vector<SgdSlot>& slots, Tensor* skip_flag);
-  // dropout_forward's step count, when given: one int32 on x's device.
-  static void check_dropout_step_count(const Tensor& x, const Tensor* step_count);
-  // gather_*_at's order and position: int32, the position one value, both on out's device.
+  // The counters kernels read on the device (a step count, a step number, a batch position,
+  // increment_counter's counter): one int32 on `device`, else an Error naming op and what.
+  static void check_device_counter(const char* op, const char* what, const Tensor& counter, const Device& device);
+  // gather_*_at's order and position: int32 on out's device, the position one value.
   static void check_gather_position(const Tensor& order, const Tensor& position, const Tensor& out);
-  // check_finite_all's step number, when given: one int32 on `device`.
-  static void check_step_number(const Tensor* step_number, const Device& device);
 
  private:
   Device device_;

@@ -145,5 +145,5 @@ TEST_CASE("Dropout's step count read where the mask is drawn", "[dropout][layers
   CHECK(d.step() == wrap + 1);
   CHECK_THROWS_WITH(d.set_step(uint64_t(1) << 31), Catch::Contains("step count"));
   const Tensor wrong = Tensor::zeros({2}, DType::Int32);
-  CHECK_THROWS_WITH(dropout(x, 0.5, 7, 0, true, &wrong), Catch::Contains("step count must be one int32"));
+  CHECK_THROWS_WITH(dropout(x, 0.5, 7, 0, true, &wrong), Catch::Contains("the step count must be one int32"));
 }

@@ -62,7 +62,7 @@ void dropout_backward_typed(const Tensor& dy, const Tensor& mask, double p, cons
 void CpuBackend::dropout_forward(const Tensor& x, double p, uint64_t seed, uint32_t stream, const Tensor* step_count,
                                  Tensor& y, Tensor& mask) {
   NNLAB_LOG_KERNEL("dropout_forward", x);  // nnlab explain: record the call
-  check_dropout_step_count(x, step_count);
+  if (step_count) check_device_counter("dropout_forward", "step count", *step_count, x.device());
   if (step_count) stream = dropout_stream(stream, *step_count->data<int32_t>());
   cpu::dispatch_float("dropout_forward", x, [&](auto t) {
     dropout_forward_typed<decltype(t)>(x, p, seed, stream, y, mask);

@@ -22,8 +22,7 @@ void CpuBackend::cast(const Tensor& src, Tensor& dst) { host_memory().cast(src, 
 
 // counter: int32 scalar   counter += 1
 void CpuBackend::increment_counter(Tensor& counter) {
-  NNLAB_CHECK(counter.dtype() == DType::Int32 && counter.numel() == 1, "increment_counter: the counter must be one "
-              "int32, not ", counter.describe());
+  check_device_counter("increment_counter", "counter", counter, device());
   *counter.data<int32_t>() += 1;
 }
 

@@ -174,12 +174,11 @@ void CpuBackend::adam_step(Tensor& param, const Tensor& grad, Tensor& exp_avg, T
     const T* gr = static_cast<const T*>(grad.raw_data());
     T* m = static_cast<T*>(exp_avg.raw_data());
     T* v = static_cast<T*>(exp_avg_sq.raw_data());
-    // The bias corrections are scalars, computed in double as PyTorch does in Python.
-    const double bc1 = 1.0 - std::pow(hp.beta1, static_cast<double>(step));
-    const double bc2 = 1.0 - std::pow(hp.beta2, static_cast<double>(step));
+    // The bias corrections are scalars, computed in double as PyTorch does in Python (backend.h).
+    const AdamCorrections c = adam_corrections(hp, step);
     // 1 − β in double, then rounded, as PyTorch passes it (alpha/value = 1 − beta): in float32,
     // 1 − float(0.999) would be off by 1.3e-5 relative.
-    const AdamScalars<T> s{static_cast<T>(hp.lr / bc1),          static_cast<T>(std::sqrt(bc2)),
+    const AdamScalars<T> s{static_cast<T>(c.step_size),          static_cast<T>(c.bc2_sqrt),
                            static_cast<T>(hp.beta1),             static_cast<T>(hp.beta2),
                            static_cast<T>(hp.eps),               static_cast<T>(1.0 - hp.beta1),
                            static_cast<T>(1.0 - hp.beta2),       static_cast<T>(hp.weight_decay),

@@ -148,7 +148,7 @@ void CpuBackend::check_finite(const Tensor& x, Tensor& flag, NonFiniteMark mark)
 void CpuBackend::check_finite_all(const std::vector<Tensor>& xs, Tensor& flag, const std::vector<NonFiniteMark>& marks,
                                   const Tensor* step_number) {
   NNLAB_CHECK(xs.size() == marks.size(), "check_finite_all: ", xs.size(), " tensors but ", marks.size(), " marks");
-  check_step_number(step_number, device());
+  if (step_number) check_device_counter("check_finite_all", "step number", *step_number, device());
   if (xs.empty()) return;
   KernelTiming timing;  // nnlab explain: one record for the whole list
   if (kernel_log_enabled())

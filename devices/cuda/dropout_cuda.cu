@@ -54,7 +54,7 @@ void CudaBackend::dropout_forward(const Tensor& x, double p, uint64_t seed, uint
   NNLAB_LOG_KERNEL("dropout_forward", x);  // nnlab explain: record the call
   cuda::require_f32("dropout_forward", x);
   check_dtype("dropout_forward", mask, DType::UInt8);
-  check_dropout_step_count(x, step_count);
+  if (step_count) check_device_counter("dropout_forward", "step count", *step_count, x.device());
   const int64_t n = x.numel();
   if (!n) return;
   cuda::launch("dropout_forward_kernel", dropout_forward_kernel, cuda::grid_for((n + 3) / 4), cuda::kThreads,

@@ -250,8 +250,7 @@ void CudaBackend::cast(const Tensor& src, Tensor& dst) {
 }
 
 void CudaBackend::increment_counter(Tensor& counter) {
-  NNLAB_CHECK(counter.dtype() == DType::Int32 && counter.numel() == 1, "increment_counter: the counter must be one "
-              "int32, not ", counter.describe());
+  check_device_counter("increment_counter", "counter", counter, device());
   cuda::launch("increment_counter_kernel", increment_counter_kernel, 1, 1, ctx_->stream, cuda::ptr<int32_t>(counter));
 }
 

@@ -217,7 +217,7 @@ void CudaBackend::check_finite_all(const std::vector<Tensor>& xs, Tensor& flag,
                                    const std::vector<NonFiniteMark>& marks, const Tensor* step_number) {
   NNLAB_CHECK(xs.size() == marks.size(), "check_finite_all: ", xs.size(), " tensors but ", marks.size(), " marks");
   check_dtype("check_finite_all", flag, DType::Int32);
-  check_step_number(step_number, device());
+  if (step_number) check_device_counter("check_finite_all", "step number", *step_number, device());
   if (xs.size() == 1 && !step_number) return check_finite(xs[0], flag, marks[0]);  // one launch, not three
   cuda::Context& c = *ctx_;
   for (size_t from = 0; from < xs.size(); from += kListTensors) {
