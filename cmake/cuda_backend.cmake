@@ -63,7 +63,7 @@ target_link_libraries(nnlab_cuda PRIVATE OpenMP::OpenMP_CXX)
 
 if(NNLAB_WITH_CUDA)
   target_include_directories(nnlab_cuda PRIVATE ${CUDNN_INCLUDE_DIR})
-  target_link_libraries(nnlab_cuda PRIVATE CUDA::cudart CUDA::cublas ${CUDNN_LIBRARY})
+  target_link_libraries(nnlab_cuda PRIVATE CUDA::cudart CUDA::cublas CUDA::cublasLt ${CUDNN_LIBRARY})
   target_compile_options(nnlab_cuda PRIVATE $<$<COMPILE_LANGUAGE:CUDA>:--expt-relaxed-constexpr -lineinfo>)
 endif()
 if(NNLAB_WITH_NCCL)

@@ -66,7 +66,17 @@ void Backend::linear_forward(const Tensor& x, const Tensor& w, const Tensor* b, 
   if (b && b->defined()) bias_forward(y, *b, 1);
   if (relu) unary_forward(UnaryOp::Relu, y, y);
 }
-void Backend::linear_backward(const Tensor& dz, const Tensor& x, const Tensor& w, Tensor* dx, Tensor* dw) {
+void Backend::linear_backward(const Tensor& dy, const Tensor* relu_output, const Tensor& x, const Tensor& w,
+                              Tensor* dx, Tensor* dw, Tensor* db) {
+  if (!relu_output) {
+    if (db) bias_backward(dy, *db, 1);
+    return linear_products(dy, x, w, dx, dw);
+  }
+  Tensor dz = Tensor::empty(dy.shape(), dy.dtype(), dy.device());
+  relu_bias_backward(*relu_output, dy, dz, db, 1);
+  linear_products(dz, x, w, dx, dw);
+}
+void Backend::linear_products(const Tensor& dz, const Tensor& x, const Tensor& w, Tensor* dx, Tensor* dw) {
   if (dx) gemm(false, false, x.dim(0), x.dim(1), w.dim(0), 1.0, dz, w, 0.0, *dx);
   if (dw) gemm(true, false, w.dim(0), x.dim(1), x.dim(0), 1.0, dz, x, 0.0, *dw);
 }

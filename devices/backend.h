@@ -209,13 +209,21 @@ class Backend : public DeviceMemory {
   // A Linear layer's forward: y (n, out) = x (n, in) · wᵀ (w: (out, in)) + b (out, or null),
   // then, when relu, y = max(0, y) (a ReLU epilogue: linear in autograd/ops.h).
   // The default is gemm, bias_forward and unary_forward in place; the CPU adds the bias and
-  // takes the max inside its product where it can.
+  // takes the max inside its product where it can, CUDA in a cuBLASLt epilogue.
   virtual void linear_forward(const Tensor& x, const Tensor& w, const Tensor* b, Tensor& y, bool relu);
-  // A Linear layer's two backward products, either output may be null:
+  // A Linear layer's whole backward (LinearBackward, autograd/ops/matmul.cpp). relu_output is
+  // the ReLU epilogue's y, or null without one:
+  //   dz = dy·[y > 0] (ReLU) or dy     db (out) = Σ_rows dz
   //   dx (n, in) = dz (n, out) · w (out, in)      dw (out, in) = dzᵀ · x (n, in)
-  // The default is two gemm calls; the CPU on two threads runs the two products at once, one per
-  // thread, in one parallel region (each product with the bits gemm gives it on one thread).
-  virtual void linear_backward(const Tensor& dz, const Tensor& x, const Tensor& w, Tensor* dx, Tensor* dw);
+  // each of dx, dw, db computed only when non-null. The default is relu_bias_backward (or
+  // bias_backward) and then linear_products; CUDA takes db inside dw's product (a cuBLASLt
+  // bias-gradient epilogue) where the library has an algorithm for it.
+  virtual void linear_backward(const Tensor& dy, const Tensor* relu_output, const Tensor& x, const Tensor& w,
+                               Tensor* dx, Tensor* dw, Tensor* db);
+  // The two products alone, either output may be null. The default is two gemm calls; the CPU
+  // on two threads runs the two at once, one per thread, in one parallel region (each product
+  // with the bits gemm gives it on one thread).
+  virtual void linear_products(const Tensor& dz, const Tensor& x, const Tensor& w, Tensor* dx, Tensor* dw);
 
   // ---- elementwise ---------------------------------------------------------------------
   // Broadcasting by suffix: y has n elements; a and b have n or a divisor of n elements

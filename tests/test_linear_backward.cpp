@@ -1,4 +1,4 @@
-// A Linear layer's two backward products in one call (Backend::linear_backward): on two CPU
+// A Linear layer's two backward products in one call (Backend::linear_products): on two CPU
 // threads both run at once, one per thread, whole, so the bits must be those of the two gemm
 // calls on one thread (split over two, libxsmm's row blocks give other bits in the last place),
 // on the zoo's shapes (libxsmm's row blocks and column chunks, OpenBLAS past libxsmm's limits)
@@ -39,7 +39,7 @@ TEST_CASE("the CPU's paired Linear backward products equal the two gemm calls on
     std::vector<std::string> families;
     {
       KernelLogScope log;
-      cpu.linear_backward(dz, x, w, &dx, &dw);
+      cpu.linear_products(dz, x, w, &dx, &dw);
       for (const KernelCall& call : take_kernel_calls()) families.push_back(call.family);
     }
     const bool paired = 2.0 * double(s.n) * double(s.out) * double(s.in) >= 1e6;
@@ -48,7 +48,7 @@ TEST_CASE("the CPU's paired Linear backward products equal the two gemm calls on
     CHECK(dw.to_vector<float>() == dw_one.to_vector<float>());
     // One gradient alone: the gemm call itself.
     Tensor dw_only = Tensor::empty({s.out, s.in}), dw_apart = Tensor::empty({s.out, s.in});
-    cpu.linear_backward(dz, x, w, nullptr, &dw_only);
+    cpu.linear_products(dz, x, w, nullptr, &dw_only);
     cpu.gemm(true, false, s.out, s.in, s.n, 1.0, dz, x, 0.0, dw_apart);
     CHECK(dw_only.to_vector<float>() == dw_apart.to_vector<float>());
   }

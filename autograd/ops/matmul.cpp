@@ -35,31 +35,25 @@ class MatmulBackward : public Node {
 
 // y = e(z), z = x · wᵀ + b   ->   dz = dy (no epilogue) or dy·[y > 0] (ReLU) ;
 //                                 dx = dz · w ;  dw = dzᵀ · x ;  db = Σ_rows dz
-// With the ReLU, the mask and the bias gradient are one pass (Backend::relu_bias_backward);
-// y > 0 exactly where z > 0, so z need not be kept.
+// One backend call (Backend::linear_backward) does it all: the CPU takes the mask and the bias
+// gradient in one pass, CUDA the bias gradient inside dw's product. y > 0 exactly where z > 0,
+// so z need not be kept.
 class LinearBackward : public Node {
  public:
   LinearBackward(const Tensor& x, const Tensor& w, const Tensor& b, const Tensor& relu_output)
       : Node({x, w, b}), y_(relu_output.defined() ? relu_output.detach() : Tensor()) {}
   std::string name() const override { return "LinearBackward"; }
   std::vector<Tensor> backward(const Tensor& dy) override {
-    Backend& be = backend_for(dy.device());
-    const bool bias = inputs()[2].defined() && needs_grad(2);
-    Tensor db = bias ? Tensor::empty(inputs()[2].shape(), dy.dtype(), dy.device()) : Tensor();
-    Tensor dz = dy;
-    if (y_.defined()) {
-      dz = Tensor::empty(y_.shape(), y_.dtype(), y_.device());
-      be.relu_bias_backward(y_, dy, dz, bias ? &db : nullptr, 1);
-    } else if (bias) {
-      be.bias_backward(dy, db, 1);
-    }
-    // dx = dz · w and dw = dzᵀ · x, each undefined when its input needs none: one backend call,
-    // which may run the two at once.
     const Tensor& x = inputs()[0];
     const Tensor& w = inputs()[1];
+    const bool bias = inputs()[2].defined() && needs_grad(2);
+    // Each gradient undefined when its input needs none.
+    Tensor db = bias ? Tensor::empty(inputs()[2].shape(), dy.dtype(), dy.device()) : Tensor();
     Tensor dx = needs_grad(0) ? Tensor::empty(x.shape(), x.dtype(), x.device()) : Tensor();
     Tensor dw = needs_grad(1) ? Tensor::empty(w.shape(), w.dtype(), w.device()) : Tensor();
-    be.linear_backward(dz, x, w, dx.defined() ? &dx : nullptr, dw.defined() ? &dw : nullptr);
+    backend_for(dy.device())
+        .linear_backward(dy, y_.defined() ? &y_ : nullptr, x, w, dx.defined() ? &dx : nullptr,
+                         dw.defined() ? &dw : nullptr, bias ? &db : nullptr);
     return {dx, dw, db};
   }
 

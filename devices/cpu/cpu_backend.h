@@ -31,7 +31,7 @@ class CpuBackend final : public Backend {
   void gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, double alpha, const Tensor& a,
             const Tensor& b, double beta, Tensor& c) override;
   void linear_forward(const Tensor& x, const Tensor& w, const Tensor* b, Tensor& y, bool relu) override;
-  void linear_backward(const Tensor& dz, const Tensor& x, const Tensor& w, Tensor* dx, Tensor* dw) override;
+  void linear_products(const Tensor& dz, const Tensor& x, const Tensor& w, Tensor* dx, Tensor* dw) override;
 
   // elementwise_cpu.cpp
   void binary_forward(BinaryOp op, const Tensor& a, const Tensor& b, Tensor& y) override;

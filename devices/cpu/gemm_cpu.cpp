@@ -149,15 +149,15 @@ void CpuBackend::linear_forward(const Tensor& x, const Tensor& w, const Tensor* 
 // each had cost a parallel region of its own. Each product runs whole on its thread, as gemm
 // runs it on one thread, with those bits (tests/test_linear_backward.cpp); gemm on two threads
 // splits libxsmm's products into row blocks, whose last bits differ.
-void CpuBackend::linear_backward(const Tensor& dz, const Tensor& x, const Tensor& w, Tensor* dx, Tensor* dw) {
+void CpuBackend::linear_products(const Tensor& dz, const Tensor& x, const Tensor& w, Tensor* dx, Tensor* dw) {
   const int64_t n = x.dim(0), in = x.dim(1), out = w.dim(0);
   const bool floats = dz.dtype() == DType::Float32 && x.dtype() == DType::Float32 && w.dtype() == DType::Float32;
   if (!dx || !dw || !floats || cpu_threads() != 2 || omp_in_parallel() || n == 0 || in == 0 || out == 0 ||
       2.0 * double(n) * double(in) * double(out) < kParallelFlops / 2)
-    return Backend::linear_backward(dz, x, w, dx, dw);
+    return Backend::linear_products(dz, x, w, dx, dw);
   NNLAB_CHECK(dx->dtype() == DType::Float32 && dw->dtype() == DType::Float32 && dx->numel() == n * in &&
                   dw->numel() == out * in && dz.numel() == n * out,
-              "linear_backward: gradients ", dx->describe(), ", ", dw->describe(), " do not fit dz ", dz.describe(),
+              "linear_products: gradients ", dx->describe(), ", ", dw->describe(), " do not fit dz ", dz.describe(),
               ", x ", x.describe(), ", w ", w.describe());
   KernelTiming timing;  // nnlab explain: one record for the pair
   if (kernel_log_enabled())

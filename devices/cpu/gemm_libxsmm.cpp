@@ -146,7 +146,7 @@ bool libxsmm_gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, f
   initialise();
   // op(B) stored as k × n rows for libxsmm: a transposed B (stored n × k) is copied first.
   const double flops = 2.0 * static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(k);
-  // Inside a parallel region (CpuBackend::linear_backward's one product per thread) on the calling thread alone.
+  // Inside a parallel region (CpuBackend::linear_products's one product per thread) on the calling thread alone.
   const int threads =
       flops >= kParallelFlops && !omp_in_parallel() ? static_cast<int>(std::min<int64_t>(cpu_threads(), m)) : 1;
   // C = A·Bᵀ with a B larger than A and C together (a Linear layer's forward pass: B is the

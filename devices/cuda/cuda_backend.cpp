@@ -166,6 +166,7 @@ CudaBackend::CudaBackend(int index)
   NNLAB_CUBLAS_CHECK(cublasCreate(&c.cublas));
   NNLAB_CUBLAS_CHECK(cublasSetStream(c.cublas, c.stream));
   NNLAB_CUBLAS_CHECK(cublasSetMathMode(c.cublas, CUBLAS_DEFAULT_MATH));  // strict float32: no TF32
+  NNLAB_CUBLAS_CHECK(cublasLtCreate(&c.cublas_lt));
   NNLAB_CUDNN_CHECK(cudnnCreate(&c.cudnn));
   NNLAB_CUDNN_CHECK(cudnnSetStream(c.cudnn, c.stream));
   NNLAB_CUDA_CHECK(cudaMalloc(reinterpret_cast<void**>(&c.first_nonfinite), sizeof(int32_t)));
@@ -183,6 +184,7 @@ CudaBackend::CudaBackend(int index)
 CudaBackend::~CudaBackend() {
   cuda::Context& c = *ctx_;
   c.conv_plans.clear();
+  c.lt_plans.clear();
   if (c.pinned) cudaFreeHost(c.pinned);
   for (cuda::Context::Staging& s : c.upload_staging) {
     if (s.copied) cudaEventSynchronize(s.copied), cudaEventDestroy(s.copied);
@@ -196,6 +198,8 @@ CudaBackend::~CudaBackend() {
   if (c.cudnn) cudnnDestroy(c.cudnn);
   if (c.cublas) cublasDestroy(c.cublas);
   if (c.cublas_workspace) cudaFree(c.cublas_workspace);
+  if (c.cublas_lt) cublasLtDestroy(c.cublas_lt);
+  if (c.lt_workspace) c.allocator->deallocate(c.lt_workspace);
   if (c.stream) cudaStreamDestroy(c.stream);
 }
 

@@ -76,6 +76,9 @@ class CudaBackend final : public Backend {
   // gemm_cuda.cu
   void gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, double alpha, const Tensor& a,
             const Tensor& b, double beta, Tensor& c) override;
+  void linear_forward(const Tensor& x, const Tensor& w, const Tensor* b, Tensor& y, bool relu) override;
+  void linear_backward(const Tensor& dy, const Tensor* relu_output, const Tensor& x, const Tensor& w, Tensor* dx,
+                       Tensor* dw, Tensor* db) override;
 
   // elementwise_cuda.cu
   void binary_forward(BinaryOp op, const Tensor& a, const Tensor& b, Tensor& y) override;

@@ -3,6 +3,7 @@
 // "cudaMemcpyAsync(...) failed: an illegal memory access was encountered at
 // devices/cuda/memory_cuda.cu:42" instead of a crash or a silently wrong answer.
 #pragma once
+#include <cublasLt.h>
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
 #include <cudnn.h>

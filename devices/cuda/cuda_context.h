@@ -52,10 +52,30 @@ struct ConvPlan {
 // n, c, h, w, k, r, s, stride_h, stride_w, pad_h, pad_w, tf32, deterministic
 using ConvKey = std::array<int64_t, 13>;
 
+// A cuBLASLt product's descriptors and the algorithm its heuristic chose, made once per
+// shape and epilogue (gemm_lt_cuda.cpp). usable = false: the library has no algorithm for it,
+// and the caller takes the plain path.
+struct LtPlan {
+  cublasLtMatmulDesc_t desc = nullptr;
+  cublasLtMatrixLayout_t first = nullptr, second = nullptr, out = nullptr;
+  cublasLtMatmulAlgo_t algo{};
+  size_t workspace = 0;
+  bool usable = false;
+  ~LtPlan();
+};
+// trans_a, trans_b, m, n, k, epilogue, tf32
+using LtKey = std::array<int64_t, 7>;
+
 struct Context {
   int device = 0;
   cudaStream_t stream = nullptr;
   cublasHandle_t cublas = nullptr;
+  // cuBLASLt, for products with an epilogue (gemm_lt_cuda.cpp), and its fixed scratch (made at
+  // the first such product): a graph capture must not let the library allocate.
+  cublasLtHandle_t cublas_lt = nullptr;
+  void* lt_workspace = nullptr;
+  static constexpr size_t kLtWorkspaceBytes = size_t(4) << 20;
+  std::map<LtKey, std::unique_ptr<LtPlan>> lt_plans;
   cudnnHandle_t cudnn = nullptr;
   // cuBLAS's scratch, fixed for the handle's life from the first graph capture on: cuBLAS
   // then allocates none of its own, which a capture requires (graph_cuda.cpp).

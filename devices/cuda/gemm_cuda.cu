@@ -2,11 +2,17 @@
 // computes nnlab's row-major product) is worked out in devices/cuda/gemm_plan.h. With
 // --gemm-impl naive|tiled|registers the product runs on nnlab's own kernels instead
 // (gemm_ladder_cuda.cu); cuBLAS is the default.
+//
+// A Linear layer's forward and backward (the twins of gemm_cpu.cpp's) fold the bias, the ReLU
+// and the bias gradient into cuBLASLt epilogues (gemm_lt.h): forward one call where the plain
+// path is a GEMM, a bias kernel and a ReLU kernel; backward dW and db in one call.
 #include "devices/cuda/cuda_backend.h"
 #include "devices/cuda/cuda_context.h"
+#include "devices/cuda/gemm_lt.h"
 #include "devices/cuda/gemm_plan.h"
 #include "devices/gemm_impl.h"
 #include "devices/kernel_log.h"
+#include "devices/reduce_impl.h"
 
 namespace nnlab {
 
@@ -53,6 +59,43 @@ void CudaBackend::gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t
                                  p.trans_second ? CUBLAS_OP_T : CUBLAS_OP_N, int(p.m), int(p.n), int(p.k), &alpha_f,
                                  cuda::ptr<float>(b), int(p.ld_first), cuda::ptr<float>(a), int(p.ld_second), &beta_f,
                                  cuda::ptr<float>(c), int(p.ldc)));
+}
+
+// y (n, out) = [max(0, ·)] (x (n, in) · wᵀ + b): the row-major product x·wᵀ (NT n×out×in) with
+// the bias (one per column of y) and the ReLU as its epilogue.
+void CudaBackend::linear_forward(const Tensor& x, const Tensor& w, const Tensor* b, Tensor& y, bool relu) {
+  const int64_t n = x.dim(0), in = x.dim(1), out = w.dim(0);
+  const bool bias = b && b->defined();
+  if (gemm_impl() != GemmImpl::Cublas || !bias || n == 0 || in == 0 || out == 0)
+    return Backend::linear_forward(x, w, b, y, relu);
+  for (const Tensor* t : {&x, &w, b, static_cast<const Tensor*>(&y)}) cuda::require_f32("linear_forward", *t);
+  if (!cuda::lt_gemm(*ctx_, relu ? cuda::LtEpilogue::BiasRelu : cuda::LtEpilogue::Bias, false, true, n, out, in,
+                     cuda::ptr<float>(x), cuda::ptr<float>(w), cuda::ptr<float>(y), cuda::ptr<float>(*b)))
+    Backend::linear_forward(x, w, b, y, relu);
+}
+
+// dz = dy·[y > 0] (one kernel, with the ReLU) or dy;  dw (out, in) = dzᵀ · x (TN out×in×n) with
+// db = Σ_rows dz as its epilogue;  dx = dz · w (gemm).
+void CudaBackend::linear_backward(const Tensor& dy, const Tensor* relu_output, const Tensor& x, const Tensor& w,
+                                  Tensor* dx, Tensor* dw, Tensor* db) {
+  const int64_t n = x.dim(0), in = x.dim(1), out = w.dim(0);
+  // --gemm-impl and --reduce-impl pick teaching kernels, which the epilogue would bypass.
+  if (gemm_impl() != GemmImpl::Cublas || reduce_impl() != ReduceImpl::Auto || !dw || !db || n == 0 || in == 0 ||
+      out == 0)
+    return Backend::linear_backward(dy, relu_output, x, w, dx, dw, db);
+  for (const Tensor* t : {&dy, &x, static_cast<const Tensor*>(dw), static_cast<const Tensor*>(db)})
+    cuda::require_f32("linear_backward", *t);
+  Tensor dz = dy;
+  if (relu_output) {
+    dz = Tensor::empty(dy.shape(), dy.dtype(), dy.device());
+    unary_backward(UnaryOp::Relu, *relu_output, *relu_output, dy, dz);
+  }
+  if (!cuda::lt_gemm(*ctx_, cuda::LtEpilogue::BiasGradA, true, false, out, in, n, cuda::ptr<float>(dz),
+                     cuda::ptr<float>(x), cuda::ptr<float>(*dw), cuda::ptr<float>(*db))) {
+    bias_backward(dz, *db, 1);
+    return linear_products(dz, x, w, dx, dw);
+  }
+  linear_products(dz, x, w, dx, nullptr);
 }
 
 }  // namespace nnlab

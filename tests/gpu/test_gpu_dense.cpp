@@ -381,8 +381,8 @@ TEST_CASE("gpu: Linear's backward products match the CPU", "[gpu][gemm]") {
     const Tensor dz = fresh_tensor({n, out}), x = fresh_tensor({n, in}), w = fresh_tensor({out, in});
     Tensor dx = Tensor::empty({n, in}), dw = Tensor::empty({out, in});
     Tensor gdx = on_gpu(dx), gdw = on_gpu(dw);
-    cpu().linear_backward(dz, x, w, &dx, &dw);
-    gpu().linear_backward(on_gpu(dz), on_gpu(x), on_gpu(w), &gdx, &gdw);
+    cpu().linear_products(dz, x, w, &dx, &dw);
+    gpu().linear_products(on_gpu(dz), on_gpu(x), on_gpu(w), &gdx, &gdw);
     require_allclose(gdx, dx, 1e-5, 1e-6 * double(out) + 1e-6, "linear input gradient");
     require_allclose(gdw, dw, 1e-5, 1e-6 * double(n) + 1e-6, "linear weight gradient");
   }
