@@ -189,6 +189,20 @@ size_t log_cudnn(const char* call, int algo, const Conv2dGeometry& g) {
 
 }  // namespace
 
+// A convolution with a max-pool (and ReLU) epilogue and a bias: the bias is added after the
+// pool, by the pool's kernel (maxpool2d_bias_forward: max(z + b) = max(z) + b for a bias that
+// is constant over each window), so the convolution's output is written once, by cuDNN, and
+// neither read nor written again by cudnnAddTensor. The rest is Backend::conv2d_forward's.
+void CudaBackend::conv2d_forward(const Conv2dGeometry& g, const ConvEpilogue& e, const Tensor& x, const Tensor& w,
+                                 const Tensor* b, Tensor& y, Tensor* argmax) {
+  if (e.kind != ConvEpilogue::Kind::ReluMaxPool || !b || !b->defined() || use_reference(x))
+    return Backend::conv2d_forward(g, e, x, w, b, y, argmax);
+  NNLAB_CHECK(argmax, "conv2d_forward: a max-pool epilogue needs its argmax tensor");
+  Tensor z = Tensor::empty({g.n, g.k, g.p, g.q}, x.dtype(), x.device());
+  convolve(g, x, w, nullptr, z);
+  maxpool2d_bias_forward(e.pool, z, b, y, *argmax);
+}
+
 // y = conv(x, w) (+ b broadcast over (n, ·, p, q))
 void CudaBackend::convolve(const Conv2dGeometry& g, const Tensor& x, const Tensor& w, const Tensor* b, Tensor& y) {
   cuda::require_f32("conv2d_forward", x);

@@ -116,8 +116,15 @@ class CudaBackend final : public Backend {
   void adam_step_all(const std::vector<AdamSlot>& slots, const AdamParams& hp, const Tensor* skip_flag) override;
 
 
+  // conv2d_cuda.cu: with a max-pool epilogue, the bias is added by the pool's kernel
+  void conv2d_forward(const Conv2dGeometry& g, const ConvEpilogue& e, const Tensor& x, const Tensor& w,
+                      const Tensor* b, Tensor& y, Tensor* argmax) override;
+
   // pool2d_cuda.cu
   void maxpool2d_forward(const Pool2dGeometry& g, const Tensor& x, Tensor& y, Tensor& argmax) override;
+  // The same with a per-channel bias (c values, or null) added to each window's maximum.
+  void maxpool2d_bias_forward(const Pool2dGeometry& g, const Tensor& x, const Tensor* bias, Tensor& y,
+                              Tensor& argmax);
   void maxpool2d_backward(const Pool2dGeometry& g, const Tensor& dy, const Tensor& argmax, Tensor& dx) override;
   void avgpool2d_forward(const Pool2dGeometry& g, const Tensor& x, Tensor& y) override;
   void avgpool2d_backward(const Pool2dGeometry& g, const Tensor& dy, Tensor& dx) override;
@@ -141,7 +148,7 @@ class CudaBackend final : public Backend {
   std::unique_ptr<CachingAllocator> allocator_;
   std::unique_ptr<cuda::Context> ctx_;
  protected:
-  // conv2d_cuda.cu: cuDNN (or the reference kernels); the epilogues are Backend's own kernels.
+  // conv2d_cuda.cu: cuDNN (or the reference kernels); the epilogues are nnlab's own kernels.
   void convolve(const Conv2dGeometry& g, const Tensor& x, const Tensor& w, const Tensor* b, Tensor& z) override;
   void convolve_backward_data(const Conv2dGeometry& g, const Tensor& dz, const Tensor& w, Tensor& dx) override;
   void convolve_backward_filter(const Conv2dGeometry& g, const Tensor& dz, const Tensor& x, Tensor& dw,

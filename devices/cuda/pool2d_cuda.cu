@@ -37,10 +37,14 @@ __device__ __forceinline__ void outputs_holding(int64_t r, int64_t stride, int64
 
 // ---- kernels ----------------------------------------------------------------------------
 
-// x: (n, c, h, w)  y, argmax: (n, c, p, q); one thread per output. First maximum wins ties;
-// a NaN wins over any number (as in PyTorch). With the fused ReLU (g.relu) a window whose max
-// is not positive (or NaN) gives 0 and argmax −1: no cell of it receives a gradient.
-__global__ void maxpool2d_forward_kernel(Pool2dGeometry g, const float* x, float* y, int32_t* argmax, int64_t total) {
+// x: (n, c, h, w)  bias: (c) or null  y, argmax: (n, c, p, q); one thread per output. First
+// maximum wins ties; a NaN wins over any number (as in PyTorch). With a bias (a convolution's,
+// moved past the pool by conv2d_forward) y = max(x) + bias[channel]: the bias is the same for
+// the whole window and rounding x + b is monotonic in x, so that is max(x + b), with one
+// addition per output instead of one per input. With the fused ReLU (g.relu) a window whose
+// max is not positive (or NaN) gives 0 and argmax −1: no cell of it receives a gradient.
+__global__ void maxpool2d_forward_kernel(Pool2dGeometry g, const float* x, const float* bias, float* y,
+                                         int32_t* argmax, int64_t total) {
   NNLAB_GRID_STRIDE(o, total) {
     const int64_t plane = o / (g.p * g.q), i = (o / g.q) % g.p, j = o % g.q;
     const float* xp = x + plane * g.h * g.w;
@@ -56,6 +60,7 @@ __global__ void maxpool2d_forward_kernel(Pool2dGeometry g, const float* x, float
         }
       }
     }
+    if (bias) best += bias[plane % g.c];
     if (g.relu && !(best > 0.0f)) {
       best = 0.0f;
       best_at = -1;
@@ -118,13 +123,21 @@ __global__ void avgpool2d_backward_kernel(Pool2dGeometry g, const float* dy, flo
 // ---- launchers --------------------------------------------------------------------------
 
 void CudaBackend::maxpool2d_forward(const Pool2dGeometry& g, const Tensor& x, Tensor& y, Tensor& argmax) {
-  NNLAB_LOG_KERNEL("maxpool2d_forward", x);  // nnlab explain: record the call
+  maxpool2d_bias_forward(g, x, nullptr, y, argmax);
+}
+
+void CudaBackend::maxpool2d_bias_forward(const Pool2dGeometry& g, const Tensor& x, const Tensor* bias, Tensor& y,
+                                         Tensor& argmax) {
+  NNLAB_LOG_KERNEL(bias ? "maxpool2d_forward (+ bias)" : "maxpool2d_forward", x);  // nnlab explain: record the call
   cuda::require_f32("maxpool2d_forward", x);
   check_dtype("maxpool2d_forward", argmax, DType::Int32);
+  NNLAB_CHECK(!bias || bias->numel() == g.c, "maxpool2d_forward: a bias of ", bias ? bias->numel() : 0,
+              " values for ", g.c, " channels");
   const int64_t total = g.n * g.c * g.p * g.q;
   if (!total) return;
   cuda::launch("maxpool2d_forward_kernel", maxpool2d_forward_kernel, cuda::grid_for(total), cuda::kThreads,
-               ctx_->stream, g, cuda::ptr<float>(x), cuda::ptr<float>(y), cuda::ptr<int32_t>(argmax), total);
+               ctx_->stream, g, cuda::ptr<float>(x), bias ? cuda::ptr<float>(*bias) : nullptr, cuda::ptr<float>(y),
+               cuda::ptr<int32_t>(argmax), total);
 }
 
 void CudaBackend::maxpool2d_backward(const Pool2dGeometry& g, const Tensor& dy, const Tensor& argmax, Tensor& dx) {
