@@ -8,8 +8,8 @@
 // from step to step reaches the graph through device memory, never a kernel argument (a
 // replay repeats the recorded ones): the batch's place in the epoch and the step's number
 // (counters the graph advances), each Dropout layer's step count, and the optimizer's numbers
-// (learning rate, momentum or β1, Adam's bias corrections), written before each replay by one
-// upload (Optimizer::stage_recorded_step).
+// (learning rate, momentum or β1, Adam's bias corrections), uploaded as a table for a window
+// of 256 steps and picked row by row inside the graph (Optimizer::stage_recorded_step).
 //
 // What stays outside the graph, and why: that upload (host numbers), a batch copied from the
 // host into the graph's input buffers (without the set on the device), the short last batch

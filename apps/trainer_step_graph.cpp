@@ -37,7 +37,7 @@ void Trainer::stage_graphed_step(int64_t this_step) {
   if (!step_number_current_) backend_for(device_).fill(step_number_, static_cast<double>(this_step - 1));
   step_number_current_ = true;
   schedule_->apply(*optimizer_, global_step_);
-  optimizer_->stage_recorded_step();
+  optimizer_->stage_recorded_step(schedule_.get(), global_step_);
 }
 
 Tensor Trainer::graphed_forward_backward(const Batch& batch, int64_t this_step) {

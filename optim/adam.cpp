@@ -47,7 +47,7 @@ void Adam::step() {
   ++steps_;
 }
 
-void Adam::record_step() {
+void Adam::record_update() {
   recorded_ = parameters_to_record("exp_avg", exp_avg_);
   AdamParams hp = adam_params(lr_, options_, decoupled_);
   hp.on_device = &numbers_on_device_;
@@ -60,18 +60,22 @@ void Adam::record_step() {
   if (!slots.empty()) backend_for(params_[0].device()).adam_step_all(slots, hp, &skip_flag_);
 }
 
-// The numbers eager mode passes as kernel arguments (AdamArgs and the list's corrections),
-// each parameter's step counted here as step() counts it.
-void Adam::stage_recorded_step() {
+// The numbers eager mode passes as kernel arguments (AdamArgs and the list's corrections), for
+// the step `ahead` after the next: each parameter's step counted as step() counts it.
+std::vector<float> Adam::recorded_numbers_ahead(int64_t ahead) const {
   const AdamParams hp = adam_params(lr_, options_, decoupled_);
   std::vector<float> numbers{static_cast<float>(1.0 - hp.lr * hp.weight_decay), static_cast<float>(hp.beta1),
                              static_cast<float>(1.0 - hp.beta1)};
   for (size_t i : recorded_) {
-    const AdamCorrections c = adam_corrections(hp, ++param_steps_[i]);
+    const AdamCorrections c = adam_corrections(hp, param_steps_[i] + 1 + ahead);
     numbers.push_back(static_cast<float>(c.step_size));
     numbers.push_back(static_cast<float>(c.bc2_sqrt));
   }
-  upload_recorded_numbers(numbers);
+  return numbers;
+}
+
+void Adam::advance_recorded_step() {
+  for (size_t i : recorded_) ++param_steps_[i];
   ++steps_;
 }
 

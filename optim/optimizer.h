@@ -11,6 +11,8 @@
 
 namespace nnlab {
 
+class LrSchedule;
+
 class Optimizer {
  public:
   explicit Optimizer(std::vector<Tensor> params);
@@ -50,29 +52,54 @@ class Optimizer {
   // ---- the update recorded in a CUDA graph (apps/step_graph.h) ---------------------------
   // The numbers that change from step to step (the learning rate, momentum or β1, Adam's bias
   // corrections) are kernel arguments in step(), which a graph would freeze. Recorded, the
-  // update reads them from a small buffer on the device instead:
-  //   prepare_recording()    makes the buffer; call it before the capture (memory made inside
-  //                          one belongs to the graph);
-  //   record_step()          inside the capture: queues the update of the parameters that
-  //                          have a gradient now (they must have taken one step already: their
-  //                          state exists), reading the buffer;
-  //   stage_recorded_step()  before each replay: one step's host bookkeeping for those
-  //                          parameters, and that step's numbers written into the buffer (one
-  //                          upload), so the replay updates exactly as step() would.
-  void prepare_recording();
-  virtual void record_step() = 0;
-  virtual void stage_recorded_step() = 0;
+  // update reads them from a small buffer on the device instead, and the host writes them a
+  // window of kRecordedWindow steps at a time, as a table on the device: each replay first
+  // advances a row counter and copies that row into the buffer (two small kernels inside the
+  // graph), so the host uploads once a window, not once a step.
+  //   prepare_recording(w)     makes the buffer, a table of w rows and the counter; call it
+  //                            before the capture (memory made inside one belongs to the graph);
+  //   record_step()            inside the capture: the row's copy, then the update of the
+  //                            parameters that have a gradient now (they must have taken one
+  //                            step already: their state exists), reading the buffer;
+  //   stage_recorded_step(schedule, step)
+  //                            before each replay of optimizer step `step` (0-based, as the
+  //                            schedule counts): that step's host bookkeeping and, at a window's
+  //                            start, the window's numbers from `schedule` (null: the lr as
+  //                            set), one upload. A step taken outside the graph in between (the
+  //                            short last batch) moves the step counts, so the next replay
+  //                            starts a new window. The replay updates exactly as step() would.
+  static constexpr int64_t kRecordedWindow = 256;
+  void prepare_recording(int64_t window = kRecordedWindow);
+  void record_step();
+  void stage_recorded_step(const LrSchedule* schedule, int64_t step);
 
  protected:
   // How many float32 numbers the recorded update reads on the device.
   virtual int64_t recorded_numbers() const = 0;
+  // record_step's update, reading numbers_on_device_ (SgdParams/AdamParams::on_device).
+  virtual void record_update() = 0;
+  // The numbers of the recorded step `ahead` steps after the next one, with the lr and momentum
+  // as they are set now, rounded to float as step() rounds its kernel arguments.
+  virtual std::vector<float> recorded_numbers_ahead(int64_t ahead) const = 0;
+  // One recorded step's host bookkeeping: the step counts step() would advance.
+  virtual void advance_recorded_step() { ++steps_; }
   // record_step's slots: the indices of the parameters with a gradient, each with its state.
   std::vector<size_t> parameters_to_record(const char* state_name, const std::vector<Tensor>& state) const;
-  // Writes `numbers` into the buffer on the device (after a check of their count).
-  void upload_recorded_numbers(const std::vector<float>& numbers);
 
-  Tensor numbers_on_device_;     // float32 (recorded_numbers())
+  Tensor numbers_on_device_;     // float32 (1, recorded_numbers()): the replayed step's row
   std::vector<size_t> recorded_;  // the parameters record_step updates, in order
+
+ private:
+  void upload_recorded_window(const LrSchedule* schedule, int64_t step);
+  Tensor numbers_table_;     // float32 (window_, recorded_numbers()): a window's rows
+  Tensor table_order_;       // int32 0, 1, …: gather_rows_at's order, row i = entry i
+  Tensor table_row_;         // int32: the row the last replay read (−1 after an upload)
+  int64_t window_step_ = -1;         // the optimizer step of the window's row 0
+  int64_t window_steps_taken_ = -1;  // steps_ when the window was uploaded
+  int64_t window_ = kRecordedWindow;            // rows in the table
+  int64_t window_rows_used_ = kRecordedWindow;  // replays staged since
+
+ protected:
   // For load_state: splits "<index>.<name>", checks the index and that `value` has the
   // parameter's shape, and returns a copy of it on the parameter's device and dtype.
   Tensor restored_state(const std::string& key, const Tensor& value, size_t& index, std::string& name) const;
@@ -97,8 +124,6 @@ class SGD : public Optimizer {
   void step() override;
   void step_checked(const std::vector<NonFiniteMark>& marks) override;
   std::string describe() const override;
-  void record_step() override;
-  void stage_recorded_step() override;
   double momentum() const override { return options_.momentum; }
   void set_momentum(double m) override { options_.momentum = m; }
   std::vector<std::pair<std::string, Tensor>> state() const override;
@@ -106,6 +131,8 @@ class SGD : public Optimizer {
 
  protected:
   int64_t recorded_numbers() const override { return 2; }  // {lr, momentum}
+  void record_update() override;
+  std::vector<float> recorded_numbers_ahead(int64_t ahead) const override;
 
  private:
   void step_all(const std::vector<NonFiniteMark>* marks);  // marks: check the gradients first
@@ -127,8 +154,6 @@ class Adam : public Optimizer {
   Adam(std::vector<Tensor> params, AdamOptions options, bool decoupled_weight_decay = false);
   void step() override;
   std::string describe() const override;
-  void record_step() override;
-  void stage_recorded_step() override;
   double momentum() const override { return options_.beta1; }
   void set_momentum(double b1) override { options_.beta1 = b1; }
   std::vector<std::pair<std::string, Tensor>> state() const override;
@@ -140,6 +165,9 @@ class Adam : public Optimizer {
  protected:
   // {1 − lr·wd, β1, 1 − β1, then two per parameter: lr/(1 − β1ᵗ), √(1 − β2ᵗ)}
   int64_t recorded_numbers() const override { return 3 + 2 * static_cast<int64_t>(params_.size()); }
+  void record_update() override;
+  std::vector<float> recorded_numbers_ahead(int64_t ahead) const override;
+  void advance_recorded_step() override;  // and each recorded parameter's step
 
  private:
   AdamOptions options_;

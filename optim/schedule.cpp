@@ -102,6 +102,11 @@ LinearWarmup::LinearWarmup(double start_factor, int64_t warmup_steps, std::uniqu
 }
 
 // s < W:  lr = b · (f + (1 − f) · s / W);   s ≥ W:  the following schedule at s − W
+int64_t LinearWarmup::steps_defined() const {
+  const int64_t after = after_->steps_defined();
+  return after > std::numeric_limits<int64_t>::max() - warmup_steps_ ? after : after + warmup_steps_;
+}
+
 double LinearWarmup::lr_at(int64_t step) const {
   check_step("schedule warm-up", step);
   if (step >= warmup_steps_) return after_->lr_at(step - warmup_steps_);

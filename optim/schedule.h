@@ -17,6 +17,7 @@
 // fixtures they agree within 1e-12 relative (checked in tests/test_schedule.cpp).
 #pragma once
 #include <cstdint>
+#include <limits>
 #include <memory>
 #include <string>
 
@@ -32,6 +33,9 @@ class LrSchedule {
   // The momentum (SGD) or β1 (Adam) for that step; NaN when the schedule leaves it alone.
   virtual double momentum_at(int64_t step) const;
   virtual std::string describe() const = 0;
+  // Steps 0 … steps_defined() − 1 have an lr; a later one throws (one-cycle's end). Most
+  // schedules go on for ever.
+  virtual int64_t steps_defined() const { return std::numeric_limits<int64_t>::max(); }
   // Sets the optimizer's lr (and momentum, when the schedule cycles it) for step `step`.
   void apply(Optimizer& optimizer, int64_t step) const;
 };
@@ -85,6 +89,7 @@ class LinearWarmup : public LrSchedule {
   double lr_at(int64_t step) const override;
   double momentum_at(int64_t step) const override;
   std::string describe() const override;
+  int64_t steps_defined() const override;
 
  private:
   double start_factor_;
@@ -112,6 +117,7 @@ class OneCycleLR : public LrSchedule {
   double lr_at(int64_t step) const override;
   double momentum_at(int64_t step) const override;
   std::string describe() const override;
+  int64_t steps_defined() const override { return total_steps_ + 1; }
 
  private:
   // Which phase `step` is in and how far along it (0..1); throws past total_steps.

@@ -50,7 +50,7 @@ void SGD::step_all(const std::vector<NonFiniteMark>* marks) {
   ++steps_;
 }
 
-void SGD::record_step() {
+void SGD::record_update() {
   recorded_ = parameters_to_record("momentum buffer", options_.momentum != 0.0 ? momentum_buffers_ : std::vector<Tensor>{});
   SgdParams hp{lr_, options_.momentum, options_.dampening, options_.weight_decay, options_.nesterov};
   hp.on_device = &numbers_on_device_;
@@ -63,10 +63,10 @@ void SGD::record_step() {
   if (!slots.empty()) backend_for(params_[0].device()).sgd_step_all(slots, hp, &skip_flag_);
 }
 
-// The numbers eager mode passes as kernel arguments (SgdArgs), rounded to float the same way.
-void SGD::stage_recorded_step() {
-  upload_recorded_numbers({static_cast<float>(lr_), static_cast<float>(options_.momentum)});
-  ++steps_;
+// The numbers eager mode passes as kernel arguments (SgdArgs), rounded to float the same way;
+// SGD's do not depend on the step count.
+std::vector<float> SGD::recorded_numbers_ahead(int64_t) const {
+  return {static_cast<float>(lr_), static_cast<float>(options_.momentum)};
 }
 
 std::string SGD::describe() const {

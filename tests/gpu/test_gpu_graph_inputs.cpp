@@ -5,7 +5,12 @@
 #include "gpu/gpu_support.h"
 
 #include <cmath>
+#include <memory>
+#include <string>
 #include <vector>
+
+#include "optim/optimizer.h"
+#include "optim/schedule.h"
 
 using namespace nnlab;
 using namespace nnlab::gputest;
@@ -38,7 +43,7 @@ TEST_CASE("gpu: gathers at a position read on the device match the CPU", "[gpu][
 }
 
 // SGD with momentum and Adam with decoupled decay, their per-step numbers read on the device
-// (SgdParams/AdamParams::on_device, laid out as Optimizer::stage_recorded_step writes them):
+// (SgdParams/AdamParams::on_device, laid out as Optimizer::stage_recorded_step's rows hold them):
 // the same bits as the same numbers passed as arguments, and as the CPU's step.
 TEST_CASE("gpu: optimizer numbers read on the device give the by-argument update", "[gpu][optim]") {
   const std::vector<int64_t> sizes{70000, 33, 1};
@@ -121,4 +126,63 @@ TEST_CASE("gpu: a finiteness check names the step number held on the device", "[
   const Tensor wrong = Tensor::full({2}, 1.0, DType::Int32);
   CHECK_THROWS_WITH(cpu().check_finite_all({a}, cpu_flag, {{1, 1}}, &wrong),
                     Catch::Contains("the step number must be one int32"));
+}
+
+// The recorded update across windows of its numbers (Optimizer::stage_recorded_step): a
+// window of 4 steps, 11 steps under a one-cycle schedule (the lr and the momentum or β1 change
+// every step, Adam's corrections too), the gradient new at every step, and step 6 taken
+// eagerly in between (the short last batch of an epoch), which must start a new window.
+// Every step's parameters equal eager mode's bit for bit.
+TEST_CASE("gpu: a recorded update follows eager steps across windows of its numbers", "[gpu][optim][graphs]") {
+  const std::vector<int64_t> sizes{5000, 33, 1};
+  const int64_t steps = 11, eager_between = 6;
+  ScheduleOptions so;
+  so.lr = 0.05;
+  const std::unique_ptr<LrSchedule> schedule = make_schedule("onecycle", so, steps + 1, steps + 1);
+  for (const char* kind : {"sgd", "adamw"}) {
+    std::vector<Tensor> eager_params, graph_params, graph_grads;
+    for (int64_t n : sizes) {
+      const Tensor start = fresh_tensor({n});
+      eager_params.push_back(on_gpu(start).set_requires_grad(true));
+      graph_params.push_back(on_gpu(start).set_requires_grad(true));
+      graph_grads.push_back(on_gpu(Tensor::zeros({n})));
+    }
+    const auto make = [&](std::vector<Tensor> params) -> std::unique_ptr<Optimizer> {
+      if (std::string(kind) == "sgd") return std::make_unique<SGD>(params, SgdOptions{0.05, 0.9, 0.0, 1e-3, true});
+      return std::make_unique<AdamW>(params, AdamOptions{0.05, 0.9, 0.999, 1e-8, 0.01});
+    };
+    std::unique_ptr<Optimizer> eager = make(eager_params), graphed = make(graph_params);
+    // This step's gradient, the same values for both; the graph's in the buffers it recorded.
+    const auto set_gradients = [&] {
+      for (size_t i = 0; i < sizes.size(); ++i) {
+        const Tensor g = fresh_tensor({sizes[i]});
+        eager_params[i].set_grad(on_gpu(g));
+        gpu().copy(on_gpu(g), graph_grads[i]);
+        graph_params[i].set_grad(graph_grads[i]);
+      }
+    };
+    const auto eager_step = [&](Optimizer& o, int64_t step) {
+      schedule->apply(o, step);
+      o.step();
+    };
+    set_gradients();
+    eager_step(*eager, 0), eager_step(*graphed, 0);  // the state exists before the capture
+    graphed->prepare_recording(4);
+    std::unique_ptr<StepGraph> graph = gpu().capture([&] { graphed->record_step(); });
+    for (int64_t step = 1; step <= steps; ++step) {
+      set_gradients();
+      eager_step(*eager, step);
+      if (step == eager_between) {
+        eager_step(*graphed, step);
+      } else {
+        schedule->apply(*graphed, step);
+        graphed->stage_recorded_step(schedule.get(), step);
+        graph->replay();
+      }
+      for (size_t i = 0; i < sizes.size(); ++i)
+        require_equal<float>(graph_params[i], eager_params[i],
+                             std::string(kind) + " step " + std::to_string(step) + " parameter " + std::to_string(i));
+    }
+    CHECK(graphed->steps_taken() == eager->steps_taken());
+  }
 }
