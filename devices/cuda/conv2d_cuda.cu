@@ -26,6 +26,7 @@ ConvPlan::~ConvPlan() {
   for (cudnnTensorDescriptor_t d : {x_desc, y_desc, bias_desc})
     if (d) cudnnDestroyTensorDescriptor(d);
   if (w_desc) cudnnDestroyFilterDescriptor(w_desc);
+  if (relu_desc) cudnnDestroyActivationDescriptor(relu_desc);
   for (cudnnConvolutionDescriptor_t d : {fwd_desc, bwd_data_desc, bwd_filter_desc})
     if (d) cudnnDestroyConvolutionDescriptor(d);
 }
@@ -187,15 +188,55 @@ size_t log_cudnn(const char* call, int algo, const Conv2dGeometry& g) {
                           std::to_string(g.pad_h));
 }
 
+// y = max(0, conv(x, w) + b) in one cuDNN call, where cuDNN runs it for the plan's forward
+// algorithm: true when queued. The first call per geometry finds out (and is not logged); a
+// NOT_SUPPORTED answer queues nothing, and the caller runs the separate calls from then on.
+bool convolve_bias_relu(cuda::Context& c, const Conv2dGeometry& g, const Tensor& x, const Tensor& w, const Tensor& b,
+                        Tensor& y) {
+  cuda::ConvPlan& pl = plan_for(c, g);
+  if (pl.fused_relu_tried && !pl.fused_relu_runs) return false;
+  if (!pl.have_fwd) choose_algorithm<ForwardDirection>(c, pl, g, x, w, y);
+  if (!pl.relu_desc) {
+    NNLAB_CUDNN_CHECK(cudnnCreateActivationDescriptor(&pl.relu_desc));
+    // NaN → 0, as nnlab's ReLU kernels do (v > 0 ? v : 0)
+    NNLAB_CUDNN_CHECK(cudnnSetActivationDescriptor(pl.relu_desc, CUDNN_ACTIVATION_RELU, CUDNN_NOT_PROPAGATE_NAN, 0.0));
+  }
+  cuda::Scratch workspace(*c.allocator, pl.fwd_workspace);
+  const float one = 1.0f, zero = 0.0f;
+  const auto run = [&] {  // alpha2 = 0: z (given as y) is not read
+    return cudnnConvolutionBiasActivationForward(c.cudnn, &one, pl.x_desc, x.raw_data(), pl.w_desc, w.raw_data(),
+                                                 pl.fwd_desc, pl.fwd_algo, workspace.as<void>(), pl.fwd_workspace,
+                                                 &zero, pl.y_desc, y.raw_data(), pl.bias_desc, b.raw_data(),
+                                                 pl.relu_desc, pl.y_desc, y.raw_data());
+  };
+  if (!pl.fused_relu_tried) {
+    const cudnnStatus_t st = run();
+    pl.fused_relu_tried = true;
+    pl.fused_relu_runs = st == CUDNN_STATUS_SUCCESS;
+    if (st != CUDNN_STATUS_NOT_SUPPORTED) NNLAB_CUDNN_CHECK(st);
+    return pl.fused_relu_runs;
+  }
+  KernelTiming timing(kernel_log_enabled() ? log_cudnn("cudnnConvolutionBiasActivationForward", int(pl.fwd_algo), g)
+                                           : kNotRecorded);
+  NNLAB_CUDNN_CHECK(run());
+  return true;
+}
+
 }  // namespace
 
-// A convolution with a max-pool (and ReLU) epilogue and a bias: the bias is added after the
+// A convolution with a ReLU epilogue and a bias: one fused cuDNN call where cuDNN runs it
+// (convolve_bias_relu). With a max-pool (and ReLU) epilogue and a bias: the bias is added after the
 // pool, by the pool's kernel (maxpool2d_bias_forward: max(z + b) = max(z) + b for a bias that
 // is constant over each window), so the convolution's output is written once, by cuDNN, and
 // neither read nor written again by cudnnAddTensor. The rest is Backend::conv2d_forward's.
 void CudaBackend::conv2d_forward(const Conv2dGeometry& g, const ConvEpilogue& e, const Tensor& x, const Tensor& w,
                                  const Tensor* b, Tensor& y, Tensor* argmax) {
-  if (e.kind != ConvEpilogue::Kind::ReluMaxPool || !b || !b->defined() || use_reference(x))
+  const bool bias = b && b->defined();
+  if (e.kind == ConvEpilogue::Kind::Relu && bias && !use_reference(x)) {
+    cuda::require_f32("conv2d_forward", x);
+    if (convolve_bias_relu(*ctx_, g, x, w, *b, y)) return;
+  }
+  if (e.kind != ConvEpilogue::Kind::ReluMaxPool || !bias || use_reference(x))
     return Backend::conv2d_forward(g, e, x, w, b, y, argmax);
   NNLAB_CHECK(argmax, "conv2d_forward: a max-pool epilogue needs its argmax tensor");
   Tensor z = Tensor::empty({g.n, g.k, g.p, g.q}, x.dtype(), x.device());

@@ -47,6 +47,10 @@ struct ConvPlan {
   cudnnConvolutionBwdDataAlgo_t bwd_data_algo{};
   cudnnConvolutionBwdFilterAlgo_t bwd_filter_algo{};
   size_t fwd_workspace = 0, bwd_data_workspace = 0, bwd_filter_workspace = 0;
+  // The fused convolution + bias + ReLU (cudnnConvolutionBiasActivationForward): tried once
+  // with the forward algorithm; a NOT_SUPPORTED answer leaves the separate calls in place.
+  cudnnActivationDescriptor_t relu_desc = nullptr;
+  bool fused_relu_tried = false, fused_relu_runs = false;
   ~ConvPlan();
 };
 // n, c, h, w, k, r, s, stride_h, stride_w, pad_h, pad_w, tf32, deterministic

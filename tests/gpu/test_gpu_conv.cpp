@@ -5,6 +5,7 @@
 
 #include "core/philox.h"
 #include "devices/cuda/cuda_backend.h"
+#include "devices/kernel_log.h"
 #include "conv_support.h"
 
 using namespace nnlab;
@@ -163,6 +164,32 @@ TEST_CASE("gpu: a convolution with its max-pool and ReLU fused matches the CPU's
     CHECK(!gpu_no_dx.defined());
     require_allclose(gdw, dw, 1e-5, sum_atol, "first layer's pooled convolution's dw");
     require_allclose(gdb, db, 1e-5, sum_atol, "first layer's pooled convolution's db");
+  }
+}
+
+// A convolution with a ReLU epilogue and a bias: on the CUDA side one fused cuDNN call
+// (cudnnConvolutionBiasActivationForward) from the second call on (the first finds out whether
+// cuDNN runs it with the chosen algorithm; the simulator does), and the CPU's values.
+TEST_CASE("gpu: a convolution with its bias and ReLU fused in cuDNN matches the CPU's", "[gpu][conv2d][cudnn]") {
+  const Conv2dGeometry g = conv_geometry(3, 8, 10, 10, 16, 3, 3, 1, 1, 1, 1);
+  ConvEpilogue relu;
+  relu.kind = ConvEpilogue::Kind::Relu;
+  const Tensor x = fresh_tensor({g.n, g.c, g.h, g.w}), w = fresh_tensor({g.k, g.c, g.r, g.s}), b = fresh_tensor({g.k});
+  const Tensor gx = on_gpu(x), gw = on_gpu(w), gb = on_gpu(b);
+  Tensor y = Tensor::empty({g.n, g.k, g.p, g.q}), gy = gpu_empty(y.shape());
+  cpu().conv2d_forward(g, relu, x, w, &b, y, nullptr);
+  for (int call = 0; call < 2; ++call) {
+    std::vector<KernelCall> calls;
+    {
+      KernelLogScope log;
+      gpu().conv2d_forward(g, relu, gx, gw, &gb, gy, nullptr);
+      calls = take_kernel_calls();
+    }
+    require_allclose(gy, y, 1e-5, 1e-6 * static_cast<double>(g.c * g.r * g.s) + 1e-6, "convolution + bias + ReLU");
+    if (call == 1 && cuda_simulated()) {
+      REQUIRE(calls.size() == 1);
+      CHECK(calls[0].family == "cudnnConvolutionBiasActivationForward");
+    }
   }
 }
 

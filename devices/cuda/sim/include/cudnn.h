@@ -1,7 +1,7 @@
 // The CUDA simulator's cudnn.h: the part of cuDNN 9's legacy API nnlab uses (handle and
 // stream, 4-d tensor and filter descriptors, 2-d convolution descriptors, the three
-// convolution directions with their workspace queries and cudnnFind*AlgorithmEx, and
-// cudnnAddTensor), for the host compiler. Only the simulator build puts this folder on the
+// convolution directions with their workspace queries and cudnnFind*AlgorithmEx, the fused
+// convolution + bias + activation, and cudnnAddTensor), for the host compiler. Only the simulator build puts this folder on the
 // include path; under nvcc the toolkit's header is used.
 //
 // Names, numeric values, struct layouts and signatures are cuDNN 9.19's (cudnn_graph.h,
@@ -177,10 +177,23 @@ typedef struct cudnnConvolutionBwdFilterAlgoPerfStruct {
 } cudnnConvolutionBwdFilterAlgoPerf_t;
 
 struct cudnnContext;
+// The activation of the fused convolution (cudnnConvolutionBiasActivationForward).
+typedef enum {
+  CUDNN_ACTIVATION_SIGMOID = 0,
+  CUDNN_ACTIVATION_RELU = 1,
+  CUDNN_ACTIVATION_TANH = 2,
+  CUDNN_ACTIVATION_CLIPPED_RELU = 3,
+  CUDNN_ACTIVATION_ELU = 4,
+  CUDNN_ACTIVATION_IDENTITY = 5,
+  CUDNN_ACTIVATION_SWISH = 6
+} cudnnActivationMode_t;
+typedef enum { CUDNN_NOT_PROPAGATE_NAN = 0, CUDNN_PROPAGATE_NAN = 1 } cudnnNanPropagation_t;
+
 typedef struct cudnnContext* cudnnHandle_t;
 typedef struct cudnnTensorStruct* cudnnTensorDescriptor_t;
 typedef struct cudnnFilterStruct* cudnnFilterDescriptor_t;
 typedef struct cudnnConvolutionStruct* cudnnConvolutionDescriptor_t;
+typedef struct cudnnActivationStruct* cudnnActivationDescriptor_t;
 
 extern "C" {
 size_t cudnnGetVersion(void);
@@ -281,6 +294,18 @@ cudnnStatus_t cudnnConvolutionBackwardFilter(cudnnHandle_t handle, const void* a
                                              cudnnConvolutionBwdFilterAlgo_t algo, void* workSpace,
                                              size_t workSpaceSizeInBytes, const void* beta,
                                              const cudnnFilterDescriptor_t dwDesc, void* dw);
+
+cudnnStatus_t cudnnCreateActivationDescriptor(cudnnActivationDescriptor_t* activationDesc);
+cudnnStatus_t cudnnSetActivationDescriptor(cudnnActivationDescriptor_t activationDesc, cudnnActivationMode_t mode,
+                                           cudnnNanPropagation_t reluNanOpt, double coef);
+cudnnStatus_t cudnnDestroyActivationDescriptor(cudnnActivationDescriptor_t activationDesc);
+// y = act(alpha1 · conv(x, w) + alpha2 · z + bias), bias (1, K, 1, 1): sim_cudnn_fused.cpp.
+cudnnStatus_t cudnnConvolutionBiasActivationForward(
+    cudnnHandle_t handle, const void* alpha1, const cudnnTensorDescriptor_t xDesc, const void* x,
+    const cudnnFilterDescriptor_t wDesc, const void* w, const cudnnConvolutionDescriptor_t convDesc,
+    cudnnConvolutionFwdAlgo_t algo, void* workSpace, size_t workSpaceSizeInBytes, const void* alpha2,
+    const cudnnTensorDescriptor_t zDesc, const void* z, const cudnnTensorDescriptor_t biasDesc, const void* bias,
+    const cudnnActivationDescriptor_t activationDesc, const cudnnTensorDescriptor_t yDesc, void* y);
 
 // C = alpha · A + beta · C, each dimension of A equal to C's or 1 (broadcast).
 cudnnStatus_t cudnnAddTensor(cudnnHandle_t handle, const void* alpha, const cudnnTensorDescriptor_t aDesc,
