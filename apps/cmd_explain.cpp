@@ -123,6 +123,10 @@ void print_device_time(const DeviceExplain& d) {
                 idle(t.graph_busy_seconds, t.graph_seconds));
   else if (!t.graph_obstacle.empty())
     std::printf("%s: no CUDA graph timed: %s\n", d.label.c_str(), t.graph_obstacle.c_str());
+  if (t.graph_submissions >= 0)
+    std::printf("%s: as that graph, the step hands the device %.0f item%s and waits for it %.0f times (counted by "
+                "the simulator)\n",
+                d.label.c_str(), t.graph_submissions, t.graph_submissions == 1 ? "" : "s", t.graph_host_waits);
   if (t.expired)
     std::printf("%s: the host waited for the device inside the step (a read-back), so the held times above "
                 "include a wait of up to a second\n",

@@ -335,6 +335,14 @@ DeviceTime time_on_device(Sequential& model, Optimizer& opt, const Tensor& image
   });
   t.graph_nodes = graph->nodes();
   const auto replay = [&] { graph->replay(); };
+  DeviceCounts before, after;
+  if (be.device_counts(&before)) {  // one replay alone, as train hands it over (issue 35's one launch)
+    replay();
+    be.device_counts(&after);
+    t.graph_submissions = static_cast<double>(after.submissions - before.submissions);
+    t.graph_host_waits = static_cast<double>(after.host_waits - before.host_waits);
+    be.synchronize();
+  }
   t.graph_busy_seconds = device_seconds(be, replay, t.repeats, true, t.expired);
   t.graph_seconds = device_seconds(be, replay, t.repeats, false, t.expired);
   opt.zero_grad();  // the gradients live in the graph's pool, released with it

@@ -30,6 +30,9 @@ struct DeviceTime {
   double graph_seconds = 0;  // forward and backward replayed as one CUDA graph (0: not capturable)
   double graph_busy_seconds = 0;
   size_t graph_nodes = 0;      // the nodes of that graph: what one cudaGraphLaunch hands the GPU
+  // One replay's work items and host waits, where the device counts them (the simulator); -1
+  // elsewhere.
+  double graph_submissions = -1, graph_host_waits = -1;
   std::string graph_obstacle;  // why no graph was timed
   bool expired = false;        // the host waited for the device inside a held step
   int repeats = 0;             // steps behind each median

@@ -74,13 +74,14 @@ cudaError_t cudaStreamIsCapturing(cudaStream_t stream, cudaStreamCaptureStatus* 
   return sticky_or(cudaSuccess);
 }
 
-// Every recorded item is one node: a kernel, a copy, a memset, or one library call (on a GPU
-// a cuBLAS or cuDNN call may add several kernel nodes; the simulator counts it once).
+// Every recorded item of the program's is one node: a kernel, a copy, a memset, or one library
+// call (on a GPU a cuBLAS or cuDNN call may add several kernel nodes; the simulator counts it
+// once). The simulator's own bookkeeping recorded with them is not counted.
 cudaError_t cudaGraphGetNodes(cudaGraph_t graph, cudaGraphNode_t* nodes, size_t* count) {
   if (!is_live(graph) || !count) return fail_call(cudaErrorInvalidValue, "cudaGraphGetNodes: not a graph");
   if (nodes)
     return fail_call(cudaErrorInvalidValue, "cudaGraphGetNodes: the simulator counts nodes only (pass nodes = null)");
-  *count = graph->work->nodes.size();
+  *count = graph->work->program_nodes;
   return sticky_or(cudaSuccess);
 }
 

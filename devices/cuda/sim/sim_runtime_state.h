@@ -29,6 +29,10 @@ void drain_all();                 // ... on every stream of the current device (
 // graph of it; launching the graph queues them again, with the arguments they were recorded with).
 struct CapturedWork {
   std::vector<std::function<void()>> nodes;
+  // The nodes a GPU's graph would hold: the program's kernels, copies and library calls, not
+  // the simulator's own bookkeeping (enqueue's counted = false: ASan's poisoning of freed
+  // blocks, the parts of one library call). cudaGraphGetNodes reports these.
+  size_t program_nodes = 0;
 };
 cudaError_t begin_capture(cudaStream_t stream, cudaStreamCaptureMode mode);
 cudaError_t end_capture(cudaStream_t stream, std::shared_ptr<CapturedWork>* work);

@@ -128,6 +128,7 @@ void enqueue(cudaStream_t stream, const char* category, const char* name, std::f
       if (!s->capture_broken.empty()) return;
       if (tracing() && counted) work = traced(category, name, s->number, true, std::move(work));
       s->capture->nodes.push_back(std::move(work));
+      if (counted) ++s->capture->program_nodes;
       return;
     }
   }
