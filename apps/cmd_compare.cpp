@@ -40,7 +40,7 @@ VariantRun run_variant(const TrainConfig& c, const RunVariant& v, int64_t test_i
   vc.conv_impl = conv_impl_name(v.conv);
   vc.gemm_impl = gemm_impl_name(v.gemm);
   vc.reduce_impl = reduce_impl_name(v.reduce);
-  vc.math = v.tf32 ? "tf32" : "fp32";
+  vc.math = cuda_math_name(v.math);
   vc.metrics.clear();
   vc.test_images = test_images;
   Trainer trainer(vc);
@@ -109,7 +109,7 @@ void register_compare_command(CLI::App& app) {
   add_train_options(*sub, *config);
   sub->add_option("--devices", *devices,
                   "Run variants, comma-separated, the first is the baseline: DEVICE[:threads=N][:conv=auto|reference|"
-                  "im2col|cudnn][:math=fp32|tf32][:gemm=...][:reduce=...], e.g. cpu,cuda or cpu:threads=1,cpu:threads=2")
+                  "im2col|cudnn][:math=fp32|tf32|bf16][:gemm=...][:reduce=...], e.g. cpu,cuda or cpu:threads=1,cpu:threads=2")
       ->required();
   sub->add_option("--conv-impl", *conv,
                   "Convolution for every variant that names none: auto, reference, im2col (CPU) or cudnn (CUDA)")

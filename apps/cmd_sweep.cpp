@@ -166,7 +166,7 @@ SweepPlan plan_sweep(const SweepOptions& o) {
       check_model(scale_widths(m, w), recipe_input(m, "sweep"), *std::max_element(plan.batches.begin(), plan.batches.end()));
   plan.maths = split_list(o.maths);
   for (const std::string& m : plan.maths)
-    NNLAB_CHECK(m == "fp32" || m == "tf32", "--math: '", m, "' is not fp32 or tf32");
+    parse_cuda_math(m, "--math");
   const std::string list = !o.devices.empty() ? o.devices : cuda_status().usable ? "cpu,cuda" : "cpu:threads=1,cpu";
   plan.variants = parse_variants(list, o.threads, parse_conv_impl(o.conv), parse_gemm_impl(o.gemm),
                                  parse_reduce_impl(o.reduce));
@@ -176,8 +176,8 @@ SweepPlan plan_sweep(const SweepOptions& o) {
   const RunVariant &a = plan.variants[0], &b = plan.variants[1];
   const bool any_cuda = a.device_text.rfind("cuda", 0) == 0 || b.device_text.rfind("cuda", 0) == 0;
   for (const std::string& m : plan.maths)
-    NNLAB_CHECK(m == "fp32" || any_cuda, "--math tf32 is a CUDA math mode, but neither ", a.label, " nor ", b.label,
-                " is a CUDA device; sweep fp32 on the CPU");
+    NNLAB_CHECK(m == "fp32" || any_cuda, "--math ", m, " is a CUDA math mode, but neither ", a.label, " nor ",
+                b.label, " is a CUDA device; sweep fp32 on the CPU");
   if (!o.report.empty()) check_writable(o.report, "--report");
   if (!o.metrics.empty()) check_writable(o.metrics, "--metrics");
   return plan;
@@ -190,8 +190,8 @@ void sweep_group(const SweepOptions& o, const SweepPlan& plan, const ModelFile& 
   std::vector<double> rate[2];
   for (int vi = 0; vi < 2; ++vi) {
     RunVariant v = plan.variants[vi];
-    // The CPU has no tf32: in a tf32 row its fp32 rate is the comparison.
-    v.tf32 = math == "tf32" && v.device_text.rfind("cuda", 0) == 0;
+    // The CPU has no tf32 or bf16: in such a row its fp32 rate is the comparison.
+    v.math = v.device_text.rfind("cuda", 0) == 0 ? parse_cuda_math(math, "--math") : CudaMath::Fp32;
     const Device device = apply_variant(v);
     for (int64_t b : plan.batches) rate[vi].push_back(measure(o, info, width, device, b));
   }
@@ -268,7 +268,7 @@ void register_sweep_command(CLI::App& app) {
                   "[:reduce=...]; default cpu,cuda when CUDA is usable, else cpu:threads=1,cpu");
   sub->add_option("--batches", o->batches, "Batch sizes, comma-separated")->capture_default_str();
   sub->add_option("--widths", o->widths, "Width multipliers of every hidden layer, comma-separated")->capture_default_str();
-  sub->add_option("--math", o->maths, "Math modes, comma-separated: fp32, tf32 (CUDA only)")->capture_default_str();
+  sub->add_option("--math", o->maths, "Math modes, comma-separated: fp32, tf32, bf16 (the last two CUDA only)")->capture_default_str();
   sub->add_option("--steps", o->steps, "Timed steps per point")->capture_default_str();
   sub->add_option("--warmup", o->warmup, "Untimed steps before them")->capture_default_str();
   sub->add_option("--threads", o->threads, "CPU threads for variants that name none (default: all cores)");

@@ -86,7 +86,7 @@ nlohmann::json gpu_record(Device device) {
   if (!status.usable) gpu["reason"] = status.reason;
   if (status.usable) gpu["report"] = cuda_report();
   const CudaOptions options = cuda_options();
-  gpu["math_mode"] = options.tf32 ? "tf32" : "strict-fp32";
+  gpu["math_mode"] = options.math == CudaMath::Fp32 ? "strict-fp32" : cuda_math_name(options.math);
   gpu["deterministic"] = options.deterministic;
   return gpu;
 }
@@ -121,9 +121,9 @@ nlohmann::json environment_record(const TrainConfig& config, Device device) {
   env["openblas_core"] = openblas_core_record();
   env["device"] = device.str();
   env["gpu"] = gpu_record(device);
-  // The CPU is always strict float32 (no -ffast-math); a CUDA run may opt into TF32.
+  // The CPU is always strict float32 (no -ffast-math); a CUDA run may opt into TF32 or bf16.
   std::string math = "strict-fp32";
-  if (device.is_cuda() && cuda_options().tf32) math = "tf32";
+  if (device.is_cuda() && cuda_options().math != CudaMath::Fp32) math = cuda_math_name(cuda_options().math);
   env["math_mode"] = math;
   env["seed"] = config.seed;
   env["config"] = config_record(config);

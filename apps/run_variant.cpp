@@ -11,7 +11,7 @@ namespace nnlab {
 namespace {
 
 constexpr const char* kSyntax =
-    "write DEVICE[:threads=N][:conv=auto|reference|im2col|cudnn][:math=fp32|tf32][:gemm=cublas|naive|tiled|registers]"
+    "write DEVICE[:threads=N][:conv=auto|reference|im2col|cudnn][:math=fp32|tf32|bf16][:gemm=cublas|naive|tiled|registers]"
     "[:reduce=auto|uncoalesced|coalesced|tree|shuffle] with DEVICE cpu, cuda or cuda:N, "
     "e.g. cpu:threads=1,cpu:threads=2";
 
@@ -57,9 +57,7 @@ RunVariant parse_one(const std::string& item, int default_threads, ConvImpl defa
     } else if (key == "reduce") {
       v.reduce = parse_reduce_impl(value);
     } else if (key == "math") {
-      NNLAB_CHECK(value == "fp32" || value == "tf32", "device '", item, "': math must be fp32 or tf32, got '", value,
-                  "'");
-      v.tf32 = value == "tf32";
+      v.math = parse_cuda_math(value, "device '" + item + "': math");
     } else {
       fail("device '", item, "': unknown setting '", key, "'; ", kSyntax);
     }
@@ -87,8 +85,8 @@ void check_variants(const std::vector<RunVariant>& variants) {
     check_conv_impl(v.conv, device);
     check_gemm_impl(v.gemm, device);
     check_reduce_impl(v.reduce, device);
-    NNLAB_CHECK(!v.tf32 || device.kind == DeviceKind::CUDA, "device '", v.label,
-                "': math=tf32 is a CUDA math mode (tensor cores); the CPU computes in fp32");
+    NNLAB_CHECK(v.math == CudaMath::Fp32 || device.kind == DeviceKind::CUDA, "device '", v.label, "': math=",
+                cuda_math_name(v.math), " is a CUDA math mode (tensor cores); the CPU computes in fp32");
   }
 }
 
@@ -100,7 +98,7 @@ Device apply_variant(const RunVariant& v) {
   set_gemm_impl(v.gemm);
   set_reduce_impl(v.reduce);
   CudaOptions cuda = cuda_options();
-  cuda.tf32 = v.tf32;
+  cuda.math = v.math;
   set_cuda_options(cuda);
   return device;
 }

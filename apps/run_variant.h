@@ -2,7 +2,7 @@
 //
 //   VARIANT  = DEVICE[:KEY=VALUE]...        DEVICE = cpu | cuda | cuda:N
 //   KEY      = threads (CPU threads, 0 = all cores) | conv (reference | im2col | cudnn)
-//            | math (fp32 | tf32; tf32 on CUDA only) | gemm (cublas | naive | tiled | registers; CUDA)
+//            | math (fp32 | tf32 | bf16; tf32 and bf16 on CUDA only) | gemm (cublas | naive | tiled | registers; CUDA)
 //            | reduce (uncoalesced | coalesced | tree | shuffle; CUDA only, devices/reduce_impl.h)
 //   e.g.  cpu:threads=1,cpu:threads=2     cpu:conv=reference,cpu:conv=im2col     cpu,cuda:math=tf32
 //         cuda,cuda:gemm=tiled     cuda:reduce=uncoalesced,cuda:reduce=shuffle
@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "core/device.h"
+#include "devices/backend.h"
 #include "devices/conv_impl.h"
 #include "devices/gemm_impl.h"
 #include "devices/reduce_impl.h"
@@ -27,7 +28,7 @@ struct RunVariant {
   ConvImpl conv = ConvImpl::Auto;
   GemmImpl gemm = GemmImpl::Cublas;
   ReduceImpl reduce = ReduceImpl::Auto;
-  bool tf32 = false;
+  CudaMath math = CudaMath::Fp32;
 };
 
 // Parses a comma-separated list; throws an Error naming the bad item and the syntax.

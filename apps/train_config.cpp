@@ -5,6 +5,7 @@
 #include "apps/checkpoint.h"
 #include "core/error.h"
 #include "datasets/dataset.h"
+#include "devices/registry.h"
 #include "layers/zoo.h"
 
 namespace nnlab {
@@ -50,7 +51,8 @@ void add_train_options(CLI::App& app, TrainConfig& c) {
                  "per operation that meets one)")
       ->capture_default_str();
   app.add_option("--device", c.device, "cpu, cuda, cuda:N or auto")->capture_default_str();
-  app.add_option("--math", c.math, "fp32 (strict float32) or tf32 (CUDA only; an explicit, recorded choice)")
+  app.add_option("--math", c.math, "fp32 (strict float32), tf32 or bf16 (CUDA tensor cores; bf16: cuBLAS products on bf16 inputs, "
+                 "cuDNN convolutions in TF32; an explicit, recorded choice)")
       ->capture_default_str();
   app.add_flag("--deterministic", c.deterministic,
                "CUDA: deterministic cuDNN algorithms only (a run repeats bit for bit)");
@@ -132,7 +134,7 @@ void finalize_train_config(const CLI::App& app, TrainConfig& c) {
   NNLAB_CHECK(c.schedule == "none" || c.schedule == "step" || c.schedule == "cosine" ||
                   c.schedule == "warmup-cosine" || c.schedule == "onecycle",
               "--schedule '", c.schedule, "' is not known; choose none, step, cosine, warmup-cosine or onecycle");
-  NNLAB_CHECK(c.math == "fp32" || c.math == "tf32", "--math '", c.math, "' is not known; choose fp32 or tf32");
+  parse_cuda_math(c.math, "--math");
   NNLAB_CHECK(c.denormals == "flush" || c.denormals == "keep", "--denormals '", c.denormals,
               "' is not known; choose flush or keep");
   NNLAB_CHECK(c.threads >= 0, "--threads must be >= 0 (0 = all cores), got ", c.threads);

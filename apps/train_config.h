@@ -31,7 +31,7 @@ struct TrainConfig {
   int threads = 0;                // 0 = all cores
   std::string denormals = "flush";  // CPU: flush (to zero, fast) | keep (IEEE gradual underflow); host_cpu.h
   std::string device = "cpu";
-  std::string math = "fp32";        // fp32 (strict, the default) | tf32 (CUDA tensor cores, recorded)
+  std::string math = "fp32";        // fp32 (strict, the default) | tf32 | bf16 (CUDA tensor cores, recorded)
   bool deterministic = false;      // CUDA: deterministic cuDNN algorithms, no Winograd/FFT
   std::string conv_impl = "auto";   // auto (the device's own choice per layer) | reference | im2col | cudnn
   std::string gemm_impl = "cublas";  // CUDA: cublas | naive | tiled | registers (devices/gemm_impl.h)

@@ -56,7 +56,7 @@ Trainer::Trainer(TrainConfig config) : config_(std::move(config)) {
     governor_ = std::make_unique<ThreadGovernor>(governor);
     host_cpu::set_threads(governor_->threads());
   }
-  if (device_.is_cuda()) set_cuda_options({config_.math == "tf32", config_.deterministic});
+  if (device_.is_cuda()) set_cuda_options({parse_cuda_math(config_.math, "--math"), config_.deterministic});
   train_ = load_dataset(config_.data, config_.data_dir, "train");
   test_ = load_dataset(config_.data, config_.data_dir, "test");
   NNLAB_CHECK(config_.test_images >= 0, "--test-images must be >= 0, got ", config_.test_images);

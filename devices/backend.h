@@ -142,6 +142,16 @@ class DeviceTimeline {
   virtual void restart() = 0;
 };
 
+// The arithmetic of CUDA's float32 products (--math), process-wide: strict float32 (the
+// default); TF32 tensor cores (inputs rounded to 10 mantissa bits, float32 accumulation); or
+// bf16 tensor cores for cuBLAS and cuBLASLt's products (inputs rounded to bf16's 7 mantissa
+// bits, to nearest even; float32 accumulation and storage) with TF32 for cuDNN's
+// convolutions, which have no bf16 mode for float32 tensors. The CPU computes in float32.
+enum class CudaMath : int { Fp32 = 0, Tf32 = 1, Bf16 = 2 };
+inline const char* cuda_math_name(CudaMath m) {
+  return m == CudaMath::Bf16 ? "bf16" : m == CudaMath::Tf32 ? "tf32" : "fp32";
+}
+
 // Whether CUDA can be used here and, if not, why (devices/registry.h's cuda_status(); the
 // CUDA backend's probe fills it in).
 struct CudaStatus {

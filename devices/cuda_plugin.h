@@ -20,7 +20,7 @@ namespace nnlab {
 
 // Bumped whenever the table changes, so a stale library next to a newer program is refused
 // with a message instead of being called through the wrong slots.
-inline constexpr int kCudaPluginVersion = 3;
+inline constexpr int kCudaPluginVersion = 4;
 
 // The size of NCCL's unique id (NCCL_UNIQUE_ID_BYTES), which the table passes as bytes.
 inline constexpr size_t kNcclUniqueIdBytes = 128;
@@ -30,8 +30,8 @@ struct CudaPlugin {
   CudaStatus (*probe)();               // cuda_probe()
   Backend& (*backend)(int index);      // cuda_backend(index)
   std::string (*device_report)();      // cuda_device_report()
-  void (*set_math_tf32)(bool tf32);    // set_cuda_math_mode
-  bool (*math_tf32)();
+  void (*set_math_mode)(int mode);     // set_cuda_math_mode: a CudaMath
+  int (*math_mode)();
   void (*set_deterministic)(bool on);  // set_cuda_deterministic
   bool (*deterministic)();
 

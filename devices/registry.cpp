@@ -53,7 +53,7 @@ const CudaPlugin* cuda_plugin(std::string* why) {
   static std::atomic<const CudaPlugin*> handed_over{nullptr};
   const CudaPlugin* cuda = load_cuda_plugin(why);
   if (cuda && !handed_over.load() && g_cuda_options_set) {
-    cuda->set_math_tf32(g_cuda_options.tf32);
+    cuda->set_math_mode(static_cast<int>(g_cuda_options.math));
     cuda->set_deterministic(g_cuda_options.deterministic);
   }
   if (cuda) handed_over.store(cuda);
@@ -80,14 +80,21 @@ void set_cuda_options(const CudaOptions& options) {
   g_cuda_options = options;
   g_cuda_options_set = true;
   if (const CudaPlugin* cuda = loaded_cuda_plugin()) {
-    cuda->set_math_tf32(options.tf32);
+    cuda->set_math_mode(static_cast<int>(options.math));
     cuda->set_deterministic(options.deterministic);
   }
 }
 
 CudaOptions cuda_options() {
-  if (const CudaPlugin* cuda = loaded_cuda_plugin()) return {cuda->math_tf32(), cuda->deterministic()};
+  if (const CudaPlugin* cuda = loaded_cuda_plugin())
+    return {static_cast<CudaMath>(cuda->math_mode()), cuda->deterministic()};
   return g_cuda_options;
+}
+
+CudaMath parse_cuda_math(const std::string& text, const std::string& option) {
+  for (CudaMath m : {CudaMath::Fp32, CudaMath::Tf32, CudaMath::Bf16})
+    if (text == cuda_math_name(m)) return m;
+  fail(option, " '", text, "' is not known; choose fp32, tf32 or bf16");
 }
 
 Backend& backend_for(Device device) {

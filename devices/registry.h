@@ -20,13 +20,16 @@ std::string cuda_report();
 // Whether the CUDA backend has been loaded (by one of the calls above or backend_for).
 bool cuda_loaded();
 
-// Math modes of the CUDA backend, process-wide. tf32 = false (the default) is strict float32;
-// deterministic = true allows cuDNN only deterministic algorithms (cuda_backend.h). Setting
-// and reading them does not load the backend; it gets them when it is loaded.
+// Math modes of the CUDA backend, process-wide: math (backend.h's CudaMath; fp32, the default,
+// is strict float32); deterministic = true allows cuDNN only deterministic algorithms
+// (cuda_backend.h). Setting and reading them does not load the backend; it gets them when it
+// is loaded.
 struct CudaOptions {
-  bool tf32 = false;
+  CudaMath math = CudaMath::Fp32;
   bool deterministic = false;
 };
+// "fp32" | "tf32" | "bf16"; anything else is an Error naming `option` and the choices.
+CudaMath parse_cuda_math(const std::string& text, const std::string& option);
 void set_cuda_options(const CudaOptions& options);
 CudaOptions cuda_options();
 

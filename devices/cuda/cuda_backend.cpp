@@ -66,7 +66,7 @@ void Context::raise_device_fault() {
 
 namespace {
 
-std::atomic<bool> g_tf32{false};
+std::atomic<int> g_math{static_cast<int>(CudaMath::Fp32)};
 std::atomic<bool> g_deterministic{false};
 
 std::string version_str(int v) {  // CUDA encodes 12040 as 12.4
@@ -142,8 +142,14 @@ CudaStatus cuda_probe() {
   return status;
 }
 
-void set_cuda_math_mode(bool tf32) { g_tf32 = tf32; }
-bool cuda_math_tf32() { return g_tf32; }
+void set_cuda_math_mode(int mode) {
+  NNLAB_CHECK(mode >= static_cast<int>(CudaMath::Fp32) && mode <= static_cast<int>(CudaMath::Bf16),
+              "set_cuda_math_mode: ", mode, " is not a math mode");
+  g_math = mode;
+}
+int cuda_math_mode() { return g_math; }
+bool cuda_math_tf32() { return g_math != static_cast<int>(CudaMath::Fp32); }
+bool cuda_math_bf16() { return g_math == static_cast<int>(CudaMath::Bf16); }
 void set_cuda_deterministic(bool on) { g_deterministic = on; }
 bool cuda_deterministic() { return g_deterministic; }
 

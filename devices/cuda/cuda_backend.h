@@ -9,7 +9,7 @@
 //
 // Float32 only: the CUDA kernels reject float64 with a clear error (gradient checks in
 // float64 run on the CPU). Strict float32 by default: no TF32 in cuBLAS or cuDNN, cuDNN
-// FMA math; set_cuda_math_mode(true) opts into TF32 as an explicit, recorded choice.
+// FMA math; set_cuda_math_mode(TF32 or bf16) opts into tensor cores as an explicit, recorded choice.
 #pragma once
 #include <cstdint>
 #include <memory>
@@ -30,9 +30,12 @@ Backend& cuda_backend(int index);
 // cuDNN versions), or the reason no GPU is usable; for `nnlab devices` and run records.
 std::string cuda_device_report();
 
-// Math modes, process-wide. tf32 = false (the default) is strict float32.
-void set_cuda_math_mode(bool tf32);
-bool cuda_math_tf32();
+// Math modes, process-wide: mode is a CudaMath (devices/backend.h); fp32, the default, is
+// strict float32.
+void set_cuda_math_mode(int mode);
+int cuda_math_mode();
+bool cuda_math_tf32();  // TF32 or bf16: tensor cores allowed (cuDNN's convolutions in TF32)
+bool cuda_math_bf16();  // bf16: cuBLAS and cuBLASLt's products on bf16 tensor cores
 // true: cuDNN only deterministic algorithms, never Winograd or FFT, so a run repeats bit for
 // bit and matches the CPU's direct/im2col arithmetic as closely as float32 allows.
 void set_cuda_deterministic(bool on);

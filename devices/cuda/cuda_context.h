@@ -67,7 +67,7 @@ struct LtPlan {
   bool usable = false;
   ~LtPlan();
 };
-// trans_a, trans_b, m, n, k, epilogue, tf32
+// trans_a, trans_b, m, n, k, epilogue, math (a CudaMath)
 using LtKey = std::array<int64_t, 7>;
 
 struct Context {

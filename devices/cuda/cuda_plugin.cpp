@@ -26,7 +26,7 @@ extern "C" __attribute__((visibility("default"))) const nnlab::CudaPlugin* nnlab
       &nnlab::cuda_backend,
       &nnlab::cuda_device_report,
       &nnlab::set_cuda_math_mode,
-      &nnlab::cuda_math_tf32,
+      &nnlab::cuda_math_mode,
       &nnlab::set_cuda_deterministic,
       &nnlab::cuda_deterministic,
       &nccl_unavailable,

@@ -43,22 +43,29 @@ void CudaBackend::gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t
   if (gemm_impl() != GemmImpl::Cublas)  // --gemm-impl: one of nnlab's own kernels (gemm_ladder_cuda.cu)
     return cuda::gemm_ladder(ctx, gemm_impl(), trans_a, trans_b, m, n, k, static_cast<float>(alpha),
                              cuda::ptr<float>(a), cuda::ptr<float>(b), static_cast<float>(beta), cuda::ptr<float>(c));
-  const bool tf32 = cuda_math_tf32();
+  const bool tf32 = cuda_math_tf32(), bf16 = cuda_math_bf16();
   if (tf32 != ctx.cublas_tf32) {  // strict float32 unless TF32 was asked for explicitly
     NNLAB_CUBLAS_CHECK(cublasSetMathMode(ctx.cublas, tf32 ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_DEFAULT_MATH));
     ctx.cublas_tf32 = tf32;
   }
   const cuda::ColumnMajorGemm p = cuda::column_major_plan(trans_a, trans_b, m, n, k);
   const float alpha_f = static_cast<float>(alpha), beta_f = static_cast<float>(beta);
+  const cublasOperation_t op_first = p.trans_first ? CUBLAS_OP_T : CUBLAS_OP_N;
+  const cublasOperation_t op_second = p.trans_second ? CUBLAS_OP_T : CUBLAS_OP_N;
   KernelTiming timing(kernel_log_enabled()  // nnlab explain: the call as the row-major product it computes
-                          ? record_kernel(tf32 ? "cublasSgemm (tf32)" : "cublasSgemm",
+                          ? record_kernel(bf16 ? "cublasGemmEx (bf16)" : tf32 ? "cublasSgemm (tf32)" : "cublasSgemm",
                                           std::string(trans_a ? "T" : "N") + (trans_b ? "T" : "N") + " " +
                                               dims_text({m, n, k}))
                           : kNotRecorded);
-  NNLAB_CUBLAS_CHECK(cublasSgemm(ctx.cublas, p.trans_first ? CUBLAS_OP_T : CUBLAS_OP_N,
-                                 p.trans_second ? CUBLAS_OP_T : CUBLAS_OP_N, int(p.m), int(p.n), int(p.k), &alpha_f,
-                                 cuda::ptr<float>(b), int(p.ld_first), cuda::ptr<float>(a), int(p.ld_second), &beta_f,
-                                 cuda::ptr<float>(c), int(p.ldc)));
+  if (bf16)  // float32 in memory, the inputs rounded to bf16 for the tensor cores, float32 sums
+    NNLAB_CUBLAS_CHECK(cublasGemmEx(ctx.cublas, op_first, op_second, int(p.m), int(p.n), int(p.k), &alpha_f,
+                                    cuda::ptr<float>(b), CUDA_R_32F, int(p.ld_first), cuda::ptr<float>(a), CUDA_R_32F,
+                                    int(p.ld_second), &beta_f, cuda::ptr<float>(c), CUDA_R_32F, int(p.ldc),
+                                    CUBLAS_COMPUTE_32F_FAST_16BF, CUBLAS_GEMM_DEFAULT));
+  else
+    NNLAB_CUBLAS_CHECK(cublasSgemm(ctx.cublas, op_first, op_second, int(p.m), int(p.n), int(p.k), &alpha_f,
+                                   cuda::ptr<float>(b), int(p.ld_first), cuda::ptr<float>(a), int(p.ld_second), &beta_f,
+                                   cuda::ptr<float>(c), int(p.ldc)));
 }
 
 // y (n, out) = [max(0, ·)] (x (n, in) · wᵀ + b): the row-major product x·wᵀ (NT n×out×in) with

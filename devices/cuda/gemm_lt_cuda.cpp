@@ -30,6 +30,16 @@ const char* lt_epilogue_name(LtEpilogue e) {
 
 namespace {
 
+// --math: strict float32, TF32 or bf16 tensor cores (inputs rounded, float32 sums and storage).
+cublasComputeType_t compute_type(CudaMath math) {
+  switch (math) {
+    case CudaMath::Fp32: return CUBLAS_COMPUTE_32F;
+    case CudaMath::Tf32: return CUBLAS_COMPUTE_32F_FAST_TF32;
+    case CudaMath::Bf16: return CUBLAS_COMPUTE_32F_FAST_16BF;
+  }
+  return CUBLAS_COMPUTE_32F;
+}
+
 cublasLtEpilogue_t column_major_epilogue(LtEpilogue e) {
   switch (e) {
     case LtEpilogue::None: return CUBLASLT_EPILOGUE_DEFAULT;
@@ -43,11 +53,11 @@ cublasLtEpilogue_t column_major_epilogue(LtEpilogue e) {
 // The column-major problem of gemm_plan.h, described to cuBLASLt, and the heuristic's first
 // answer for it with at most the context's workspace.
 std::unique_ptr<LtPlan> make_plan(Context& ctx, LtEpilogue e, bool trans_a, bool trans_b, int64_t m, int64_t n,
-                                  int64_t k, bool tf32) {
+                                  int64_t k, CudaMath math) {
   auto plan = std::make_unique<LtPlan>();
   const ColumnMajorGemm p = column_major_plan(trans_a, trans_b, m, n, k);
   NNLAB_CUBLAS_CHECK(
-      cublasLtMatmulDescCreate(&plan->desc, tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F, CUDA_R_32F));
+      cublasLtMatmulDescCreate(&plan->desc, compute_type(math), CUDA_R_32F));
   const int32_t op_first = p.trans_first ? CUBLAS_OP_T : CUBLAS_OP_N;
   const int32_t op_second = p.trans_second ? CUBLAS_OP_T : CUBLAS_OP_N;
   const uint32_t epilogue = column_major_epilogue(e);
@@ -86,10 +96,10 @@ std::unique_ptr<LtPlan> make_plan(Context& ctx, LtEpilogue e, bool trans_a, bool
 
 bool lt_gemm(Context& ctx, LtEpilogue e, bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, const float* a,
              const float* b, float* c, float* bias) {
-  const bool tf32 = cuda_math_tf32();
-  const LtKey key{trans_a, trans_b, m, n, k, static_cast<int64_t>(e), tf32};
+  const CudaMath math = static_cast<CudaMath>(cuda_math_mode());
+  const LtKey key{trans_a, trans_b, m, n, k, static_cast<int64_t>(e), static_cast<int64_t>(math)};
   auto it = ctx.lt_plans.find(key);
-  if (it == ctx.lt_plans.end()) it = ctx.lt_plans.emplace(key, make_plan(ctx, e, trans_a, trans_b, m, n, k, tf32)).first;
+  if (it == ctx.lt_plans.end()) it = ctx.lt_plans.emplace(key, make_plan(ctx, e, trans_a, trans_b, m, n, k, math)).first;
   LtPlan& plan = *it->second;
   if (!plan.usable) return false;
   // The workspace is taken on first use, not at start-up (a program that never runs a Linear
@@ -105,7 +115,8 @@ bool lt_gemm(Context& ctx, LtEpilogue e, bool trans_a, bool trans_b, int64_t m, 
     NNLAB_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(plan.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof(bias)));
   const float one = 1.0f, zero = 0.0f;
   KernelTiming timing(kernel_log_enabled()  // nnlab explain: the call as the row-major product it computes
-                          ? record_kernel(std::string(tf32 ? "cublasLtMatmul (tf32, " : "cublasLtMatmul (") +
+                          ? record_kernel(std::string("cublasLtMatmul (") +
+                                              (math == CudaMath::Fp32 ? "" : std::string(cuda_math_name(math)) + ", ") +
                                               lt_epilogue_name(e) + ")",
                                           std::string(trans_a ? "T" : "N") + (trans_b ? "T" : "N") + " " +
                                               dims_text({m, n, k}))

@@ -76,9 +76,9 @@ TEST_CASE("gpu: TF32 is opt-in and strict float32 is the default", "[gpu][gemm]"
   Tensor c = Tensor::zeros({96, 96}), strict = on_gpu(c), tf32 = on_gpu(c);
   cpu().gemm(false, false, 96, 96, 512, 1.0, a, b, 0.0, c);
   gpu().gemm(false, false, 96, 96, 512, 1.0, on_gpu(a), on_gpu(b), 0.0, strict);
-  set_cuda_math_mode(true);
+  set_cuda_math_mode(static_cast<int>(CudaMath::Tf32));
   gpu().gemm(false, false, 96, 96, 512, 1.0, on_gpu(a), on_gpu(b), 0.0, tf32);
-  set_cuda_math_mode(false);
+  set_cuda_math_mode(static_cast<int>(CudaMath::Fp32));
   require_allclose(strict, c, 1e-5, 1e-4, "strict float32 gemm");
   require_allclose(tf32, c, 1e-2, 5e-2, "tf32 gemm (10-bit mantissa inputs)");
 }

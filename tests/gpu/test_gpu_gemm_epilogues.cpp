@@ -1,14 +1,17 @@
 // A Linear layer's bias, ReLU and bias gradient folded into cuBLASLt epilogues
 // (devices/cuda/gemm_lt.h): the results match the CPU twin's, the kernel log shows one call
 // where the plain path makes two or three, the teaching ladders still get their own kernels,
-// and, on the simulator, cuBLASLt refuses what its documentation calls wrong.
+// and, on the simulator, cuBLASLt refuses what its documentation calls wrong. Then --math
+// bf16: cuBLAS and cuBLASLt's products take their inputs rounded to bf16, to nearest even.
 #include <cublasLt.h>
 #include <cuda_runtime.h>
 
+#include <cmath>
 #include <string>
 #include <tuple>
 #include <vector>
 
+#include "devices/cuda/cuda_backend.h"
 #include "devices/kernel_log.h"
 #include "devices/reduce_impl.h"
 #include "gpu/gpu_support.h"
@@ -160,4 +163,87 @@ TEST_CASE("gpu: the simulated cuBLASLt refuses a missing bias, a foreign algorit
   CHECK(cublasLtMatmulDescDestroy(desc) == CUBLAS_STATUS_SUCCESS);
   CHECK(cublasLtMatmulDescDestroy(desc) == CUBLAS_STATUS_INVALID_VALUE);  // destroyed twice
   CHECK(cublasLtDestroy(h) == CUBLAS_STATUS_SUCCESS);
+}
+
+namespace {
+
+// x rounded to bf16 (8 significant bits), to nearest even, by arithmetic rather than bits: x =
+// m·2^e with m in [0.5, 1), so m·2^8 rounded to an integer (nearbyint: ties to even) keeps 8.
+float bf16_reference(float x) {
+  int e = 0;
+  const double m = std::frexp(static_cast<double>(x), &e);
+  return static_cast<float>(std::ldexp(std::nearbyint(std::ldexp(m, 8)), e - 8));
+}
+
+// C = A·B (row-major, m×k by k×n) with A and B rounded to bf16, summed in double.
+std::vector<double> bf16_product(const std::vector<float>& a, const std::vector<float>& b, int64_t m, int64_t n,
+                                 int64_t k) {
+  std::vector<double> c(static_cast<size_t>(m * n), 0.0);
+  for (int64_t i = 0; i < m; ++i)
+    for (int64_t j = 0; j < n; ++j)
+      for (int64_t l = 0; l < k; ++l)
+        c[size_t(i * n + j)] += double(bf16_reference(a[size_t(i * k + l)])) * bf16_reference(b[size_t(l * n + j)]);
+  return c;
+}
+
+struct MathScope {
+  explicit MathScope(CudaMath m) { set_cuda_math_mode(static_cast<int>(m)); }
+  ~MathScope() { set_cuda_math_mode(static_cast<int>(CudaMath::Fp32)); }
+  MathScope(const MathScope&) = delete;
+  MathScope& operator=(const MathScope&) = delete;
+};
+
+}  // namespace
+
+// --math bf16: the product of values that bf16 cannot hold. 1 + 3·2⁻⁸ lies halfway between
+// bf16's 1 + 2⁻⁷ and 1 + 2⁻⁶ and rounds to the even one, 1 + 2⁻⁶; 1 + 2⁻⁸ + 2⁻²⁰ lies just over
+// halfway and rounds up; truncation would give 1 + 2⁻⁷ and 1. Then random 37×29×301 products
+// through cublasGemmEx (gemm) and cuBLASLt (a Linear's forward) against the rounded inputs
+// summed in double. On the simulator the rounding is exact; a GPU's cuBLAS may keep more bits
+// for some shapes ("allows down-converting"), so there only bf16's closeness is required.
+TEST_CASE("gpu: bf16 math rounds the products' inputs to bf16, to nearest even", "[gpu][gemm][bf16]") {
+  MathScope bf16(CudaMath::Bf16);
+  const float halfway = 1.0f + 3.0f / 256.0f, over_half = 1.0f + 1.0f / 256.0f + 1.0f / (1 << 20);
+  REQUIRE(bf16_reference(halfway) == 1.0f + 1.0f / 64.0f);
+  REQUIRE(bf16_reference(over_half) == 1.0f + 1.0f / 128.0f);
+  for (const float v : {halfway, over_half}) {
+    Tensor c = on_gpu(Tensor::zeros({1, 1}));
+    gpu().gemm(false, false, 1, 1, 1, 1.0, on_gpu(Tensor::full({1, 1}, v)), on_gpu(Tensor::full({1, 1}, 1.0)), 0.0, c);
+    const float got = c.to_vector<float>()[0];
+    if (cuda_simulated()) CHECK(got == bf16_reference(v));
+    else CHECK(std::fabs(got - v) <= std::ldexp(1.0f, -7));
+  }
+  const int64_t m = 37, n = 29, k = 301;
+  const Tensor a = fresh_tensor({m, k}), b = fresh_tensor({k, n}), w = fresh_tensor({n, k}), bias = Tensor::zeros({n});
+  const std::vector<double> want = bf16_product(a.to_vector<float>(), b.to_vector<float>(), m, n, k);
+  Tensor c = on_gpu(Tensor::zeros({m, n})), y = on_gpu(Tensor::zeros({m, n}));
+  gpu().gemm(false, false, m, n, k, 1.0, on_gpu(a), on_gpu(b), 0.0, c);
+  // y = a·wᵀ + 0 through cuBLASLt, against the same sums with wᵀ's rows
+  std::vector<float> wt(static_cast<size_t>(k * n));
+  const std::vector<float> wv = w.to_vector<float>();
+  for (int64_t j = 0; j < n; ++j)
+    for (int64_t l = 0; l < k; ++l) wt[size_t(l * n + j)] = wv[size_t(j * k + l)];
+  const std::vector<double> want_y = bf16_product(a.to_vector<float>(), wt, m, n, k);
+  const Tensor gb = on_gpu(bias);
+  gpu().linear_forward(on_gpu(a), on_gpu(w), &gb, y, false);
+  const std::vector<float> got_c = c.to_vector<float>(), got_y = y.to_vector<float>();
+  const std::vector<float> fp32 = [&] {  // the same product in float32, for the size of bf16's effect
+    MathScope strict(CudaMath::Fp32);
+    Tensor f = on_gpu(Tensor::zeros({m, n}));
+    gpu().gemm(false, false, m, n, k, 1.0, on_gpu(a), on_gpu(b), 0.0, f);
+    return f.to_vector<float>();
+  }();
+  set_cuda_math_mode(static_cast<int>(CudaMath::Bf16));
+  double worst_c = 0, worst_y = 0, bf16_effect = 0;
+  for (size_t i = 0; i < want.size(); ++i) {
+    worst_c = std::max(worst_c, std::fabs(got_c[i] - want[i]));
+    worst_y = std::max(worst_y, std::fabs(got_y[i] - want_y[i]));
+    bf16_effect = std::max(bf16_effect, std::fabs(fp32[i] - want[i]));
+  }
+  INFO("worst gap to the rounded inputs' sums: gemm " << worst_c << ", Linear " << worst_y
+                                                      << "; float32's gap to them " << bf16_effect);
+  CHECK(bf16_effect > 1e-3);  // inputs in [-1, 1): rounding to 8 bits moves a 301-term sum visibly
+  const double float_sums = cuda_simulated() ? 1e-4 : 2 * bf16_effect;  // float32 sums of 301 terms
+  CHECK(worst_c <= float_sums);
+  CHECK(worst_y <= float_sums);
 }

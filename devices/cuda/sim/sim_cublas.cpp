@@ -1,5 +1,7 @@
-// The CUDA simulator's cuBLAS: a handle (stream, math mode, pointer mode) and cublasSgemm,
-// checked as cuBLAS documents and then run on the handle's stream by OpenBLAS.
+// The CUDA simulator's cuBLAS: a handle (stream, math mode, pointer mode), cublasSgemm and
+// cublasGemmEx on float32 matrices (with FAST_16BF, the inputs rounded to bf16 first, as the
+// tensor cores take them), checked as cuBLAS documents and then run on the handle's stream by
+// OpenBLAS.
 //
 // A call is split the way the real library splits it: the arguments are checked on the
 // calling thread (a bad one returns a status at once and nothing is queued), then the
@@ -13,6 +15,7 @@
 #include <mutex>
 #include <set>
 #include <string>
+#include <vector>
 
 #include <cublas_v2.h>
 
@@ -23,6 +26,27 @@ struct cublasContext {
   cublasMath_t math = CUBLAS_DEFAULT_MATH;
   cublasPointerMode_t pointer_mode = CUBLAS_POINTER_MODE_HOST;
 };
+
+namespace nnlab::sim {
+
+// Round to nearest even on the 16 bits dropped: add 0x7fff plus the lowest kept bit, then cut.
+// A NaN is kept a NaN (its quiet bit set), which the addition could otherwise carry into an
+// infinity.
+float round_to_bf16(float x) {
+  uint32_t bits = 0;
+  std::memcpy(&bits, &x, sizeof bits);
+  if ((bits & 0x7fffffffu) > 0x7f800000u) {
+    bits = (bits | 0x00400000u) & 0xffff0000u;
+  } else {
+    bits += 0x7fffu + ((bits >> 16) & 1u);
+    bits &= 0xffff0000u;
+  }
+  float out = 0.0f;
+  std::memcpy(&out, &bits, sizeof out);
+  return out;
+}
+
+}  // namespace nnlab::sim
 
 namespace {
 
@@ -36,9 +60,9 @@ bool live(const cublasContext* h) {
   return h && live_handles.count(h) != 0;
 }
 
-cublasStatus_t invalid(const std::string& why) {
-  nnlab::sim::set_diagnostic("cublasSgemm: " + why);
-  return CUBLAS_STATUS_INVALID_VALUE;
+cublasStatus_t refuse(const char* call, const std::string& why, cublasStatus_t status = CUBLAS_STATUS_INVALID_VALUE) {
+  nnlab::sim::set_diagnostic(std::string(call) + ": " + why);
+  return status;
 }
 
 // Bytes spanned by a column-major rows×cols matrix with leading dimension ld: the last
@@ -50,10 +74,80 @@ size_t column_major_bytes(int rows, int cols, int ld) {
 
 // A scalar the device reads must be device memory in CUBLAS_POINTER_MODE_DEVICE; in host
 // mode it is read now, so the caller may reuse it as soon as the call returns.
-bool scalar_ok(const cublasContext* h, const char* what, const float* p) {
+bool scalar_ok(const char* call, const cublasContext* h, const char* what, const float* p) {
   if (!p) return false;
   if (h->pointer_mode == CUBLAS_POINTER_MODE_HOST) return true;
-  return nnlab::sim::check_device_access("cublasSgemm", what, p, sizeof(float));
+  return nnlab::sim::check_device_access(call, what, p, sizeof(float));
+}
+
+// A copy of the column-major rows×cols matrix x (leading dimension ld) with every element
+// rounded to bf16, same layout: what a bf16 tensor core multiplies.
+std::vector<float> rounded_to_bf16(const float* x, int rows, int cols, int ld) {
+  std::vector<float> out(column_major_bytes(rows, cols, ld) / sizeof(float));
+  for (int j = 0; j < cols; ++j)
+    for (int i = 0; i < rows; ++i) {
+      const size_t at = static_cast<size_t>(j) * static_cast<size_t>(ld) + static_cast<size_t>(i);
+      out[at] = nnlab::sim::round_to_bf16(x[at]);
+    }
+  return out;
+}
+
+// cublasSgemm and cublasGemmEx on float32 matrices (`call` names the entry point in
+// diagnostics). bf16_inputs: A and B rounded to bf16 before the product (FAST_16BF).
+cublasStatus_t float_gemm(const char* call, cublasHandle_t handle, cublasOperation_t transa,
+                          cublasOperation_t transb, int m, int n, int k, const float* alpha, const float* A, int lda,
+                          const float* B, int ldb, const float* beta, float* C, int ldc, bool bf16_inputs) {
+  if (!live(handle)) {
+    return refuse(call, "the handle was not created by cublasCreate or was destroyed", CUBLAS_STATUS_NOT_INITIALIZED);
+  }
+  auto op_ok = [](cublasOperation_t op) { return op == CUBLAS_OP_N || op == CUBLAS_OP_T || op == CUBLAS_OP_C; };
+  if (!op_ok(transa) || !op_ok(transb)) return refuse(call, "transa/transb is not CUBLAS_OP_N, _T or _C");
+  if (m < 0 || n < 0 || k < 0)
+    return refuse(call, "m, n, k = " + std::to_string(m) + ", " + std::to_string(n) + ", " + std::to_string(k) +
+                   " (must be >= 0)");
+  const bool ta = transa != CUBLAS_OP_N, tb = transb != CUBLAS_OP_N;  // real data: C and T are the same
+  const int a_rows = ta ? k : m, a_cols = ta ? m : k;
+  const int b_rows = tb ? n : k, b_cols = tb ? k : n;
+  if (lda < std::max(1, a_rows))
+    return refuse(call, "lda = " + std::to_string(lda) + " < max(1, " + std::to_string(a_rows) + ")");
+  if (ldb < std::max(1, b_rows))
+    return refuse(call, "ldb = " + std::to_string(ldb) + " < max(1, " + std::to_string(b_rows) + ")");
+  if (ldc < std::max(1, m)) return refuse(call, "ldc = " + std::to_string(ldc) + " < max(1, " + std::to_string(m) + ")");
+  if (!scalar_ok(call, handle, "alpha", alpha) || !scalar_ok(call, handle, "beta", beta))
+    return refuse(call, "alpha or beta is null or not readable in this pointer mode");
+  if (m == 0 || n == 0) return CUBLAS_STATUS_SUCCESS;  // nothing to compute, nothing read
+
+  // Every operand the device touches must be device (or mapped) memory; the diagnostic
+  // names the call and the argument, and the error is INVALID_VALUE (a GPU would fault later
+  // with an illegal address, far from the call that caused it).
+  if (!nnlab::sim::check_device_access(call, "A", A, column_major_bytes(a_rows, a_cols, lda)) ||
+      !nnlab::sim::check_device_access(call, "B", B, column_major_bytes(b_rows, b_cols, ldb)) ||
+      !nnlab::sim::check_device_access(call, "C", C, column_major_bytes(m, n, ldc)))
+    return CUBLAS_STATUS_INVALID_VALUE;
+
+  const bool host_scalars = handle->pointer_mode == CUBLAS_POINTER_MODE_HOST;
+  const float alpha_now = host_scalars ? *alpha : 0.0f, beta_now = host_scalars ? *beta : 0.0f;
+  nnlab::sim::enqueue(handle->stream, "cublas", call, [=] {
+    const float a_s = host_scalars ? alpha_now : *alpha, b_s = host_scalars ? beta_now : *beta;
+    if (k == 0) {  // C = beta · C; beta == 0 writes zeros and never reads C (it may hold NaN)
+      for (int j = 0; j < n; ++j) {
+        float* col = C + static_cast<size_t>(j) * ldc;
+        if (b_s == 0.0f)
+          std::fill(col, col + m, 0.0f);
+        else
+          for (int i = 0; i < m; ++i) col[i] *= b_s;
+      }
+      return;
+    }
+    // OpenBLAS, like cuBLAS, does not read C when beta == 0. With bf16 inputs it multiplies
+    // the rounded copies: bf16 · bf16 is exact in float32, so only the rounding and the sum's
+    // order separate it from a tensor core.
+    std::vector<float> a16, b16;
+    if (bf16_inputs) a16 = rounded_to_bf16(A, a_rows, a_cols, lda), b16 = rounded_to_bf16(B, b_rows, b_cols, ldb);
+    cblas_sgemm(CblasColMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, m, n, k, a_s,
+                bf16_inputs ? a16.data() : A, lda, bf16_inputs ? b16.data() : B, ldb, b_s, C, ldc);
+  });
+  return CUBLAS_STATUS_SUCCESS;
 }
 
 }  // namespace
@@ -152,54 +246,26 @@ cublasStatus_t cublasSetMathMode(cublasHandle_t handle, cublasMath_t mode) {
 cublasStatus_t cublasSgemm_v2(cublasHandle_t handle, cublasOperation_t transa, cublasOperation_t transb, int m,
                               int n, int k, const float* alpha, const float* A, int lda, const float* B, int ldb,
                               const float* beta, float* C, int ldc) {
-  if (!live(handle)) {
-    nnlab::sim::set_diagnostic("cublasSgemm: the handle was not created by cublasCreate or was destroyed");
-    return CUBLAS_STATUS_NOT_INITIALIZED;
-  }
-  auto op_ok = [](cublasOperation_t op) { return op == CUBLAS_OP_N || op == CUBLAS_OP_T || op == CUBLAS_OP_C; };
-  if (!op_ok(transa) || !op_ok(transb)) return invalid("transa/transb is not CUBLAS_OP_N, _T or _C");
-  if (m < 0 || n < 0 || k < 0)
-    return invalid("m, n, k = " + std::to_string(m) + ", " + std::to_string(n) + ", " + std::to_string(k) +
-                   " (must be >= 0)");
-  const bool ta = transa != CUBLAS_OP_N, tb = transb != CUBLAS_OP_N;  // real data: C and T are the same
-  const int a_rows = ta ? k : m, a_cols = ta ? m : k;
-  const int b_rows = tb ? n : k, b_cols = tb ? k : n;
-  if (lda < std::max(1, a_rows))
-    return invalid("lda = " + std::to_string(lda) + " < max(1, " + std::to_string(a_rows) + ")");
-  if (ldb < std::max(1, b_rows))
-    return invalid("ldb = " + std::to_string(ldb) + " < max(1, " + std::to_string(b_rows) + ")");
-  if (ldc < std::max(1, m)) return invalid("ldc = " + std::to_string(ldc) + " < max(1, " + std::to_string(m) + ")");
-  if (!scalar_ok(handle, "alpha", alpha) || !scalar_ok(handle, "beta", beta))
-    return invalid("alpha or beta is null or not readable in this pointer mode");
-  if (m == 0 || n == 0) return CUBLAS_STATUS_SUCCESS;  // nothing to compute, nothing read
+  return float_gemm("cublasSgemm", handle, transa, transb, m, n, k, alpha, A, lda, B, ldb, beta, C, ldc, false);
+}
 
-  // Every operand the device touches must be device (or mapped) memory; the diagnostic
-  // names the call and the argument, and the error is INVALID_VALUE (a GPU would fault later
-  // with an illegal address, far from the call that caused it).
-  if (!nnlab::sim::check_device_access("cublasSgemm", "A", A, column_major_bytes(a_rows, a_cols, lda)) ||
-      !nnlab::sim::check_device_access("cublasSgemm", "B", B, column_major_bytes(b_rows, b_cols, ldb)) ||
-      !nnlab::sim::check_device_access("cublasSgemm", "C", C, column_major_bytes(m, n, ldc)))
-    return CUBLAS_STATUS_INVALID_VALUE;
-
-  const bool host_scalars = handle->pointer_mode == CUBLAS_POINTER_MODE_HOST;
-  const float alpha_now = host_scalars ? *alpha : 0.0f, beta_now = host_scalars ? *beta : 0.0f;
-  nnlab::sim::enqueue(handle->stream, "cublas", "cublasSgemm", [=] {
-    const float a_s = host_scalars ? alpha_now : *alpha, b_s = host_scalars ? beta_now : *beta;
-    if (k == 0) {  // C = beta · C; beta == 0 writes zeros and never reads C (it may hold NaN)
-      for (int j = 0; j < n; ++j) {
-        float* col = C + static_cast<size_t>(j) * ldc;
-        if (b_s == 0.0f)
-          std::fill(col, col + m, 0.0f);
-        else
-          for (int i = 0; i < m; ++i) col[i] *= b_s;
-      }
-      return;
-    }
-    // OpenBLAS, like cuBLAS, does not read C when beta == 0.
-    cblas_sgemm(CblasColMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, m, n, k, a_s, A, lda,
-                B, ldb, b_s, C, ldc);
-  });
-  return CUBLAS_STATUS_SUCCESS;
+cublasStatus_t cublasGemmEx(cublasHandle_t handle, cublasOperation_t transa, cublasOperation_t transb, int m, int n,
+                            int k, const void* alpha, const void* A, cudaDataType Atype, int lda, const void* B,
+                            cudaDataType Btype, int ldb, const void* beta, void* C, cudaDataType Ctype, int ldc,
+                            cublasComputeType_t computeType, cublasGemmAlgo_t algo) {
+  const char* call = "cublasGemmEx";
+  if (Atype != CUDA_R_32F || Btype != CUDA_R_32F || Ctype != CUDA_R_32F)
+    return refuse(call, "the simulator takes float32 matrices only (CUDA_R_32F)", CUBLAS_STATUS_NOT_SUPPORTED);
+  if (computeType != CUBLAS_COMPUTE_32F && computeType != CUBLAS_COMPUTE_32F_FAST_TF32 &&
+      computeType != CUBLAS_COMPUTE_32F_FAST_16BF)
+    return refuse(call, "compute type " + std::to_string(computeType) + " is not simulated",
+                  CUBLAS_STATUS_NOT_SUPPORTED);
+  if (algo != CUBLAS_GEMM_DEFAULT && algo != CUBLAS_GEMM_DEFAULT_TENSOR_OP)
+    return refuse(call, "the simulator runs the default algorithm only", CUBLAS_STATUS_NOT_SUPPORTED);
+  return float_gemm(call, handle, transa, transb, m, n, k, static_cast<const float*>(alpha),
+                    static_cast<const float*>(A), lda, static_cast<const float*>(B), ldb,
+                    static_cast<const float*>(beta), static_cast<float*>(C), ldc,
+                    computeType == CUBLAS_COMPUTE_32F_FAST_16BF);
 }
 
 }  // extern "C"

@@ -17,6 +17,7 @@
 #include <mutex>
 #include <set>
 #include <string>
+#include <vector>
 
 #include <cublasLt.h>
 
@@ -125,13 +126,14 @@ cublasStatus_t read_problem(const char* call, cublasLtMatmulDesc_t desc, cublasL
   return CUBLAS_STATUS_SUCCESS;
 }
 
-// What the simulator runs: float32 throughout (TF32 computes as float32 here, as in
-// sim_cublas.cpp) and the epilogues listed at the top.
+// What the simulator runs: float32 matrices (TF32 computes as float32 here, as in
+// sim_cublas.cpp; FAST_16BF rounds A and B to bf16 first) and the epilogues listed at the top.
 bool simulated(const Problem& p) {
   const bool f32 = p.a.type == CUDA_R_32F && p.b.type == CUDA_R_32F && p.c.type == CUDA_R_32F &&
                    p.d.type == CUDA_R_32F && p.desc.scale == CUDA_R_32F &&
                    (p.desc.bias_type == -1 || p.desc.bias_type == CUDA_R_32F);
-  const bool compute = p.desc.compute == CUBLAS_COMPUTE_32F || p.desc.compute == CUBLAS_COMPUTE_32F_FAST_TF32;
+  const bool compute = p.desc.compute == CUBLAS_COMPUTE_32F || p.desc.compute == CUBLAS_COMPUTE_32F_FAST_TF32 ||
+                       p.desc.compute == CUBLAS_COMPUTE_32F_FAST_16BF;
   switch (p.desc.epilogue) {
     case CUBLASLT_EPILOGUE_DEFAULT: case CUBLASLT_EPILOGUE_RELU: case CUBLASLT_EPILOGUE_BIAS:
     case CUBLASLT_EPILOGUE_RELU_BIAS: case CUBLASLT_EPILOGUE_BGRADA: case CUBLASLT_EPILOGUE_BGRADB:
@@ -318,6 +320,14 @@ cublasStatus_t cublasLtMatmul(cublasLtHandle_t lightHandle, cublasLtMatmulDesc_t
   nnlab::sim::enqueue(stream, "cublas", "cublasLtMatmul", [=] {
     const auto* a = static_cast<const float*>(A);
     const auto* b = static_cast<const float*>(B);
+    std::vector<float> a16, b16;  // FAST_16BF: the operands as the bf16 tensor cores take them
+    if (p.desc.compute == CUBLAS_COMPUTE_32F_FAST_16BF) {
+      a16.assign(a, a + layout_bytes(p.a) / sizeof(float));
+      b16.assign(b, b + layout_bytes(p.b) / sizeof(float));
+      for (float& v : a16) v = nnlab::sim::round_to_bf16(v);
+      for (float& v : b16) v = nnlab::sim::round_to_bf16(v);
+      a = a16.data(), b = b16.data();
+    }
     const auto* c = static_cast<const float*>(C);
     auto* d = static_cast<float*>(D);
     auto* bias = static_cast<float*>(p.desc.bias);

@@ -12,27 +12,6 @@
 
 #include <cublas_v2.h>
 
-// library_types.h: the element types a layout or a scale may name (the ones nnlab could use).
-typedef enum cudaDataType_t {
-  CUDA_R_16F = 2,
-  CUDA_R_16BF = 14,
-  CUDA_R_32F = 0,
-  CUDA_R_64F = 1,
-  CUDA_R_8I = 3,
-  CUDA_R_32I = 10
-} cudaDataType;
-
-// cublas_api.h: the arithmetic of a product.
-typedef enum {
-  CUBLAS_COMPUTE_16F = 64,
-  CUBLAS_COMPUTE_32F = 68,
-  CUBLAS_COMPUTE_32F_PEDANTIC = 69,
-  CUBLAS_COMPUTE_32F_FAST_16F = 74,
-  CUBLAS_COMPUTE_32F_FAST_16BF = 75,
-  CUBLAS_COMPUTE_32F_FAST_TF32 = 77,
-  CUBLAS_COMPUTE_64F = 70
-} cublasComputeType_t;
-
 struct cublasLtContext;
 typedef struct cublasLtContext* cublasLtHandle_t;
 

@@ -1,5 +1,5 @@
 // The CUDA simulator's cublas_v2.h: the part of cuBLAS nnlab uses (a handle, its stream and
-// math mode, the version query and cublasSgemm), for the host compiler. Only the simulator
+// math mode, the version query, cublasSgemm and cublasGemmEx), for the host compiler. Only the simulator
 // build puts this folder on the include path; under nvcc the toolkit's header is used.
 //
 // Names, numeric values and signatures are the toolkit's (cublas_api.h, library_types.h of
@@ -56,6 +56,30 @@ typedef enum {
   CUBLAS_MATH_DISALLOW_REDUCED_PRECISION_REDUCTION = 16
 } cublasMath_t;
 
+// library_types.h: the element types a layout or a scale may name (the ones nnlab could use).
+typedef enum cudaDataType_t {
+  CUDA_R_16F = 2,
+  CUDA_R_16BF = 14,
+  CUDA_R_32F = 0,
+  CUDA_R_64F = 1,
+  CUDA_R_8I = 3,
+  CUDA_R_32I = 10
+} cudaDataType;
+
+// cublas_api.h: the arithmetic of a product (cublasGemmEx, cublasLtMatmulDescCreate).
+typedef enum {
+  CUBLAS_COMPUTE_16F = 64,
+  CUBLAS_COMPUTE_32F = 68,
+  CUBLAS_COMPUTE_32F_PEDANTIC = 69,
+  CUBLAS_COMPUTE_32F_FAST_16F = 74,
+  CUBLAS_COMPUTE_32F_FAST_16BF = 75,
+  CUBLAS_COMPUTE_32F_FAST_TF32 = 77,
+  CUBLAS_COMPUTE_64F = 70
+} cublasComputeType_t;
+
+// cublasGemmEx's algorithm: the library's choice (the only one the simulator takes).
+typedef enum { CUBLAS_GEMM_DEFAULT = -1, CUBLAS_GEMM_DEFAULT_TENSOR_OP = 99 } cublasGemmAlgo_t;
+
 struct cublasContext;
 typedef struct cublasContext* cublasHandle_t;
 
@@ -76,6 +100,14 @@ cublasStatus_t cublasSetMathMode(cublasHandle_t handle, cublasMath_t mode);
 cublasStatus_t cublasSgemm_v2(cublasHandle_t handle, cublasOperation_t transa, cublasOperation_t transb, int m,
                               int n, int k, const float* alpha, const float* A, int lda, const float* B, int ldb,
                               const float* beta, float* C, int ldc);
+// The same with the element types and the arithmetic named: the simulator takes float32
+// matrices with CUBLAS_COMPUTE_32F, _32F_FAST_TF32 (computed as float32, as cublasSgemm's TF32
+// mode is) or _32F_FAST_16BF (A and B rounded to bf16, to nearest even, as the tensor cores
+// take them; float32 sums).
+cublasStatus_t cublasGemmEx(cublasHandle_t handle, cublasOperation_t transa, cublasOperation_t transb, int m, int n,
+                            int k, const void* alpha, const void* A, cudaDataType Atype, int lda, const void* B,
+                            cudaDataType Btype, int ldb, const void* beta, void* C, cudaDataType Ctype, int ldc,
+                            cublasComputeType_t computeType, cublasGemmAlgo_t algo);
 }
 
 #define cublasCreate cublasCreate_v2
