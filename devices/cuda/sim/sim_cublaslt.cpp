@@ -15,7 +15,6 @@
 #include <cstring>
 #include <map>
 #include <mutex>
-#include <set>
 #include <string>
 #include <vector>
 
@@ -49,7 +48,7 @@ struct Preference {
 // Everything created and not yet destroyed; a call with anything else is refused with a
 // diagnostic (the real library may read freed memory instead).
 std::mutex registry_mutex;
-std::set<const cublasLtContext*> handles;
+std::map<const void*, bool> handles;  // the value is unused: a handle holds no state
 std::map<const void*, MatmulDesc> descs;
 std::map<const void*, Layout> layouts;
 std::map<const void*, Preference> preferences;
@@ -70,11 +69,14 @@ cublasStatus_t create(std::map<const void*, Value>& registry, Opaque** out, cons
   return CUBLAS_STATUS_SUCCESS;
 }
 
+// A pointer never created (or destroyed already) is `unknown`: INVALID_VALUE for descriptors,
+// NOT_INITIALIZED for a handle, as cuBLAS answers.
 template <typename Opaque, typename Value>
-cublasStatus_t destroy(std::map<const void*, Value>& registry, Opaque* p) {
+cublasStatus_t destroy(std::map<const void*, Value>& registry, Opaque* p,
+                       cublasStatus_t unknown = CUBLAS_STATUS_INVALID_VALUE) {
   {
     std::lock_guard<std::mutex> lock(registry_mutex);
-    if (!p || registry.erase(p) == 0) return CUBLAS_STATUS_INVALID_VALUE;
+    if (!p || registry.erase(p) == 0) return unknown;
   }
   delete p;
   return CUBLAS_STATUS_SUCCESS;
@@ -164,22 +166,10 @@ inline float at(const float* x, int64_t ld, bool trans, uint64_t i, uint64_t j) 
 
 extern "C" {
 
-cublasStatus_t cublasLtCreate(cublasLtHandle_t* lightHandle) {
-  if (!lightHandle) return CUBLAS_STATUS_INVALID_VALUE;
-  auto* h = new cublasLtContext;
-  std::lock_guard<std::mutex> lock(registry_mutex);
-  handles.insert(h);
-  *lightHandle = h;
-  return CUBLAS_STATUS_SUCCESS;
-}
+cublasStatus_t cublasLtCreate(cublasLtHandle_t* lightHandle) { return create(handles, lightHandle, true); }
 
 cublasStatus_t cublasLtDestroy(cublasLtHandle_t lightHandle) {
-  {
-    std::lock_guard<std::mutex> lock(registry_mutex);
-    if (!lightHandle || handles.erase(lightHandle) == 0) return CUBLAS_STATUS_NOT_INITIALIZED;
-  }
-  delete lightHandle;
-  return CUBLAS_STATUS_SUCCESS;
+  return destroy(handles, lightHandle, CUBLAS_STATUS_NOT_INITIALIZED);
 }
 
 cublasStatus_t cublasLtMatmulDescCreate(cublasLtMatmulDesc_t* matmulDesc, cublasComputeType_t computeType,
