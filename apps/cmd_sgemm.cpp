@@ -52,8 +52,11 @@ int one_rate(int64_t size, Device device) {
     if (rep >= 2) rates.push_back(flop / s / 1e9);
   }
   std::sort(rates.begin(), rates.end());
-  std::printf("sgemm %lld³ on %s, %d threads: median %.1f GFLOP/s, best %.1f GFLOP/s\n", static_cast<long long>(size),
-              device.str().c_str(), host_cpu::threads(), rates[rates.size() / 2], rates.back());
+  const bool bf16 = device.is_cpu() ? host_cpu::bf16_products() : cuda_options().math == CudaMath::Bf16;
+  const bool tf32 = device.is_cuda() && cuda_options().math == CudaMath::Tf32;
+  std::printf("sgemm %lld³ on %s%s, %d threads: median %.1f GFLOP/s, best %.1f GFLOP/s\n", static_cast<long long>(size),
+              device.str().c_str(), bf16 ? " (bf16 inputs)" : tf32 ? " (tf32)" : "", host_cpu::threads(),
+              rates[rates.size() / 2], rates.back());
   return 0;
 }
 
@@ -169,7 +172,7 @@ void register_sgemm_command(CLI::App& app) {
   struct Options {
     int64_t size = 1024;
     int threads = 0;
-    std::string device = "cpu", gemm = "cublas";
+    std::string device = "cpu", gemm = "cublas", math = "fp32";
     bool zoo = false;
   };
   auto o = std::make_shared<Options>();
@@ -184,10 +187,18 @@ void register_sgemm_command(CLI::App& app) {
                   "cublas (or --zoo) prints a table of GFLOP/s")
       ->capture_default_str();
   sub->add_flag("--zoo", o->zoo, "Also time the three products of every Linear layer in the zoo at its recipe's batch");
+  sub->add_option("--math", o->math, "fp32, tf32 (CUDA) or bf16 (CUDA, or a CPU with AVX-512 BF16): the products' "
+                                     "math mode, as train's --math")
+      ->capture_default_str();
   add_command(sub, [sub, o] {
     NNLAB_CHECK(o->size > 0 && o->size <= 16384, "--size must lie in 1..16384, got ", o->size);
     host_cpu::set_threads(o->threads);
     const Device device = resolve_device(o->device, nullptr);
+    const CudaMath math = parse_cuda_math(o->math, "--math");
+    NNLAB_CHECK(math != CudaMath::Tf32 || device.is_cuda(),
+                "--math tf32 is a format of NVIDIA's tensor cores; on the CPU use fp32 (the default) or bf16");
+    if (device.is_cpu()) host_cpu::set_bf16_products(math == CudaMath::Bf16);  // throws where the CPU cannot
+    if (device.is_cuda()) set_cuda_options({math, cuda_options().deterministic});
     const std::vector<GemmImpl> rungs = parse_rungs(o->gemm, device);
     if (rungs == std::vector<GemmImpl>{GemmImpl::Cublas} && !o->zoo) return one_rate(o->size, device);
     const bool simulated = device.is_cuda() && cuda_simulated();

@@ -121,9 +121,10 @@ nlohmann::json environment_record(const TrainConfig& config, Device device) {
   env["openblas_core"] = openblas_core_record();
   env["device"] = device.str();
   env["gpu"] = gpu_record(device);
-  // The CPU is always strict float32 (no -ffast-math); a CUDA run may opt into TF32 or bf16.
+  // strict float32 (no -ffast-math) unless the run opted into TF32 or bf16 (CUDA) or bf16 products (CPU).
   std::string math = "strict-fp32";
   if (device.is_cuda() && cuda_options().math != CudaMath::Fp32) math = cuda_math_name(cuda_options().math);
+  if (device.is_cpu() && host_cpu::bf16_products()) math = "bf16";
   env["math_mode"] = math;
   env["seed"] = config.seed;
   env["config"] = config_record(config);

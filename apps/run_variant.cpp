@@ -85,8 +85,10 @@ void check_variants(const std::vector<RunVariant>& variants) {
     check_conv_impl(v.conv, device);
     check_gemm_impl(v.gemm, device);
     check_reduce_impl(v.reduce, device);
-    NNLAB_CHECK(v.math == CudaMath::Fp32 || device.kind == DeviceKind::CUDA, "device '", v.label, "': math=",
-                cuda_math_name(v.math), " is a CUDA math mode (tensor cores); the CPU computes in fp32");
+    NNLAB_CHECK(v.math != CudaMath::Tf32 || device.kind == DeviceKind::CUDA, "device '", v.label,
+                "': math=tf32 is a format of NVIDIA's tensor cores; the CPU computes in fp32, or bf16 products");
+    NNLAB_CHECK(v.math != CudaMath::Bf16 || device.kind == DeviceKind::CUDA || host_cpu::bf16_available(), "device '",
+                v.label, "': math=bf16 cannot run on this CPU: ", host_cpu::bf16_unavailable_reason());
   }
 }
 
@@ -97,8 +99,9 @@ Device apply_variant(const RunVariant& v) {
   set_conv_impl(v.conv);
   set_gemm_impl(v.gemm);
   set_reduce_impl(v.reduce);
+  host_cpu::set_bf16_products(device.is_cpu() && v.math == CudaMath::Bf16);
   CudaOptions cuda = cuda_options();
-  cuda.math = v.math;
+  cuda.math = device.is_cpu() ? CudaMath::Fp32 : v.math;
   set_cuda_options(cuda);
   return device;
 }

@@ -51,8 +51,9 @@ void add_train_options(CLI::App& app, TrainConfig& c) {
                  "per operation that meets one)")
       ->capture_default_str();
   app.add_option("--device", c.device, "cpu, cuda, cuda:N or auto")->capture_default_str();
-  app.add_option("--math", c.math, "fp32 (strict float32), tf32 or bf16 (CUDA tensor cores; bf16: cuBLAS products on bf16 inputs, "
-                 "cuDNN convolutions in TF32; an explicit, recorded choice)")
+  app.add_option("--math", c.math, "fp32 (strict float32), tf32 or bf16, an explicit, recorded choice. CUDA: tensor cores "
+                 "(bf16: cuBLAS products on bf16 inputs, cuDNN convolutions in TF32). CPU: bf16 only, where it has "
+                 "AVX-512 BF16 (Linear layers' and matmul's products on bf16 inputs, float32 sums; convolutions in fp32)")
       ->capture_default_str();
   app.add_flag("--deterministic", c.deterministic,
                "CUDA: deterministic cuDNN algorithms only (a run repeats bit for bit)");

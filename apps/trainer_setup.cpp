@@ -36,8 +36,9 @@ Trainer::Trainer(TrainConfig config) : config_(std::move(config)) {
   ReduceImpl requested_reduce = ReduceImpl::Auto;
   World::get().agree([&] {
     allreduce_backend = parse_allreduce_backend(config_.allreduce_backend);
-    NNLAB_CHECK(config_.math == "fp32" || device_.is_cuda(), "--math ", config_.math,
-                " applies to CUDA devices only; the CPU always computes in strict float32");
+    NNLAB_CHECK(config_.math != "tf32" || device_.is_cuda(),
+                "--math tf32 is a format of NVIDIA's tensor cores; on the CPU use fp32 (the default) or bf16");
+    host_cpu::set_bf16_products(device_.is_cpu() && config_.math == "bf16");  // throws where the CPU cannot
     requested_conv = parse_conv_impl(config_.conv_impl);
     check_conv_impl(requested_conv, device_);
     requested_gemm = parse_gemm_impl(config_.gemm_impl);

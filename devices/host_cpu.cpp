@@ -4,6 +4,7 @@
 
 #include "devices/cpu/core_latency.h"
 #include "devices/cpu/cpu_isa.h"
+#include "devices/cpu/gemm_bf16.h"
 #include "devices/cpu/openblas_core.h"
 #include "devices/cpu/threads.h"
 
@@ -22,6 +23,11 @@ const char* kernel_isa() { return cpu_isa_name(cpu_isa()); }
 std::string kernel_isa_reason() { return cpu_isa_reason(); }
 std::string kernel_isa_report() { return cpu_isa_report(); }
 bool has_avx512() { return cpu_has_avx512(); }
+
+bool bf16_available() { return cpu::gemm_bf16_available(); }
+std::string bf16_unavailable_reason() { return cpu::gemm_bf16_unavailable_reason(); }
+void set_bf16_products(bool on) { cpu::set_cpu_bf16_products(on); }
+bool bf16_products() { return cpu::cpu_bf16_products(); }
 
 void restart_on_best_openblas_core(char** argv) { nnlab::restart_on_best_openblas_core(argv); }
 

@@ -35,6 +35,14 @@ std::string kernel_isa_reason();  // "auto", "forced by NNLAB_CPU_ISA", "set by 
 std::string kernel_isa_report();  // one line: "avx512 (auto)"
 bool has_avx512();                // AVX-512 F, BW, CD, DQ and VL
 
+// ---- bf16 products (devices/cpu/gemm_bf16.h) ---------------------------------------------
+// `--math bf16` on the CPU: Linear layers' and matmul's products on bf16 inputs with float32
+// sums (AVX-512 BF16). bf16_available: whether this CPU and build can; why_not says why not.
+bool bf16_available();
+std::string bf16_unavailable_reason();
+void set_bf16_products(bool on);  // throws nnlab::Error where !bf16_available(): set_cpu_bf16_products
+bool bf16_products();
+
 // ---- OpenBLAS's kernels (devices/cpu/openblas_core.h) --------------------------------------
 // Call first thing in main, before any thread, output or MPI_Init: when OpenBLAS picked an
 // older core of kernels than this CPU runs (5x slower products), it starts the program again

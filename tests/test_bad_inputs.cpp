@@ -126,7 +126,8 @@ TEST_CASE("bad inputs: numbers and paths on the command line", "[bad_inputs]") {
   expect_refusal("--epochs -2" + d, "--epochs must be at least 1");
   expect_refusal("--denormals sometimes" + d, "--denormals 'sometimes' is not known; choose flush or keep");
   expect_refusal("--math fp16" + d, "--math 'fp16' is not known; choose fp32, tf32 or bf16");
-  expect_refusal("--device cpu --math bf16" + d, "--math bf16 applies to CUDA devices only");
+  expect_refusal("--device cpu --math tf32" + d, "--math tf32 is a format of NVIDIA's tensor cores; on the CPU use "
+                                                 "fp32 (the default) or bf16");
   expect_refusal("--data mnist --data-dir " + data.path.string() + "/absent",
                  "data directory " + data.path.string() + "/absent for mnist does not exist");
   expect_refusal("--checkpoint-dir /proc/nnlab-no-such-place" + d, "--checkpoint-dir /proc/nnlab-no-such-place cannot be created");

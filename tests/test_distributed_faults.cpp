@@ -146,7 +146,7 @@ TEST_CASE("distributed: a bad option value is one message from rank 0, not one p
                                               train + "--math tf32");
   INFO(one.output);
   CHECK(one.exit_code != 0);
-  CHECK(count(one.output, "nnlab: error: rank 1: --math tf32 applies to CUDA devices only") == 1);
+  CHECK(count(one.output, "nnlab: error: rank 1: --math tf32 is a format of NVIDIA's tensor cores") == 1);
   CHECK(count(one.output, "nnlab: error") == 1);
   // A value the command line's parser rejects, before MPI starts: rank 0 alone says so.
   const CliResult parse = nnlab_test::mpi_train(2, "--epochs abc");

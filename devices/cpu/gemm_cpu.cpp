@@ -2,7 +2,9 @@
 // C(m×n) = alpha · op(A)(m×k) · op(B)(k×n) + beta · C.
 // Float32 products of a layer's size go to libxsmm's generated kernels (gemm_libxsmm.h: over
 // twice OpenBLAS's rate on them here), except C = A·Bᵀ with AVX-512 (below); the rest, and
-// float64, to OpenBLAS's cblas_?gemm.
+// float64, to OpenBLAS's cblas_?gemm. Under `--math bf16` (gemm_bf16.h) every float32 product
+// with alpha 1 and beta 0 or 1 goes to the bf16 kernel instead, and the Linear layers take
+// the plain path (Backend's) through it.
 #include <cblas.h>
 #include <omp.h>
 
@@ -12,6 +14,7 @@
 #include "devices/cpu/cpu_backend.h"
 #include "devices/cpu/cpu_isa.h"
 #include "devices/cpu/dispatch.h"
+#include "devices/cpu/gemm_bf16.h"
 #include "devices/cpu/gemm_libxsmm.h"
 #include "devices/cpu/small_gemm.h"
 #include "devices/cpu/threads.h"
@@ -99,6 +102,12 @@ void CpuBackend::gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t 
   const auto lda = static_cast<int>(trans_a ? m : k), ldb = static_cast<int>(trans_b ? k : n);
   const auto ldc = static_cast<int>(n);
   const std::string shape = std::string(trans_a ? "T" : "N") + (trans_b ? "T" : "N") + " " + dims_text({m, n, k});
+  if (a.dtype() == DType::Float32 && cpu::cpu_bf16_products() && alpha == 1.0 && (beta == 0.0 || beta == 1.0)) {
+    if (kernel_log_enabled()) timing.attach(record_kernel("gemm_bf16", shape));  // nnlab explain: which call ran
+    cpu::gemm_bf16(trans_a, trans_b, m, n, k, a.data<float>(), lda, b.data<float>(), ldb, beta == 1.0,
+                   c.data<float>(), ldc);
+    return;
+  }
   if (a.dtype() == DType::Float32 && !trans_a && trans_b && alpha == 1.0 && (beta == 0.0 || beta == 1.0) &&
       dot_product_gemm_nt(m, n, k, a.data<float>(), b.data<float>(), beta == 1.0, c.data<float>())) {
     if (kernel_log_enabled()) timing.attach(record_kernel("small_gemm_nt", shape));  // nnlab explain: which call ran
@@ -129,7 +138,7 @@ void CpuBackend::linear_forward(const Tensor& x, const Tensor& w, const Tensor* 
   const bool with_bias = b && b->defined();
   const int64_t n = x.dim(0), out = w.dim(0), in = x.dim(1);
   if (x.dtype() == DType::Float32 && w.dtype() == DType::Float32 && y.dtype() == DType::Float32 &&
-      (!with_bias || b->dtype() == DType::Float32) && n > 0 && out > 0) {
+      (!with_bias || b->dtype() == DType::Float32) && n > 0 && out > 0 && !cpu::cpu_bf16_products()) {
     KernelTiming timing;  // nnlab explain: the product, its bias and ReLU as one call
     if (dot_product_gemm_nt(n, out, in, x.data<float>(), w.data<float>(), false, y.data<float>(),
                             with_bias ? b->data<float>() : nullptr, relu)) {
@@ -153,6 +162,7 @@ void CpuBackend::linear_products(const Tensor& dz, const Tensor& x, const Tensor
   const int64_t n = x.dim(0), in = x.dim(1), out = w.dim(0);
   const bool floats = dz.dtype() == DType::Float32 && x.dtype() == DType::Float32 && w.dtype() == DType::Float32;
   if (!dx || !dw || !floats || cpu_threads() != 2 || omp_in_parallel() || n == 0 || in == 0 || out == 0 ||
+      cpu::cpu_bf16_products() ||
       2.0 * double(n) * double(in) * double(out) < kParallelFlops / 2)
     return Backend::linear_products(dz, x, w, dx, dw);
   NNLAB_CHECK(dx->dtype() == DType::Float32 && dw->dtype() == DType::Float32 && dx->numel() == n * in &&
