@@ -123,6 +123,25 @@ TEST_CASE("bf16 gemm: operands are rounded, not truncated, and C's row stride is
   CHECK(c[2] == 9.0f);
 }
 
+TEST_CASE("bf16 gemm: the bias and ReLU epilogue, applied once after the last depth block", "[gemm][bf16]") {
+  if (!cpu::gemm_bf16_available()) return;
+  set_cpu_threads(2);
+  // k = 2101: 1051 pairs, two depth blocks, so the epilogue must wait for the second; and k = 0.
+  for (const int64_t k : {int64_t(2101), int64_t(37), int64_t(0)})
+    for (bool accumulate : {false, true}) {
+      const int64_t m = 9, n = 40;
+      const std::vector<float> a = random_floats(m * k, 8), b = random_floats(k * n, 9), c0 = random_floats(m * n, 10);
+      const std::vector<float> bias = random_floats(n, 11);
+      std::vector<float> c = c0;
+      cpu::gemm_bf16(false, false, m, n, k, a.data(), k, b.data(), n, accumulate, c.data(), n, bias.data(), true);
+      const Expected want = reference(false, false, m, n, k, a, b, c0, accumulate);
+      for (int64_t i = 0; i < m * n; ++i) {
+        INFO("k " << k << " accumulate " << accumulate << " element " << i);
+        REQUIRE(std::fabs(double(c[i]) - std::max(0.0, want.value[i] + bias[i % n])) <= want.bound[i] + 1e-6);
+      }
+    }
+}
+
 TEST_CASE("bf16 gemm: the same bits on one thread and on two", "[gemm][bf16]") {
   if (!cpu::gemm_bf16_available()) return;
   const int64_t m = 64, n = 520, k = 300;  // 17 column panels, enough work for both threads
@@ -173,6 +192,6 @@ TEST_CASE("bf16: the command line trains with it, or refuses in one message", "[
   const CliResult explain = run_cli("explain --model mlp --device cpu:math=bf16 --threads 2");
   INFO(explain.output);
   CHECK(explain.exit_code == 0);
-  CHECK(explain.output.find("gemm_bf16 NT 64×256×784") != std::string::npos);
-  CHECK(explain.output.find("gemm_bf16 TN 256×784×64") != std::string::npos);
+  CHECK(explain.output.find("gemm_bf16 NT 64×256×784 + bias + relu") != std::string::npos);
+  CHECK(explain.output.find("gemm_bf16 TN 256×784×64") != std::string::npos);  // fc1's dW alone: no dx
 }

@@ -37,9 +37,11 @@ std::string gemm_bf16_unavailable_reason();
 // C (m × n, rows ldc apart) = op(A) (m × k) · op(B) (k × n) [+ C when accumulate], all row-major
 // float32 in memory; op(A) = A (rows lda apart) or, with trans_a, the transpose of the k × m
 // matrix A (rows lda apart); likewise B. The elements of A and B are rounded to bf16 first.
-// Requires gemm_bf16_available().
+// Then, as C is stored: + column_bias[j] on column j (when given; a Linear layer's bias), and
+// max(0, ·) when relu (the ReLU after it). Requires gemm_bf16_available().
 void gemm_bf16(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, const float* a, int64_t lda,
-               const float* b, int64_t ldb, bool accumulate, float* c, int64_t ldc);
+               const float* b, int64_t ldb, bool accumulate, float* c, int64_t ldc, const float* column_bias = nullptr,
+               bool relu = false);
 
 // `--math bf16` on the CPU, process-wide (off by default): while on, CpuBackend::gemm sends its
 // float32 products with alpha 1 and beta 0 or 1 here (every Linear layer's forward, dx and dW,

@@ -174,9 +174,10 @@ void pack_panel_of_b(bool trans, const float* b, long ldb, long n, long k, long 
 // ---- the register block ----------------------------------------------------------------------
 //   C (R × 32, rows ldc apart; `lanes` masks the columns past n) [+]= A (R × depth pairs, rows
 //   a_stride apart) · panel (depth pairs × 32)
+//   then, in the last depth block, + bias (32 columns' worth, or null) and max(0, ·) when relu.
 template <int R>
 void block(long depth, const Pair* a, long a_stride, const Pair* panel, float* c, long ldc, __mmask16 lanes0,
-           __mmask16 lanes1, bool accumulate) {
+           __mmask16 lanes1, bool accumulate, const float* bias, bool relu) {
   __m512 acc[R][2];
   for (int r = 0; r < R; ++r) acc[r][0] = acc[r][1] = _mm512_setzero_ps();
   for (long p = 0; p < depth; ++p) {
@@ -188,18 +189,29 @@ void block(long depth, const Pair* a, long a_stride, const Pair* panel, float* c
       acc[r][1] = _mm512_dpbf16_ps(acc[r][1], pair, b1);
     }
   }
+  const __m512 bias0 = bias ? _mm512_maskz_loadu_ps(lanes0, bias) : _mm512_setzero_ps();
+  const __m512 bias1 = bias ? _mm512_maskz_loadu_ps(lanes1, bias + 16) : _mm512_setzero_ps();
   for (int r = 0; r < R; ++r) {
     float* row = c + r * ldc;
     if (accumulate) {
       acc[r][0] = _mm512_add_ps(acc[r][0], _mm512_maskz_loadu_ps(lanes0, row));
       acc[r][1] = _mm512_add_ps(acc[r][1], _mm512_maskz_loadu_ps(lanes1, row + 16));
     }
+    if (bias) {
+      acc[r][0] = _mm512_add_ps(acc[r][0], bias0);
+      acc[r][1] = _mm512_add_ps(acc[r][1], bias1);
+    }
+    if (relu) {
+      acc[r][0] = _mm512_max_ps(acc[r][0], _mm512_setzero_ps());
+      acc[r][1] = _mm512_max_ps(acc[r][1], _mm512_setzero_ps());
+    }
     _mm512_mask_storeu_ps(row, lanes0, acc[r][0]);
     _mm512_mask_storeu_ps(row + 16, lanes1, acc[r][1]);
   }
 }
 
-using BlockFn = void (*)(long, const Pair*, long, const Pair*, float*, long, __mmask16, __mmask16, bool);
+using BlockFn = void (*)(long, const Pair*, long, const Pair*, float*, long, __mmask16, __mmask16, bool, const float*,
+                         bool);
 constexpr BlockFn kBlocks[kRows + 1] = {nullptr,  block<1>, block<2>, block<3>, block<4>,
                                         block<5>, block<6>, block<7>, block<8>};
 
@@ -247,11 +259,14 @@ std::string gemm_bf16_unavailable_reason() {
 }
 
 void gemm_bf16(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, const float* a, int64_t lda,
-               const float* b, int64_t ldb, bool accumulate, float* c, int64_t ldc) {
+               const float* b, int64_t ldb, bool accumulate, float* c, int64_t ldc, const float* column_bias, bool relu) {
   if (m <= 0 || n <= 0) return;
-  if (k <= 0) {  // an empty sum
-    if (!accumulate)
-      for (int64_t i = 0; i < m; ++i) std::fill(c + i * ldc, c + i * ldc + n, 0.0f);
+  if (k <= 0) {  // an empty sum: C, its bias and ReLU
+    for (int64_t i = 0; i < m; ++i)
+      for (int64_t j = 0; j < n; ++j) {
+        const float v = (accumulate ? c[i * ldc + j] : 0.0f) + (column_bias ? column_bias[j] : 0.0f);
+        c[i * ldc + j] = relu ? std::max(v, 0.0f) : v;
+      }
     return;
   }
   const long pairs = (k + 1) / 2, stride = (pairs + 15) / 16 * 16;  // a packed row: whole vectors
@@ -277,10 +292,11 @@ void gemm_bf16(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, cons
       for (long p0 = 0; p0 < pairs; p0 += depth_block) {
         const long depth = std::min(depth_block, pairs - p0);
         pack_panel_of_b(trans_b, b, ldb, n, k, j0, p0, depth, panel);
+        const bool last = p0 + depth == pairs;
         for (long i0 = 0; i0 < m; i0 += kRows) {
           const long rows = std::min<long>(kRows, m - i0);
           kBlocks[rows](depth, pa + i0 * stride + p0, stride, panel, c + i0 * ldc + j0, ldc, lanes0, lanes1,
-                        accumulate || p0 > 0);
+                        accumulate || p0 > 0, last && column_bias ? column_bias + j0 : nullptr, last && relu);
         }
       }
     }
@@ -296,7 +312,7 @@ std::string gemm_bf16_unavailable_reason() {
 }
 
 void gemm_bf16(bool, bool, int64_t, int64_t, int64_t, const float*, int64_t, const float*, int64_t, bool, float*,
-               int64_t) {
+               int64_t, const float*, bool) {
   std::abort();  // callers check gemm_bf16_available() first
 }
 

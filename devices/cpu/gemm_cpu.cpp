@@ -3,8 +3,8 @@
 // Float32 products of a layer's size go to libxsmm's generated kernels (gemm_libxsmm.h: over
 // twice OpenBLAS's rate on them here), except C = A·Bᵀ with AVX-512 (below); the rest, and
 // float64, to OpenBLAS's cblas_?gemm. Under `--math bf16` (gemm_bf16.h) every float32 product
-// with alpha 1 and beta 0 or 1 goes to the bf16 kernel instead, and the Linear layers take
-// the plain path (Backend's) through it.
+// with alpha 1 and beta 0 or 1 goes to the bf16 kernel instead, the Linear layers' with the
+// same fusions: the forward's bias and ReLU in the stores, dx and dW side by side.
 #include <cblas.h>
 #include <omp.h>
 
@@ -74,6 +74,8 @@ bool dot_product_gemm_nt(int64_t m, int64_t n, int64_t k, const float* a, const 
 // single-threaded inside a parallel region).
 void product_on_this_thread(bool trans_a, int64_t m, int64_t n, int64_t k, const float* a, const float* b,
                             float* c) {
+  if (cpu::cpu_bf16_products())
+    return cpu::gemm_bf16(trans_a, false, m, n, k, a, trans_a ? m : k, b, n, false, c, n);
   if (cpu::libxsmm_gemm(trans_a, false, m, n, k, 1.0f, a, b, 0.0f, c)) return;
   cblas_sgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans, CblasNoTrans, static_cast<int>(m),
               static_cast<int>(n), static_cast<int>(k), 1.0f, a, static_cast<int>(trans_a ? m : k), b,
@@ -138,13 +140,18 @@ void CpuBackend::linear_forward(const Tensor& x, const Tensor& w, const Tensor* 
   const bool with_bias = b && b->defined();
   const int64_t n = x.dim(0), out = w.dim(0), in = x.dim(1);
   if (x.dtype() == DType::Float32 && w.dtype() == DType::Float32 && y.dtype() == DType::Float32 &&
-      (!with_bias || b->dtype() == DType::Float32) && n > 0 && out > 0 && !cpu::cpu_bf16_products()) {
+      (!with_bias || b->dtype() == DType::Float32) && n > 0 && out > 0) {
     KernelTiming timing;  // nnlab explain: the product, its bias and ReLU as one call
+    const std::string epilogue = std::string(with_bias ? " + bias" : "") + (relu ? " + relu" : "");
+    if (cpu::cpu_bf16_products()) {
+      if (kernel_log_enabled()) timing.attach(record_kernel("gemm_bf16", "NT " + dims_text({n, out, in}) + epilogue));
+      cpu::gemm_bf16(false, true, n, out, in, x.data<float>(), in, w.data<float>(), in, false, y.data<float>(), out,
+                     with_bias ? b->data<float>() : nullptr, relu);
+      return;
+    }
     if (dot_product_gemm_nt(n, out, in, x.data<float>(), w.data<float>(), false, y.data<float>(),
                             with_bias ? b->data<float>() : nullptr, relu)) {
-      if (kernel_log_enabled())
-        timing.attach(record_kernel("small_gemm_nt", "NT " + dims_text({n, out, in}) + (with_bias ? " + bias" : "") +
-                                                         (relu ? " + relu" : "")));
+      if (kernel_log_enabled()) timing.attach(record_kernel("small_gemm_nt", "NT " + dims_text({n, out, in}) + epilogue));
       return;
     }
   }  // (the timing ends here, so the calls below are timed on their own)
@@ -162,7 +169,6 @@ void CpuBackend::linear_products(const Tensor& dz, const Tensor& x, const Tensor
   const int64_t n = x.dim(0), in = x.dim(1), out = w.dim(0);
   const bool floats = dz.dtype() == DType::Float32 && x.dtype() == DType::Float32 && w.dtype() == DType::Float32;
   if (!dx || !dw || !floats || cpu_threads() != 2 || omp_in_parallel() || n == 0 || in == 0 || out == 0 ||
-      cpu::cpu_bf16_products() ||
       2.0 * double(n) * double(in) * double(out) < kParallelFlops / 2)
     return Backend::linear_products(dz, x, w, dx, dw);
   NNLAB_CHECK(dx->dtype() == DType::Float32 && dw->dtype() == DType::Float32 && dx->numel() == n * in &&
@@ -172,7 +178,8 @@ void CpuBackend::linear_products(const Tensor& dz, const Tensor& x, const Tensor
   KernelTiming timing;  // nnlab explain: one record for the pair
   if (kernel_log_enabled())
     timing.attach(record_kernel("linear_backward", "NN " + dims_text({n, in, out}) + " beside TN " +
-                                                       dims_text({out, in, n}) + ", one per thread"));
+                                                       dims_text({out, in, n}) + ", one per thread" +
+                                                       (cpu::cpu_bf16_products() ? ", bf16" : "")));
   const float *dz_data = dz.data<float>(), *x_data = x.data<float>(), *w_data = w.data<float>();
   float *dx_data = dx->data<float>(), *dw_data = dw->data<float>();
   // A loop of two, not a test of the thread number: a team given one thread still runs both. An
