@@ -5,7 +5,8 @@
 # PyTorch on the GPU (PyTorch's whole step as a CUDA graph, its fastest mode for these small
 # models; PYTORCH_MODE=eager for its eager mode), OpenBLAS's sgemm as nnlab runs it, the GEMM
 # ladder's kernels against cuBLAS, the zoo against PyTorch on the host's CPU at
-# 16 threads, and real MNIST with the lenet5 recipe on the GPU.
+# 16 threads, real MNIST with the lenet5 recipe on the GPU, bf16's speed and accuracy against
+# fp32 on the GPU, the host's bf16 products, and the cnn's scaling over the host's threads.
 #
 #     OUT=/some/folder scripts/gpu-bench.sh
 # STEPS (an extended regular expression) keeps only the steps whose names match, e.g.
@@ -75,5 +76,20 @@ done
 # Issue 40: the step on the GPU's own clock (busy, launched, idle share; eager and as a graph).
 for model in mlp cnn lenet5 cifar-cnn resnet8; do
   step "explain_$model" 40 "$build/nnlab" explain --model "$model" --device cuda
+done
+# Issue 35's bf16 goals: the cnn at batch 512 with bf16 products (>= 600k img/s), and bf16
+# within 0.3 points of fp32 (cnn, 4 epochs, mean of 5 seeds) on the GPU.
+for math in fp32 bf16; do
+  step "cnn_b512_$math" 30 "$build/nnlab" train --device cuda --model cnn --batch 512 --epochs 3 --math "$math" \
+    --data-dir .deps/fashion-mnist --metrics "$logs/cnn_b512_$math.jsonl"
+  step "accuracy_cnn_$math" 150 "$python" scripts/accuracy.py --model cnn --epochs 4 --seeds 0-4 --nnlab "$build/nnlab" \
+    -- --device cuda --math "$math" --data-dir .deps/fashion-mnist
+done
+# The host's CPU (Cooper Lake has AVX-512 BF16): the bf16 products' rate beside float32's, and
+# issue 38's scaling curve (the cnn's img/s on 1, 4, 8 and 16 threads).
+step sgemm_bf16_cpu 20 "$build/nnlab" sgemm --threads 16 --size 1024 --math bf16
+for threads in 1 4 8 16; do
+  step "scaling_cnn_t$threads" 40 "$build/nnlab" train --model cnn --threads "$threads" --epochs 1 \
+    --data-dir .deps/fashion-mnist --metrics "$logs/scaling_cnn_t$threads.jsonl"
 done
 echo "done after $SECONDS s" | tee -a "$out/summary.txt"
