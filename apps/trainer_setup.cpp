@@ -38,7 +38,9 @@ Trainer::Trainer(TrainConfig config) : config_(std::move(config)) {
     allreduce_backend = parse_allreduce_backend(config_.allreduce_backend);
     NNLAB_CHECK(config_.math != "tf32" || device_.is_cuda(),
                 "--math tf32 is a format of NVIDIA's tensor cores; on the CPU use fp32 (the default) or bf16");
-    host_cpu::set_bf16_products(device_.is_cpu() && config_.math == "bf16");  // throws where the CPU cannot
+    NNLAB_CHECK(config_.math != "bf16" || !device_.is_cpu() || host_cpu::bf16_available(),
+                "--math bf16 cannot run on this CPU: ", host_cpu::bf16_unavailable_reason(),
+                "; train in fp32 (the default), or use --math bf16 on a CUDA GPU");
     requested_conv = parse_conv_impl(config_.conv_impl);
     check_conv_impl(requested_conv, device_);
     requested_gemm = parse_gemm_impl(config_.gemm_impl);
@@ -47,6 +49,7 @@ Trainer::Trainer(TrainConfig config) : config_(std::move(config)) {
     check_reduce_impl(requested_reduce, device_);
     graphs_mode_ = parse_cuda_graphs(config_.cuda_graphs);
   });
+  host_cpu::set_bf16_products(device_.is_cpu() && config_.math == "bf16");
   set_conv_impl(requested_conv);
   set_gemm_impl(requested_gemm);
   set_reduce_impl(requested_reduce);
