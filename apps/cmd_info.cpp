@@ -51,6 +51,10 @@ void register_info_commands(CLI::App& app) {
                 smt.c_str(), host_cpu::threads(), host_cpu::openblas_build());
     std::printf("  cpu kernels: %s; this CPU %s AVX-512 (set NNLAB_CPU_ISA=avx2|avx512|auto to choose)\n",
                 host_cpu::kernel_isa_report().c_str(), host_cpu::has_avx512() ? "has" : "lacks");
+    if (host_cpu::bf16_available())
+      std::printf("  bf16 products: available (AVX-512 BF16; train --math bf16)\n");
+    else
+      std::printf("  bf16 products: not available: %s\n", host_cpu::bf16_unavailable_reason().c_str());
     // Two threads hand data and barriers over through this trip; a cloud machine can move its
     // virtual CPUs between placements where it differs 4× (host_cpu.h).
     if (const std::optional<double> trip = host_cpu::core_round_trip_ns())

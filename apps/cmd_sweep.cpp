@@ -176,8 +176,9 @@ SweepPlan plan_sweep(const SweepOptions& o) {
   const RunVariant &a = plan.variants[0], &b = plan.variants[1];
   const bool any_cuda = a.device_text.rfind("cuda", 0) == 0 || b.device_text.rfind("cuda", 0) == 0;
   for (const std::string& m : plan.maths)
-    NNLAB_CHECK(m == "fp32" || any_cuda, "--math ", m, " is a CUDA math mode, but neither ", a.label, " nor ",
-                b.label, " is a CUDA device; sweep fp32 on the CPU");
+    NNLAB_CHECK(m == "fp32" || any_cuda || (m == "bf16" && host_cpu::bf16_available()), "--math ", m,
+                " is a CUDA math mode", m == "bf16" ? " (or a CPU's with AVX-512 BF16)" : "", ", but neither ", a.label,
+                " nor ", b.label, " is a CUDA device; sweep fp32 on this CPU");
   if (!o.report.empty()) check_writable(o.report, "--report");
   if (!o.metrics.empty()) check_writable(o.metrics, "--metrics");
   return plan;
@@ -190,8 +191,11 @@ void sweep_group(const SweepOptions& o, const SweepPlan& plan, const ModelFile& 
   std::vector<double> rate[2];
   for (int vi = 0; vi < 2; ++vi) {
     RunVariant v = plan.variants[vi];
-    // The CPU has no tf32 or bf16: in such a row its fp32 rate is the comparison.
-    v.math = v.device_text.rfind("cuda", 0) == 0 ? parse_cuda_math(math, "--math") : CudaMath::Fp32;
+    // The CPU has no tf32, and bf16 products only with AVX-512 BF16: in a row it cannot run,
+    // its fp32 rate is the comparison.
+    const CudaMath wanted = parse_cuda_math(math, "--math");
+    const bool cpu_runs_it = wanted == CudaMath::Fp32 || (wanted == CudaMath::Bf16 && host_cpu::bf16_available());
+    v.math = v.device_text.rfind("cuda", 0) == 0 || cpu_runs_it ? wanted : CudaMath::Fp32;
     const Device device = apply_variant(v);
     for (int64_t b : plan.batches) rate[vi].push_back(measure(o, info, width, device, b));
   }

@@ -274,6 +274,9 @@ EpochResult Trainer::run() {
   spdlog::info("optimizer {}, batch {}, {} epochs, seed {}, {} (denormals: {}; cpu kernels: {})", optimizer_->describe(),
                config_.batch, config_.epochs, config_.seed, threads, host_cpu::denormals_mode(), host_cpu::kernel_isa_report());
   if (device_.is_cpu()) spdlog::info("{}", host_cpu::openblas_core_report());
+  if (device_.is_cpu() && host_cpu::bf16_products())
+    spdlog::info("--math bf16: the Linear layers' products on bf16 inputs with float32 sums (AVX-512 BF16); "
+                 "convolutions in float32");
   if (parallel_) spdlog::info("{}", parallel_->describe(config_.batch));
   recorder_.write({{"type", "run"},
                    {"model", config_.model},

@@ -194,4 +194,10 @@ TEST_CASE("bf16: the command line trains with it, or refuses in one message", "[
   CHECK(explain.exit_code == 0);
   CHECK(explain.output.find("gemm_bf16 NT 64×256×784 + bias + relu") != std::string::npos);
   CHECK(explain.output.find("gemm_bf16 TN 256×784×64") != std::string::npos);  // fc1's dW alone: no dx
+  nnlab_test::TempDir dir("nnlab_bf16");
+  const CliResult sweep = run_cli("sweep --model mlp --math bf16 --devices cpu:threads=1,cpu:threads=2 --batches 8 "
+                                  "--steps 2 --warmup 1 --report " + (dir / "s.html"));
+  INFO(sweep.output);
+  CHECK(sweep.exit_code == 0);
+  CHECK(sweep.output.find("bf16") != std::string::npos);
 }

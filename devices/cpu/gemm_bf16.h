@@ -20,8 +20,10 @@
 // Threads: the columns of C, 32 at a time, are spread over the OpenMP threads; inside a parallel
 // region the product runs on the calling thread.
 //
-// Compiled with -mavx512bf16 for this file only (CMakeLists.txt); without the instruction
-// (another CPU, another compiler) gemm_bf16_available() says false and nothing here runs.
+// Two files: gemm_bf16_cpu.cpp holds the kernel, compiled for AVX-512 BF16 (CMakeLists.txt)
+// and so in namespace cpu::avx512 like every AVX-512 kernel (scripts/check_isa.py proves no
+// AVX-512 instruction lies elsewhere); gemm_bf16_mode.cpp, compiled for the baseline, finds
+// the instructions, holds the switch and calls the kernel only where the CPU has them.
 #pragma once
 #include <cstdint>
 #include <string>
@@ -42,6 +44,13 @@ std::string gemm_bf16_unavailable_reason();
 void gemm_bf16(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, const float* a, int64_t lda,
                const float* b, int64_t ldb, bool accumulate, float* c, int64_t ldc, const float* column_bias = nullptr,
                bool relu = false);
+
+namespace avx512 {
+// The kernel itself (gemm_bf16_cpu.cpp), as gemm_bf16 below; only where gemm_bf16_available().
+void gemm_bf16(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, const float* a, int64_t lda,
+               const float* b, int64_t ldb, bool accumulate, float* c, int64_t ldc, const float* column_bias,
+               bool relu);
+}  // namespace avx512
 
 // `--math bf16` on the CPU, process-wide (off by default): while on, CpuBackend::gemm sends its
 // float32 products with alpha 1 and beta 0 or 1 here (every Linear layer's forward, dx and dW,

@@ -1,57 +1,25 @@
 // bf16 matrix products on AVX-512 BF16 (gemm_bf16.h says what and why): packing, the 8 × 32
-// register block, and the loops around it.
+// register block, and the loops around it. Compiled for AVX-512 BF16 (CMakeLists.txt), so all
+// of it lives in namespace cpu::avx512 and runs only after gemm_bf16_mode.cpp (compiled for
+// the baseline, safe on any CPU) has found the instructions.
 #include "devices/cpu/gemm_bf16.h"
 
 #include <omp.h>
 
 #include <algorithm>
-#include <atomic>
 #include <cstdlib>
 #include <cstring>
 
-#include "core/error.h"
-#include "devices/cpu/cpu_isa.h"
 #include "devices/cpu/threads.h"
 
 #if defined(__AVX512BF16__) && defined(__AVX512BW__)
-#include <cpuid.h>
 #include <immintrin.h>
-#define NNLAB_BF16_KERNEL 1
+#define NNLAB_BF16_INSTRUCTIONS 1
 #endif
 
-namespace nnlab::cpu {
+namespace nnlab::cpu::avx512 {
 
-// Scalar twin of the packing's conversion (VCVTNE2PS2BF16): nearest, ties to even; denormal
-// inputs count as zero (the instruction's rule); NaN stays a (quiet) NaN.
-float round_to_bf16(float x) {
-  uint32_t u;
-  std::memcpy(&u, &x, sizeof u);
-  if ((u & 0x7f800000u) == 0) {
-    u &= 0x80000000u;  // ±0 or a denormal: ±0
-  } else if ((u & 0x7fffffffu) > 0x7f800000u) {
-    u = (u | 0x00400000u) & 0xffff0000u;  // NaN: quiet, its top payload bits kept
-  } else {
-    u += 0x7fffu + ((u >> 16) & 1u);  // carries into the top half when the dropped half is over ½ ulp, or ½ and odd
-    u &= 0xffff0000u;
-  }
-  float r;
-  std::memcpy(&r, &u, sizeof r);
-  return r;
-}
-
-namespace {
-std::atomic<bool> g_bf16_products{false};
-}  // namespace
-
-void set_cpu_bf16_products(bool on) {
-  NNLAB_CHECK(!on || gemm_bf16_available(), "--math bf16 cannot run on this CPU: ",
-              gemm_bf16_unavailable_reason(), "; train in fp32 (the default), or use --math bf16 on a CUDA GPU");
-  g_bf16_products = on;
-}
-
-bool cpu_bf16_products() { return g_bf16_products; }
-
-#if defined(NNLAB_BF16_KERNEL)
+#if defined(NNLAB_BF16_INSTRUCTIONS)
 
 namespace {
 
@@ -61,13 +29,6 @@ constexpr long kRows = 8;            // rows of C in one register block
 constexpr long kPanel = 32;          // columns of C in one register block: two vectors of 16
 constexpr long kDepthBlock = 1024;   // pairs of k per packed panel: 1024 · 32 pairs = 128 KB in L2
 constexpr double kParallelFlops = 4e6;  // below this a second thread costs more than it saves
-
-bool cpu_has_bf16_instructions() {
-  unsigned a = 0, b, c, d;
-  if (!cpu_has_avx512()) return false;  // F, BW, CD, DQ, VL and the OS's zmm state
-  if (__get_cpuid_count(7, 1, &a, &b, &c, &d) == 0) return false;
-  return (a >> 5) & 1u;  // CPUID.(EAX=7, ECX=1):EAX bit 5 = AVX512_BF16
-}
 
 __mmask16 first_lanes(long count) {
   return count >= 16 ? __mmask16(0xffff) : count <= 0 ? __mmask16(0) : __mmask16((1u << count) - 1u);
@@ -249,15 +210,6 @@ PackSpace& pack_space() {
 
 }  // namespace
 
-bool gemm_bf16_available() {
-  static const bool available = cpu_has_bf16_instructions();
-  return available;
-}
-
-std::string gemm_bf16_unavailable_reason() {
-  return gemm_bf16_available() ? "" : "this CPU lacks AVX-512 BF16 (Intel Cooper Lake, Sapphire Rapids and later; AMD Zen 4 and later)";
-}
-
 void gemm_bf16(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, const float* a, int64_t lda,
                const float* b, int64_t ldb, bool accumulate, float* c, int64_t ldc, const float* column_bias, bool relu) {
   if (m <= 0 || n <= 0) return;
@@ -303,19 +255,13 @@ void gemm_bf16(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, cons
   }
 }
 
-#else  // no AVX-512 BF16 in this build
-
-bool gemm_bf16_available() { return false; }
-
-std::string gemm_bf16_unavailable_reason() {
-  return "this build of nnlab has no bf16 kernel (not an x86-64 build, or the compiler lacks -mavx512bf16)";
-}
+#else  // no AVX-512 BF16 in this build: gemm_bf16_available() is false, nothing calls this
 
 void gemm_bf16(bool, bool, int64_t, int64_t, int64_t, const float*, int64_t, const float*, int64_t, bool, float*,
                int64_t, const float*, bool) {
-  std::abort();  // callers check gemm_bf16_available() first
+  std::abort();
 }
 
 #endif
 
-}  // namespace nnlab::cpu
+}  // namespace nnlab::cpu::avx512
