@@ -89,7 +89,7 @@ done
 # issue 38's scaling curve (the cnn's img/s on 1, 4, 8 and 16 threads).
 step sgemm_bf16_cpu 20 "$build/nnlab" sgemm --threads 16 --size 1024 --math bf16
 for threads in 1 4 8 16; do
-  step "scaling_cnn_t$threads" 40 "$build/nnlab" train --model cnn --threads "$threads" --epochs 1 \
+  step "scaling_cnn_t$threads" 60 "$build/nnlab" train --model cnn --threads "$threads" --epochs 1 \
     --data-dir .deps/fashion-mnist --metrics "$logs/scaling_cnn_t$threads.jsonl"
 done
 echo "done after $SECONDS s" | tee -a "$out/summary.txt"
