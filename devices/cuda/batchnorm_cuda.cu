@@ -127,7 +127,7 @@ void CudaBackend::batchnorm_forward_eval(const Tensor& x, const Tensor& gamma, c
   cuda::require_f32("batchnorm_forward_eval", x);
   const ChannelLayout L = layout_of(x);
   if (!x.numel()) return;
-  cuda::launch("batchnorm_forward_eval_kernel", batchnorm_forward_eval_kernel, cuda::grid_for(x.numel()),
+  cuda::launch("batchnorm_forward_eval_kernel", batchnorm_forward_eval_kernel, cuda::grid_for(*ctx_, x.numel()),
                cuda::kThreads, ctx_->stream, cuda::ptr<float>(x), cuda::ptr<float>(gamma), cuda::ptr<float>(beta),
                cuda::ptr<float>(running_mean), cuda::ptr<float>(running_var), eps, cuda::ptr<float>(y), L.c, L.inner,
                x.numel());

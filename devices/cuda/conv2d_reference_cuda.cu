@@ -97,7 +97,7 @@ void conv2d_reference_forward(Context& c, const Conv2dGeometry& g, const Tensor&
                               Tensor& y) {
   require_f32("conv2d_reference_forward", x);
   KernelTiming timing(kernel_log_enabled() ? record_kernel("conv2d_reference_forward_kernel", conv_text(g)) : kNotRecorded);
-  cuda::launch("conv2d_reference_forward_kernel", conv2d_reference_forward_kernel, grid_for(y.numel()), kThreads,
+  cuda::launch("conv2d_reference_forward_kernel", conv2d_reference_forward_kernel, grid_for(c, y.numel()), kThreads,
                c.stream, geo_of(g), ptr<float>(x), ptr<float>(w), b && b->defined() ? ptr<float>(*b) : nullptr,
                ptr<float>(y));
 }
@@ -106,7 +106,7 @@ void conv2d_reference_backward_data(Context& c, const Conv2dGeometry& g, const T
                                     Tensor& dx) {
   require_f32("conv2d_reference_backward_data", dy);
   KernelTiming timing(kernel_log_enabled() ? record_kernel("conv2d_reference_backward_data_kernel", conv_text(g)) : kNotRecorded);
-  cuda::launch("conv2d_reference_backward_data_kernel", conv2d_reference_backward_data_kernel, grid_for(dx.numel()),
+  cuda::launch("conv2d_reference_backward_data_kernel", conv2d_reference_backward_data_kernel, grid_for(c, dx.numel()),
                kThreads, c.stream, geo_of(g), ptr<float>(dy), ptr<float>(w), ptr<float>(dx));
 }
 
@@ -114,7 +114,7 @@ void conv2d_reference_backward_filter(Context& c, const Conv2dGeometry& g, const
                                       Tensor& dw) {
   require_f32("conv2d_reference_backward_filter", dy);
   KernelTiming timing(kernel_log_enabled() ? record_kernel("conv2d_reference_backward_filter_kernel", conv_text(g)) : kNotRecorded);
-  cuda::launch("conv2d_reference_backward_filter_kernel", conv2d_reference_backward_filter_kernel, grid_for(dw.numel()),
+  cuda::launch("conv2d_reference_backward_filter_kernel", conv2d_reference_backward_filter_kernel, grid_for(c, dw.numel()),
                kThreads, c.stream, geo_of(g), ptr<float>(dy), ptr<float>(x), ptr<float>(dw));
 }
 

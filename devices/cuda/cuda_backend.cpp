@@ -3,6 +3,7 @@
 // device report. The kernels themselves are in the <family>_cuda.cu files.
 #include "devices/cuda/cuda_backend.h"
 
+#include <algorithm>
 #include <atomic>
 #include <cstring>
 #include <mutex>
@@ -162,6 +163,9 @@ CudaBackend::CudaBackend(int index)
   c.device = index;
   c.allocator = allocator_.get();
   select_device(index);
+  cudaDeviceProp prop{};
+  NNLAB_CUDA_CHECK(cudaGetDeviceProperties(&prop, index));
+  c.resident_blocks = std::max<int64_t>(1, int64_t(prop.multiProcessorCount) * prop.maxThreadsPerMultiProcessor / cuda::kThreads);
   NNLAB_CUDA_CHECK(cudaStreamCreateWithFlags(&c.stream, cudaStreamNonBlocking));
 #ifdef NNLAB_CUDA_SIMULATOR
   // The allocator's AddressSanitizer poisoning follows the stream, as the blocks' users do.

@@ -22,17 +22,6 @@ namespace nnlab::cuda {
 // next kernel at once (it runs after every earlier kernel that used the buffer).
 constexpr int kThreads = 256;
 
-// One thread per element with a grid-stride loop: the grid is capped, and each thread walks
-// i, i + gridDim·blockDim, ... so any n is covered.
-inline unsigned grid_for(int64_t n) {
-  const int64_t blocks = (n + kThreads - 1) / kThreads;
-  return static_cast<unsigned>(blocks < 1 ? 1 : (blocks > 65535 * 8 ? 65535 * 8 : blocks));
-}
-
-#define NNLAB_GRID_STRIDE(i, n) \
-  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < (n); \
-       i += static_cast<int64_t>(blockDim.x) * gridDim.x)
-
 // Faults a kernel found without trapping (a trap would kill the CUDA context). The host
 // reads the record whenever it synchronises anyway (copy_to_host, synchronize) and throws.
 enum class DeviceFault : int32_t { None = 0, LabelOutOfRange = 1, GatherIndexOutOfRange = 2 };
@@ -88,6 +77,9 @@ struct Context {
   // kernel that reads it puts that back, so no memset is needed per check.
   int32_t* first_nonfinite = nullptr;
   CachingAllocator* allocator = nullptr;
+  // The blocks of kThreads the device holds at once: SMs × (threads one SM keeps resident /
+  // kThreads). grid_for launches no more than this.
+  int64_t resident_blocks = 1;
   bool cublas_tf32 = false;  // the math mode last applied to the cuBLAS handle
   // Mapped, pinned host memory written by kernels: {fault, value, index, bound}.
   int32_t* fault_host = nullptr;
@@ -129,6 +121,21 @@ struct Context {
   // Throws the first fault a kernel recorded (after a synchronisation), then clears it.
   void raise_device_fault();
 };
+
+// One thread per element with a grid-stride loop: each thread walks i, i + gridDim·blockDim, ...
+// so any n is covered, and the grid is capped at the blocks the device holds at once. More
+// blocks than that would only wait for a free SM, each paying its start; fewer threads that
+// loop a few times do the same reads and writes. On the CUDA simulator, whose SMs are its CPU
+// threads, the cap matters most: there every CUDA thread costs a fiber's bookkeeping, and one
+// thread per element made the elementwise kernels cost about a microsecond per element.
+inline unsigned grid_for(const Context& c, int64_t n) {
+  const int64_t blocks = (n + kThreads - 1) / kThreads;
+  return static_cast<unsigned>(blocks < 1 ? 1 : (blocks > c.resident_blocks ? c.resident_blocks : blocks));
+}
+
+#define NNLAB_GRID_STRIDE(i, n) \
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < (n); \
+       i += static_cast<int64_t>(blockDim.x) * gridDim.x)
 
 // Scratch memory from the caching allocator for the length of one launcher. Handing it
 // back before the kernels ran is safe: everything runs in order on one stream.

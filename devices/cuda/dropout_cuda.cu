@@ -57,7 +57,7 @@ void CudaBackend::dropout_forward(const Tensor& x, double p, uint64_t seed, uint
   if (step_count) check_device_counter("dropout_forward", "step count", *step_count, x.device());
   const int64_t n = x.numel();
   if (!n) return;
-  cuda::launch("dropout_forward_kernel", dropout_forward_kernel, cuda::grid_for((n + 3) / 4), cuda::kThreads,
+  cuda::launch("dropout_forward_kernel", dropout_forward_kernel, cuda::grid_for(*ctx_, (n + 3) / 4), cuda::kThreads,
                ctx_->stream, cuda::ptr<float>(x), cuda::ptr<float>(y), cuda::ptr<uint8_t>(mask), n, keep_threshold(p),
                static_cast<float>(1.0 / (1.0 - p)), seed, stream,
                step_count ? cuda::ptr<int32_t>(*step_count) : nullptr);
@@ -68,7 +68,7 @@ void CudaBackend::dropout_backward(const Tensor& dy, const Tensor& mask, double 
   cuda::require_f32("dropout_backward", dy);
   const int64_t n = dy.numel();
   if (!n) return;
-  cuda::launch("dropout_backward_kernel", dropout_backward_kernel, cuda::grid_for(n), cuda::kThreads, ctx_->stream,
+  cuda::launch("dropout_backward_kernel", dropout_backward_kernel, cuda::grid_for(*ctx_, n), cuda::kThreads, ctx_->stream,
                cuda::ptr<float>(dy), cuda::ptr<uint8_t>(mask), static_cast<float>(1.0 / (1.0 - p)),
                cuda::ptr<float>(dx), n);
 }

@@ -116,7 +116,7 @@ void CudaBackend::binary_forward(BinaryOp op, const Tensor& a, const Tensor& b, 
   cuda::require_f32("binary_forward", y);
   const Broadcast B = broadcast_of(a, b, y);
   if (!B.n) return;
-  cuda::launch("binary_forward_kernel", binary_forward_kernel, cuda::grid_for(B.n), cuda::kThreads, ctx_->stream, op,
+  cuda::launch("binary_forward_kernel", binary_forward_kernel, cuda::grid_for(*ctx_, B.n), cuda::kThreads, ctx_->stream, op,
                cuda::ptr<float>(a), B.na, cuda::ptr<float>(b), B.nb, cuda::ptr<float>(y), B.n);
 }
 
@@ -134,11 +134,11 @@ void CudaBackend::binary_backward(BinaryOp op, const Tensor& a, const Tensor& b,
   const float* ap = cuda::ptr<float>(a);
   const float* bp = cuda::ptr<float>(b);
   if (da_full || db_full) {
-    cuda::launch("binary_backward_full_kernel", binary_backward_full_kernel, cuda::grid_for(B.n), cuda::kThreads,
+    cuda::launch("binary_backward_full_kernel", binary_backward_full_kernel, cuda::grid_for(*ctx_, B.n), cuda::kThreads,
                  ctx_->stream, op, ap, B.na, bp, B.nb, cuda::ptr<float>(dy), da_full, db_full, B.n);
   }
   if (da_small || db_small) {
-    cuda::launch("binary_backward_reduce_kernel", binary_backward_reduce_kernel, cuda::grid_for(B.inner),
+    cuda::launch("binary_backward_reduce_kernel", binary_backward_reduce_kernel, cuda::grid_for(*ctx_, B.inner),
                  cuda::kThreads, ctx_->stream, op, ap, B.na, bp, B.nb, cuda::ptr<float>(dy), da_small, db_small,
                  B.outer, B.inner);
   }
@@ -148,7 +148,7 @@ void CudaBackend::unary_forward(UnaryOp op, const Tensor& x, Tensor& y) {
   NNLAB_LOG_KERNEL(std::string("unary_forward ") + unary_op_name(op), x);  // nnlab explain: record the call
   cuda::require_f32("unary_forward", x);
   if (!x.numel()) return;
-  cuda::launch("unary_forward_kernel", unary_forward_kernel, cuda::grid_for(x.numel()), cuda::kThreads, ctx_->stream,
+  cuda::launch("unary_forward_kernel", unary_forward_kernel, cuda::grid_for(*ctx_, x.numel()), cuda::kThreads, ctx_->stream,
                op, cuda::ptr<float>(x), cuda::ptr<float>(y), x.numel());
 }
 
@@ -161,7 +161,7 @@ void CudaBackend::unary_backward(UnaryOp op, const Tensor& x, const Tensor& y, c
   const float* yp = y.defined() ? cuda::ptr<float>(y) : nullptr;
   NNLAB_CHECK(op == UnaryOp::Relu ? xp != nullptr : yp != nullptr, "unary_backward (", unary_op_name(op),
               "): the forward ", op == UnaryOp::Relu ? "input" : "output", " is missing");
-  cuda::launch("unary_backward_kernel", unary_backward_kernel, cuda::grid_for(dy.numel()), cuda::kThreads, ctx_->stream,
+  cuda::launch("unary_backward_kernel", unary_backward_kernel, cuda::grid_for(*ctx_, dy.numel()), cuda::kThreads, ctx_->stream,
                op, xp, yp, cuda::ptr<float>(dy), cuda::ptr<float>(dx), dy.numel());
 }
 
@@ -170,7 +170,7 @@ void CudaBackend::axpby(double alpha, const Tensor& x, double beta, Tensor& y) {
   cuda::require_f32("axpby", y);
   NNLAB_CHECK(x.numel() == y.numel(), "axpby: ", x.describe(), " and ", y.describe());
   if (!y.numel()) return;
-  cuda::launch("axpby_kernel", axpby_kernel, cuda::grid_for(y.numel()), cuda::kThreads, ctx_->stream,
+  cuda::launch("axpby_kernel", axpby_kernel, cuda::grid_for(*ctx_, y.numel()), cuda::kThreads, ctx_->stream,
                static_cast<float>(alpha), cuda::ptr<float>(x), static_cast<float>(beta), cuda::ptr<float>(y),
                y.numel());
 }

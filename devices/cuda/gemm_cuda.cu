@@ -36,7 +36,7 @@ void CudaBackend::gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t
   if (m == 0 || n == 0) return;
   cuda::Context& ctx = *ctx_;
   if (k == 0) {  // an empty sum: C = beta·C
-    cuda::launch("scale_kernel", scale_kernel, cuda::grid_for(m * n), cuda::kThreads, ctx.stream, cuda::ptr<float>(c),
+    cuda::launch("scale_kernel", scale_kernel, cuda::grid_for(ctx, m * n), cuda::kThreads, ctx.stream, cuda::ptr<float>(c),
                  static_cast<float>(beta), m * n);
     return;
   }

@@ -97,13 +97,13 @@ __global__ void gather_rows_kernel(const W* rows, const int32_t* index, W* out, 
 
 template <typename T>
 void launch_fill(const cuda::Context& c, const Tensor& t, double value) {
-  cuda::launch("fill_kernel", fill_kernel<T>, cuda::grid_for(t.numel()), cuda::kThreads, c.stream, cuda::ptr<T>(t),
+  cuda::launch("fill_kernel", fill_kernel<T>, cuda::grid_for(c, t.numel()), cuda::kThreads, c.stream, cuda::ptr<T>(t),
                static_cast<T>(value), t.numel());
 }
 
 template <typename From, typename To>
 void launch_cast(const cuda::Context& c, const Tensor& src, const Tensor& dst) {
-  cuda::launch("cast_kernel", cast_kernel<From, To>, cuda::grid_for(src.numel()), cuda::kThreads, c.stream,
+  cuda::launch("cast_kernel", cast_kernel<From, To>, cuda::grid_for(c, src.numel()), cuda::kThreads, c.stream,
                cuda::ptr<From>(src), cuda::ptr<To>(dst), src.numel());
 }
 
@@ -267,12 +267,12 @@ void gather_rows_launch(cuda::Context& c, const Tensor& rows, const Tensor& inde
   const int32_t* at = position ? cuda::ptr<int32_t>(*position) : nullptr;
   if (row_bytes % 4 == 0) {
     const int64_t row = static_cast<int64_t>(row_bytes / 4);
-    cuda::launch("gather_rows_kernel", gather_rows_kernel<uint32_t>, cuda::grid_for(b * row), cuda::kThreads, c.stream,
+    cuda::launch("gather_rows_kernel", gather_rows_kernel<uint32_t>, cuda::grid_for(c, b * row), cuda::kThreads, c.stream,
                  cuda::ptr<uint32_t>(rows), cuda::ptr<int32_t>(index), cuda::ptr<uint32_t>(out), b, row, n,
                  c.fault_device, at, index.numel());
   } else {
     const int64_t row = static_cast<int64_t>(row_bytes);
-    cuda::launch("gather_rows_kernel", gather_rows_kernel<uint8_t>, cuda::grid_for(b * row), cuda::kThreads, c.stream,
+    cuda::launch("gather_rows_kernel", gather_rows_kernel<uint8_t>, cuda::grid_for(c, b * row), cuda::kThreads, c.stream,
                  cuda::ptr<uint8_t>(rows), cuda::ptr<int32_t>(index), cuda::ptr<uint8_t>(out), b, row, n,
                  c.fault_device, at, index.numel());
   }
@@ -285,7 +285,7 @@ void gather_crop_flip_launch(cuda::Context& ctx, const Tensor& rows, const Tenso
   check_dtype("gather_crop_flip", shifts, DType::Int32);
   const int64_t b = out.dim(0), c = rows.dim(1), h = rows.dim(2), w = rows.dim(3);
   if (b == 0 || c * h * w == 0) return;
-  cuda::launch("gather_crop_flip_kernel", gather_crop_flip_kernel, cuda::grid_for(b * c * h * w), cuda::kThreads,
+  cuda::launch("gather_crop_flip_kernel", gather_crop_flip_kernel, cuda::grid_for(ctx, b * c * h * w), cuda::kThreads,
                ctx.stream, cuda::ptr<float>(rows), cuda::ptr<int32_t>(index), cuda::ptr<int32_t>(shifts),
                cuda::ptr<float>(fill), cuda::ptr<float>(out), b, c, h, w, rows.dim(0), ctx.fault_device,
                position ? cuda::ptr<int32_t>(*position) : nullptr, index.numel());

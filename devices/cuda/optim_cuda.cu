@@ -168,7 +168,7 @@ void CudaBackend::sgd_step(Tensor& param, const Tensor& grad, Tensor& momentum_b
                   static_cast<float>(1.0 - hp.dampening), static_cast<float>(hp.weight_decay),
                   hp.nesterov,                         first_step};
   float* buf = momentum_buf.defined() ? cuda::ptr<float>(momentum_buf) : nullptr;
-  cuda::launch("sgd_step_kernel", sgd_step_kernel, cuda::grid_for(param.numel()), cuda::kThreads, ctx_->stream,
+  cuda::launch("sgd_step_kernel", sgd_step_kernel, cuda::grid_for(*ctx_, param.numel()), cuda::kThreads, ctx_->stream,
                cuda::ptr<float>(param), cuda::ptr<float>(grad), buf, a, param.numel(), skip_ptr(skip_flag));
 }
 
@@ -178,7 +178,7 @@ void CudaBackend::adam_step(Tensor& param, const Tensor& grad, Tensor& exp_avg, 
   cuda::require_f32("adam_step", param);
   if (!param.numel()) return;
   const AdamArgs a = adam_args(hp, step);
-  cuda::launch("adam_step_kernel", adam_step_kernel, cuda::grid_for(param.numel()), cuda::kThreads, ctx_->stream,
+  cuda::launch("adam_step_kernel", adam_step_kernel, cuda::grid_for(*ctx_, param.numel()), cuda::kThreads, ctx_->stream,
                cuda::ptr<float>(param), cuda::ptr<float>(grad), cuda::ptr<float>(exp_avg), cuda::ptr<float>(exp_avg_sq),
                a, param.numel(), skip_ptr(skip_flag));
 }
@@ -189,7 +189,7 @@ namespace {
 // List (and counts it), then launch(list, grid) runs the chunk, blockIdx.y over its tensors and
 // the blocks along x over the largest of them.
 template <typename List, typename Slot, typename Fill, typename Launch>
-void for_each_chunk(const std::vector<Slot>& slots, Fill fill, Launch launch) {
+void for_each_chunk(const cuda::Context& c, const std::vector<Slot>& slots, Fill fill, Launch launch) {
   for (size_t from = 0; from < slots.size(); from += kListTensors) {
     List list{};
     list.first_slot = static_cast<int>(from);
@@ -198,7 +198,7 @@ void for_each_chunk(const std::vector<Slot>& slots, Fill fill, Launch launch) {
       fill(list, slots[i]);
       most = std::max(most, slots[i].param->numel());
     }
-    if (most) launch(list, dim3(std::min<unsigned>(cuda::grid_for(most), 1024), static_cast<unsigned>(list.count)));
+    if (most) launch(list, dim3(std::min<unsigned>(cuda::grid_for(c, most), 1024), static_cast<unsigned>(list.count)));
   }
 }
 
@@ -215,7 +215,7 @@ void CudaBackend::sgd_step_all(const std::vector<SgdSlot>& slots, const SgdParam
     NNLAB_CHECK(!on_device || !s.first_step, "sgd_step_all: a momentum buffer's first step cannot read its numbers "
                 "on the device (it takes buf = g); take one step with host numbers first");
   for_each_chunk<SgdList>(
-      slots,
+      *ctx_, slots,
       [](SgdList& list, const SgdSlot& s) {
         NNLAB_LOG_KERNEL("sgd_step", *s.param);  // nnlab explain: one record per parameter, as before
         cuda::require_f32("sgd_step_all", *s.param);
@@ -236,7 +236,7 @@ void CudaBackend::adam_step_all(const std::vector<AdamSlot>& slots, const AdamPa
   const AdamArgs a = adam_args(hp, 1);  // the per-parameter corrections go in the list
   const float* on_device = numbers_on_device("adam_step_all", hp.on_device, 3 + 2 * int64_t(slots.size()));
   for_each_chunk<AdamList>(
-      slots,
+      *ctx_, slots,
       [&hp](AdamList& list, const AdamSlot& s) {
         NNLAB_LOG_KERNEL("adam_step", *s.param);  // nnlab explain: one record per parameter, as before
         cuda::require_f32("adam_step_all", *s.param);

@@ -135,7 +135,7 @@ void CudaBackend::maxpool2d_bias_forward(const Pool2dGeometry& g, const Tensor& 
               " values for ", g.c, " channels");
   const int64_t total = g.n * g.c * g.p * g.q;
   if (!total) return;
-  cuda::launch("maxpool2d_forward_kernel", maxpool2d_forward_kernel, cuda::grid_for(total), cuda::kThreads,
+  cuda::launch("maxpool2d_forward_kernel", maxpool2d_forward_kernel, cuda::grid_for(*ctx_, total), cuda::kThreads,
                ctx_->stream, g, cuda::ptr<float>(x), bias ? cuda::ptr<float>(*bias) : nullptr, cuda::ptr<float>(y),
                cuda::ptr<int32_t>(argmax), total);
 }
@@ -145,7 +145,7 @@ void CudaBackend::maxpool2d_backward(const Pool2dGeometry& g, const Tensor& dy, 
   cuda::require_f32("maxpool2d_backward", dy);
   const int64_t total = g.n * g.c * g.h * g.w;
   if (!total) return;
-  cuda::launch("maxpool2d_backward_kernel", maxpool2d_backward_kernel, cuda::grid_for(total), cuda::kThreads,
+  cuda::launch("maxpool2d_backward_kernel", maxpool2d_backward_kernel, cuda::grid_for(*ctx_, total), cuda::kThreads,
                ctx_->stream, g, cuda::ptr<float>(dy), cuda::ptr<int32_t>(argmax), cuda::ptr<float>(dx), total);
 }
 
@@ -154,7 +154,7 @@ void CudaBackend::avgpool2d_forward(const Pool2dGeometry& g, const Tensor& x, Te
   cuda::require_f32("avgpool2d_forward", x);
   const int64_t total = g.n * g.c * g.p * g.q;
   if (!total) return;
-  cuda::launch("avgpool2d_forward_kernel", avgpool2d_forward_kernel, cuda::grid_for(total), cuda::kThreads,
+  cuda::launch("avgpool2d_forward_kernel", avgpool2d_forward_kernel, cuda::grid_for(*ctx_, total), cuda::kThreads,
                ctx_->stream, g, cuda::ptr<float>(x), cuda::ptr<float>(y), total);
 }
 
@@ -163,7 +163,7 @@ void CudaBackend::avgpool2d_backward(const Pool2dGeometry& g, const Tensor& dy, 
   cuda::require_f32("avgpool2d_backward", dy);
   const int64_t total = g.n * g.c * g.h * g.w;
   if (!total) return;
-  cuda::launch("avgpool2d_backward_kernel", avgpool2d_backward_kernel, cuda::grid_for(total), cuda::kThreads,
+  cuda::launch("avgpool2d_backward_kernel", avgpool2d_backward_kernel, cuda::grid_for(*ctx_, total), cuda::kThreads,
                ctx_->stream, g, cuda::ptr<float>(dy), cuda::ptr<float>(dx), total);
 }
 

@@ -161,7 +161,7 @@ void CudaBackend::log_softmax_forward(const Tensor& x, Tensor& y) {
   cuda::require_f32("log_softmax_forward", x);
   const int64_t n = rows_of(x), c = cols_of(x);
   if (!n || !c) return;
-  cuda::launch("log_softmax_forward_kernel", log_softmax_forward_kernel, cuda::grid_for(n), cuda::kThreads,
+  cuda::launch("log_softmax_forward_kernel", log_softmax_forward_kernel, cuda::grid_for(*ctx_, n), cuda::kThreads,
                ctx_->stream, cuda::ptr<float>(x), cuda::ptr<float>(y), n, c);
 }
 
@@ -170,7 +170,7 @@ void CudaBackend::log_softmax_backward(const Tensor& y, const Tensor& dy, Tensor
   cuda::require_f32("log_softmax_backward", y);
   const int64_t n = rows_of(y), c = cols_of(y);
   if (!n || !c) return;
-  cuda::launch("log_softmax_backward_kernel", log_softmax_backward_kernel, cuda::grid_for(n), cuda::kThreads,
+  cuda::launch("log_softmax_backward_kernel", log_softmax_backward_kernel, cuda::grid_for(*ctx_, n), cuda::kThreads,
                ctx_->stream, cuda::ptr<float>(y), cuda::ptr<float>(dy), cuda::ptr<float>(dx), n, c);
 }
 
@@ -183,7 +183,7 @@ void CudaBackend::softmax_xent_forward(const Tensor& logits, const Tensor& label
   NNLAB_CHECK(n > 0 && c > 0, "cross_entropy: empty logits ", logits.describe());
   cuda::Context& ctx = *ctx_;
   cuda::Scratch row_loss(*ctx.allocator, static_cast<size_t>(n) * sizeof(float));
-  cuda::launch("softmax_xent_rows_kernel", softmax_xent_rows_kernel, cuda::grid_for(n), cuda::kThreads, ctx.stream,
+  cuda::launch("softmax_xent_rows_kernel", softmax_xent_rows_kernel, cuda::grid_for(ctx, n), cuda::kThreads, ctx.stream,
                cuda::ptr<float>(logits), cuda::ptr<int32_t>(labels), cuda::ptr<float>(probs), row_loss.as<float>(), n,
                c, ctx.fault_device);
   int32_t* flag = nonfinite_flag && nonfinite_flag->defined() ? cuda::ptr<int32_t>(*nonfinite_flag) : nullptr;
@@ -197,7 +197,7 @@ void CudaBackend::softmax_xent_backward(const Tensor& probs, const Tensor& label
   cuda::require_f32("softmax_xent_backward", probs);
   const int64_t n = probs.dim(0), c = probs.dim(1);
   if (!n || !c) return;
-  cuda::launch("softmax_xent_backward_kernel", softmax_xent_backward_kernel, cuda::grid_for(n * c), cuda::kThreads,
+  cuda::launch("softmax_xent_backward_kernel", softmax_xent_backward_kernel, cuda::grid_for(*ctx_, n * c), cuda::kThreads,
                ctx_->stream, cuda::ptr<float>(probs), cuda::ptr<int32_t>(labels), cuda::ptr<float>(dloss),
                cuda::ptr<float>(dlogits), n, c);
 }
@@ -208,7 +208,7 @@ void CudaBackend::count_correct(const Tensor& logits, const Tensor& labels, Tens
   check_dtype("count_correct", correct, DType::Int32);
   const int64_t n = logits.dim(0), c = logits.dim(1);
   if (!n || !c) return;
-  cuda::launch("count_correct_kernel", count_correct_kernel, cuda::grid_for(n), cuda::kThreads, ctx_->stream,
+  cuda::launch("count_correct_kernel", count_correct_kernel, cuda::grid_for(*ctx_, n), cuda::kThreads, ctx_->stream,
                cuda::ptr<float>(logits), cuda::ptr<int32_t>(labels), n, c, cuda::ptr<int32_t>(correct));
 }
 
@@ -232,7 +232,7 @@ void CudaBackend::check_finite_all(const std::vector<Tensor>& xs, Tensor& flag,
       most = std::max(most, xs[i].numel());
     }
     if (!most) continue;
-    const dim3 grid(std::min<unsigned>(cuda::grid_for(most), 1024), static_cast<unsigned>(list.count));
+    const dim3 grid(std::min<unsigned>(cuda::grid_for(c, most), 1024), static_cast<unsigned>(list.count));
     cuda::launch("find_first_nonfinite_kernel", find_first_nonfinite_kernel, grid, cuda::kThreads, c.stream, list,
                  c.first_nonfinite);
     cuda::launch("raise_first_mark_kernel", raise_first_mark_kernel, 1, 32, c.stream, list, c.first_nonfinite,
@@ -245,7 +245,7 @@ void CudaBackend::check_finite(const Tensor& x, Tensor& flag, NonFiniteMark mark
   cuda::require_f32("check_finite", x);
   check_dtype("check_finite", flag, DType::Int32);
   if (!x.numel()) return;
-  cuda::launch("check_finite_kernel", check_finite_kernel, cuda::grid_for(x.numel()), cuda::kThreads, ctx_->stream,
+  cuda::launch("check_finite_kernel", check_finite_kernel, cuda::grid_for(*ctx_, x.numel()), cuda::kThreads, ctx_->stream,
                cuda::ptr<float>(x), x.numel(), cuda::ptr<int32_t>(flag), mark);
 }
 

@@ -104,6 +104,7 @@ cudaError_t cudaGetDeviceProperties(cudaDeviceProp* prop, int device) {
   prop->maxGridSize[0] = 0x7fffffff;
   prop->maxGridSize[1] = prop->maxGridSize[2] = 65535;
   prop->multiProcessorCount = nnlab::sim::block_threads();
+  prop->maxThreadsPerMultiProcessor = 2048;  // as on sm_80 and sm_90
   prop->canMapHostMemory = 1;
   prop->unifiedAddressing = 1;
   return cudaSuccess;

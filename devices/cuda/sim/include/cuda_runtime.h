@@ -110,6 +110,7 @@ struct cudaDeviceProp {
   int major;
   int minor;
   int multiProcessorCount;
+  int maxThreadsPerMultiProcessor;
   int canMapHostMemory;
   int unifiedAddressing;
 };
