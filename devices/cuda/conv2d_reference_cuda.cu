@@ -114,8 +114,8 @@ void conv2d_reference_backward_filter(Context& c, const Conv2dGeometry& g, const
                                       Tensor& dw) {
   require_f32("conv2d_reference_backward_filter", dy);
   KernelTiming timing(kernel_log_enabled() ? record_kernel("conv2d_reference_backward_filter_kernel", conv_text(g)) : kNotRecorded);
-  cuda::launch("conv2d_reference_backward_filter_kernel", conv2d_reference_backward_filter_kernel, grid_for(c, dw.numel()),
-               kThreads, c.stream, geo_of(g), ptr<float>(dy), ptr<float>(x), ptr<float>(dw));
+  cuda::launch("conv2d_reference_backward_filter_kernel", conv2d_reference_backward_filter_kernel,
+               grid_for(c, dw.numel()), kThreads, c.stream, geo_of(g), ptr<float>(dy), ptr<float>(x), ptr<float>(dw));
 }
 
 }  // namespace cuda

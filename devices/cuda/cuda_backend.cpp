@@ -165,7 +165,8 @@ CudaBackend::CudaBackend(int index)
   select_device(index);
   cudaDeviceProp prop{};
   NNLAB_CUDA_CHECK(cudaGetDeviceProperties(&prop, index));
-  c.resident_blocks = std::max<int64_t>(1, int64_t(prop.multiProcessorCount) * prop.maxThreadsPerMultiProcessor / cuda::kThreads);
+  const int64_t resident_threads = int64_t(prop.multiProcessorCount) * prop.maxThreadsPerMultiProcessor;
+  c.resident_blocks = std::max<int64_t>(1, resident_threads / cuda::kThreads);
   NNLAB_CUDA_CHECK(cudaStreamCreateWithFlags(&c.stream, cudaStreamNonBlocking));
 #ifdef NNLAB_CUDA_SIMULATOR
   // The allocator's AddressSanitizer poisoning follows the stream, as the blocks' users do.

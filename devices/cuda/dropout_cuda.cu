@@ -68,8 +68,8 @@ void CudaBackend::dropout_backward(const Tensor& dy, const Tensor& mask, double 
   cuda::require_f32("dropout_backward", dy);
   const int64_t n = dy.numel();
   if (!n) return;
-  cuda::launch("dropout_backward_kernel", dropout_backward_kernel, cuda::grid_for(*ctx_, n), cuda::kThreads, ctx_->stream,
-               cuda::ptr<float>(dy), cuda::ptr<uint8_t>(mask), static_cast<float>(1.0 / (1.0 - p)),
+  cuda::launch("dropout_backward_kernel", dropout_backward_kernel, cuda::grid_for(*ctx_, n), cuda::kThreads,
+               ctx_->stream, cuda::ptr<float>(dy), cuda::ptr<uint8_t>(mask), static_cast<float>(1.0 / (1.0 - p)),
                cuda::ptr<float>(dx), n);
 }
 

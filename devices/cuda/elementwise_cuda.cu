@@ -116,8 +116,8 @@ void CudaBackend::binary_forward(BinaryOp op, const Tensor& a, const Tensor& b, 
   cuda::require_f32("binary_forward", y);
   const Broadcast B = broadcast_of(a, b, y);
   if (!B.n) return;
-  cuda::launch("binary_forward_kernel", binary_forward_kernel, cuda::grid_for(*ctx_, B.n), cuda::kThreads, ctx_->stream, op,
-               cuda::ptr<float>(a), B.na, cuda::ptr<float>(b), B.nb, cuda::ptr<float>(y), B.n);
+  cuda::launch("binary_forward_kernel", binary_forward_kernel, cuda::grid_for(*ctx_, B.n), cuda::kThreads, ctx_->stream,
+               op, cuda::ptr<float>(a), B.na, cuda::ptr<float>(b), B.nb, cuda::ptr<float>(y), B.n);
 }
 
 void CudaBackend::binary_backward(BinaryOp op, const Tensor& a, const Tensor& b, const Tensor& dy, Tensor* da,
@@ -148,8 +148,8 @@ void CudaBackend::unary_forward(UnaryOp op, const Tensor& x, Tensor& y) {
   NNLAB_LOG_KERNEL(std::string("unary_forward ") + unary_op_name(op), x);  // nnlab explain: record the call
   cuda::require_f32("unary_forward", x);
   if (!x.numel()) return;
-  cuda::launch("unary_forward_kernel", unary_forward_kernel, cuda::grid_for(*ctx_, x.numel()), cuda::kThreads, ctx_->stream,
-               op, cuda::ptr<float>(x), cuda::ptr<float>(y), x.numel());
+  cuda::launch("unary_forward_kernel", unary_forward_kernel, cuda::grid_for(*ctx_, x.numel()), cuda::kThreads,
+               ctx_->stream, op, cuda::ptr<float>(x), cuda::ptr<float>(y), x.numel());
 }
 
 void CudaBackend::unary_backward(UnaryOp op, const Tensor& x, const Tensor& y, const Tensor& dy, Tensor& dx) {
@@ -161,8 +161,8 @@ void CudaBackend::unary_backward(UnaryOp op, const Tensor& x, const Tensor& y, c
   const float* yp = y.defined() ? cuda::ptr<float>(y) : nullptr;
   NNLAB_CHECK(op == UnaryOp::Relu ? xp != nullptr : yp != nullptr, "unary_backward (", unary_op_name(op),
               "): the forward ", op == UnaryOp::Relu ? "input" : "output", " is missing");
-  cuda::launch("unary_backward_kernel", unary_backward_kernel, cuda::grid_for(*ctx_, dy.numel()), cuda::kThreads, ctx_->stream,
-               op, xp, yp, cuda::ptr<float>(dy), cuda::ptr<float>(dx), dy.numel());
+  cuda::launch("unary_backward_kernel", unary_backward_kernel, cuda::grid_for(*ctx_, dy.numel()), cuda::kThreads,
+               ctx_->stream, op, xp, yp, cuda::ptr<float>(dy), cuda::ptr<float>(dx), dy.numel());
 }
 
 void CudaBackend::axpby(double alpha, const Tensor& x, double beta, Tensor& y) {

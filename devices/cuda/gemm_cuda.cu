@@ -36,8 +36,8 @@ void CudaBackend::gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t
   if (m == 0 || n == 0) return;
   cuda::Context& ctx = *ctx_;
   if (k == 0) {  // an empty sum: C = beta·C
-    cuda::launch("scale_kernel", scale_kernel, cuda::grid_for(ctx, m * n), cuda::kThreads, ctx.stream, cuda::ptr<float>(c),
-                 static_cast<float>(beta), m * n);
+    cuda::launch("scale_kernel", scale_kernel, cuda::grid_for(ctx, m * n), cuda::kThreads, ctx.stream,
+                 cuda::ptr<float>(c), static_cast<float>(beta), m * n);
     return;
   }
   if (gemm_impl() != GemmImpl::Cublas)  // --gemm-impl: one of nnlab's own kernels (gemm_ladder_cuda.cu)

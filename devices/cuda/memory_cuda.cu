@@ -267,13 +267,13 @@ void gather_rows_launch(cuda::Context& c, const Tensor& rows, const Tensor& inde
   const int32_t* at = position ? cuda::ptr<int32_t>(*position) : nullptr;
   if (row_bytes % 4 == 0) {
     const int64_t row = static_cast<int64_t>(row_bytes / 4);
-    cuda::launch("gather_rows_kernel", gather_rows_kernel<uint32_t>, cuda::grid_for(c, b * row), cuda::kThreads, c.stream,
-                 cuda::ptr<uint32_t>(rows), cuda::ptr<int32_t>(index), cuda::ptr<uint32_t>(out), b, row, n,
+    cuda::launch("gather_rows_kernel", gather_rows_kernel<uint32_t>, cuda::grid_for(c, b * row), cuda::kThreads,
+                 c.stream, cuda::ptr<uint32_t>(rows), cuda::ptr<int32_t>(index), cuda::ptr<uint32_t>(out), b, row, n,
                  c.fault_device, at, index.numel());
   } else {
     const int64_t row = static_cast<int64_t>(row_bytes);
-    cuda::launch("gather_rows_kernel", gather_rows_kernel<uint8_t>, cuda::grid_for(c, b * row), cuda::kThreads, c.stream,
-                 cuda::ptr<uint8_t>(rows), cuda::ptr<int32_t>(index), cuda::ptr<uint8_t>(out), b, row, n,
+    cuda::launch("gather_rows_kernel", gather_rows_kernel<uint8_t>, cuda::grid_for(c, b * row), cuda::kThreads,
+                 c.stream, cuda::ptr<uint8_t>(rows), cuda::ptr<int32_t>(index), cuda::ptr<uint8_t>(out), b, row, n,
                  c.fault_device, at, index.numel());
   }
 }

@@ -21,8 +21,9 @@ void philox_fill_u32_cuda(Tensor& out, uint64_t seed, uint32_t purpose, uint32_t
               "philox_fill_u32_cuda: needs an int32 tensor on a CUDA device, got ", out.describe());
   if (!out.numel()) return;
   auto& backend = static_cast<CudaBackend&>(cuda_backend(out.device().index));
-  cuda::launch("philox_fill_u32_kernel", philox_fill_u32_kernel, cuda::grid_for(backend.context(), out.numel()), cuda::kThreads,
-               backend.context().stream, cuda::ptr<uint32_t>(out), out.numel(), seed, purpose, stream, first);
+  cuda::launch("philox_fill_u32_kernel", philox_fill_u32_kernel, cuda::grid_for(backend.context(), out.numel()),
+               cuda::kThreads, backend.context().stream, cuda::ptr<uint32_t>(out), out.numel(), seed, purpose, stream,
+               first);
 }
 
 }  // namespace nnlab

@@ -208,8 +208,8 @@ void launch_bias_backward(cuda::Context& ctx, const char* name, const Tensor& dy
   cuda::Scratch partial(*ctx.allocator, static_cast<size_t>(c * chunks) * sizeof(double));
   cuda::launch(name, bias_backward_partial_kernel<Masked>, dim3(static_cast<unsigned>(c), static_cast<unsigned>(chunks)),
                cuda::kThreads, ctx.stream, cuda::ptr<float>(dy), y, dz, partial.as<double>(), c, inner, outer, len);
-  cuda::launch("bias_backward_final_kernel", bias_backward_final_kernel, cuda::grid_for(ctx, c), cuda::kThreads, ctx.stream,
-               static_cast<const double*>(partial.as<double>()), chunks, cuda::ptr<float>(db), c);
+  cuda::launch("bias_backward_final_kernel", bias_backward_final_kernel, cuda::grid_for(ctx, c), cuda::kThreads,
+               ctx.stream, static_cast<const double*>(partial.as<double>()), chunks, cuda::ptr<float>(db), c);
 }
 
 // The rung of the ladder `rung` names, for dy: (rows, c).
@@ -225,8 +225,8 @@ void launch_bias_ladder(cuda::Context& ctx, ReduceImpl rung, const Tensor& dy, T
       return cuda::launch(name, bias_backward_uncoalesced_kernel, static_cast<unsigned>(c), cuda::kThreads, ctx.stream,
                           in, out, rows, c);
     case ReduceImpl::Coalesced:
-      return cuda::launch(name, bias_backward_coalesced_kernel, cuda::grid_for(ctx, c), cuda::kThreads, ctx.stream, in, out,
-                          rows, c);
+      return cuda::launch(name, bias_backward_coalesced_kernel, cuda::grid_for(ctx, c), cuda::kThreads, ctx.stream, in,
+                          out, rows, c);
     case ReduceImpl::Tree:
       return cuda::launch(name, bias_backward_tree_kernel, column_blocks, columns_by_groups, ctx.stream, in, out, rows,
                           c);
@@ -263,8 +263,8 @@ void CudaBackend::bias_forward(Tensor& y, const Tensor& b, int64_t inner) {
   NNLAB_CHECK(c > 0 && inner > 0 && y.numel() % (c * inner) == 0, "bias_forward: ", y.describe(), " is not (outer, ",
               c, ", ", inner, ")");
   if (!y.numel()) return;
-  cuda::launch("bias_forward_kernel", bias_forward_kernel, cuda::grid_for(*ctx_, y.numel()), cuda::kThreads, ctx_->stream,
-               cuda::ptr<float>(y), cuda::ptr<float>(b), c, inner, y.numel());
+  cuda::launch("bias_forward_kernel", bias_forward_kernel, cuda::grid_for(*ctx_, y.numel()), cuda::kThreads,
+               ctx_->stream, cuda::ptr<float>(y), cuda::ptr<float>(b), c, inner, y.numel());
 }
 
 void CudaBackend::bias_backward(const Tensor& dy, Tensor& db, int64_t inner) {

@@ -197,9 +197,9 @@ void CudaBackend::softmax_xent_backward(const Tensor& probs, const Tensor& label
   cuda::require_f32("softmax_xent_backward", probs);
   const int64_t n = probs.dim(0), c = probs.dim(1);
   if (!n || !c) return;
-  cuda::launch("softmax_xent_backward_kernel", softmax_xent_backward_kernel, cuda::grid_for(*ctx_, n * c), cuda::kThreads,
-               ctx_->stream, cuda::ptr<float>(probs), cuda::ptr<int32_t>(labels), cuda::ptr<float>(dloss),
-               cuda::ptr<float>(dlogits), n, c);
+  cuda::launch("softmax_xent_backward_kernel", softmax_xent_backward_kernel, cuda::grid_for(*ctx_, n * c),
+               cuda::kThreads, ctx_->stream, cuda::ptr<float>(probs), cuda::ptr<int32_t>(labels),
+               cuda::ptr<float>(dloss), cuda::ptr<float>(dlogits), n, c);
 }
 
 void CudaBackend::count_correct(const Tensor& logits, const Tensor& labels, Tensor& correct) {
@@ -245,8 +245,8 @@ void CudaBackend::check_finite(const Tensor& x, Tensor& flag, NonFiniteMark mark
   cuda::require_f32("check_finite", x);
   check_dtype("check_finite", flag, DType::Int32);
   if (!x.numel()) return;
-  cuda::launch("check_finite_kernel", check_finite_kernel, cuda::grid_for(*ctx_, x.numel()), cuda::kThreads, ctx_->stream,
-               cuda::ptr<float>(x), x.numel(), cuda::ptr<int32_t>(flag), mark);
+  cuda::launch("check_finite_kernel", check_finite_kernel, cuda::grid_for(*ctx_, x.numel()), cuda::kThreads,
+               ctx_->stream, cuda::ptr<float>(x), x.numel(), cuda::ptr<int32_t>(flag), mark);
 }
 
 }  // namespace nnlab
