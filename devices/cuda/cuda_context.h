@@ -127,7 +127,8 @@ struct Context {
 // blocks than that would only wait for a free SM, each paying its start; fewer threads that
 // loop a few times do the same reads and writes. On the CUDA simulator, whose SMs are its CPU
 // threads, the cap matters most: there every CUDA thread costs a fiber's bookkeeping, and one
-// thread per element made the elementwise kernels cost about a microsecond per element.
+// thread per element made the elementwise kernels cost about a microsecond per element under
+// AddressSanitizer (docs/gpu.md).
 inline unsigned grid_for(const Context& c, int64_t n) {
   const int64_t blocks = (n + kThreads - 1) / kThreads;
   return static_cast<unsigned>(blocks < 1 ? 1 : (blocks > c.resident_blocks ? c.resident_blocks : blocks));
