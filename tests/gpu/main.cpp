@@ -1,13 +1,11 @@
 // The GPU tests' entry point: with no usable CUDA device it prints why and returns 77, which
 // CTest reports as "skipped" (SKIP_RETURN_CODE 77); otherwise it runs the Catch2 session.
-#define CATCH_CONFIG_RUNNER
-#include <catch2/catch.hpp>
-
 #include <cstdio>
 #include <cstdlib>
 
 #include "devices/cpu/threads.h"
 #include "devices/registry.h"
+#include "catch_session.h"
 
 int main(int argc, char* argv[]) {
   // On the simulator the tests see two devices, so the multi-GPU paths run (peer access, NCCL
@@ -25,5 +23,5 @@ int main(int argc, char* argv[]) {
   if (nnlab::cuda_simulated())
     std::printf("nnlab_gpu_tests: on the CUDA simulator (devices/cuda/sim): every kernel, cuBLAS and cuDNN call "
                 "runs on the CPU\n");
-  return Catch::Session().run(argc, argv);
+  return run_catch_session(argc, argv);
 }
