@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Builds the library, CLI and tests with AddressSanitizer + UndefinedBehaviorSanitizer (CMake
 # option NNLAB_SANITIZE, RelWithDebInfo), the CUDA backend as the CUDA simulator
-# (NNLAB_CUDA_SIMULATOR), and runs under them the CPU test suite, then the GPU test suite on
-# the simulator (every CUDA kernel, cuBLAS and cuDNN call against its CPU twin), then a
+# (NNLAB_CUDA_SIMULATOR), and runs under them the CPU test suite and the GPU test suite on
+# the simulator (every CUDA kernel, cuBLAS and cuDNN call against its CPU twin) side by side, then a
 # 20-step cnn comparison of the CPU and the simulated CUDA device on Fashion-MNIST.
 # Any report stops the run (halt_on_error) and fails this script; LeakSanitizer checks every
 # process at exit, the CLI runs the tests start included (NNLAB_CLI_PATH is the sanitized one).
@@ -41,11 +41,11 @@ export LSAN_OPTIONS="suppressions=$PWD/tests/lsan.supp:print_suppressions=0"
 cpu_suite=("$build_dir/tests/nnlab_tests" "${NNLAB_SANITIZE_TESTS:-~[slow]~[mpi]}")
 gpu_suite=("$build_dir/tests/nnlab_gpu_tests")
 if [ "$jobs" -ge 2 ]; then
-  # The two suites side by side: alone, each keeps about 1.5 of 2 cores busy (waiting on the
-  # programs its cases start, or on the simulator's barriers), so together they finished in
-  # 573 s where one after the other took 752 s (2 cores, 2026-11-28; with OpenMP's waiting
-  # threads sleeping, OMP_WAIT_POLICY=passive, 605 s). Each suite writes to a log of its own,
-  # printed whole when both have ended.
+  # The two suites side by side: neither keeps 2 cores busy the whole time (its cases wait on
+  # the programs they start, the simulator on its barriers), and together they finished in
+  # 573 s where one after the other took 379 + 373 = 752 s (2 cores, 2026-11-28; with OpenMP's
+  # waiting threads sleeping, OMP_WAIT_POLICY=passive, 605 s). Each suite writes to a log of
+  # its own, printed whole when both have ended.
   echo "== running the CPU suite and the GPU suite on the CUDA simulator under the sanitizers, side by side"
   "${cpu_suite[@]}" >"$build_dir/cpu-suite.log" 2>&1 &
   cpu_pid=$!
