@@ -28,7 +28,7 @@ size_t columns(const std::string& text) {
   for (unsigned char ch : text) n += (ch & 0xC0) != 0x80;
   return n;
 }
-std::string pad(const std::string& text, size_t width) {
+std::string pad_column(const std::string& text, size_t width) {
   return text + std::string(width > columns(text) ? width - columns(text) : 0, ' ') + "  ";
 }
 
@@ -86,10 +86,10 @@ void print_compare(const CompareResult& r) {
   }
   std::printf("\nnnlab compare: %s on %s, batch %lld, seed %llu\n", r.config.model.c_str(), r.config.data.c_str(),
               static_cast<long long>(r.config.batch), static_cast<unsigned long long>(r.config.seed));
-  for (size_t j = 0; j < kHeader.size(); ++j) std::printf("%s", pad(kHeader[j], width[j]).c_str());
+  for (size_t j = 0; j < kHeader.size(); ++j) std::printf("%s", pad_column(kHeader[j], width[j]).c_str());
   std::printf("\n");
   for (const auto& row : rows) {
-    for (size_t j = 0; j < row.size(); ++j) std::printf("%s", pad(row[j], width[j]).c_str());
+    for (size_t j = 0; j < row.size(); ++j) std::printf("%s", pad_column(row[j], width[j]).c_str());
     std::printf("\n");
   }
   for (size_t i = 0; i < r.drift.size(); ++i) {

@@ -37,13 +37,8 @@ namespace {
 using Clock = std::chrono::steady_clock;
 double seconds_between(Clock::time_point a, Clock::time_point b) { return std::chrono::duration<double>(b - a).count(); }
 
-
-// Steps as training runs them (forward, loss, backward, the all-reduce under mpirun, the
-// optimizer), without explain's hooks and per-node syncs. Returns the median step time, and
-// with log_kernels the median of each step's summed kernel times (the log's own cost falls
-// outside the timed calls, but inside the step: that is why the step time is taken from
-// separate steps with the log off).
-double median(std::vector<double> v) {
+// The middle value; of an even count, the upper of the two middle ones.
+double upper_median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
   return v[v.size() / 2];
 }
@@ -59,6 +54,11 @@ void plain_step(Sequential& model, Optimizer& opt, const Tensor& images, const T
   opt.step();
 }
 
+// Steps as training runs them (forward, loss, backward, the all-reduce under mpirun, the
+// optimizer), without explain's hooks and per-node syncs. Returns the median step time, and
+// with log_kernels the median of each step's summed kernel times (the log's own cost falls
+// outside the timed calls, but inside the step: that is why the step time is taken from
+// separate steps with the log off).
 double time_plain_steps(Sequential& model, Optimizer& opt, const Tensor& images, const Tensor& labels, Backend& be,
                         GradientReducer* reducer, int steps, bool log_kernels) {
   std::vector<double> step_times, kernel_times;
@@ -72,7 +72,7 @@ double time_plain_steps(Sequential& model, Optimizer& opt, const Tensor& images,
     for (const KernelCall& k : take_kernel_calls()) kernels += std::max(k.seconds, 0.0);
     kernel_times.push_back(kernels);
   }
-  return median(log_kernels ? kernel_times : step_times);
+  return upper_median(log_kernels ? kernel_times : step_times);
 }
 
 // Left-aligns text in `width` columns, counting characters, not bytes ("×" is two bytes).
@@ -276,7 +276,7 @@ double device_seconds(Backend& be, const std::function<void()>& step, int repeat
     expired = expired || timeline->expired();
     if (expired) break;  // each try would wait out the hold again
   }
-  return median(spans);
+  return upper_median(spans);
 }
 
 // Each call's wait for its own launch (CUDA): plain steps queued as training queues them, a
@@ -311,7 +311,7 @@ void add_launch_waits(Sequential& model, Optimizer& opt, const Tensor& images, c
   for (OpRecord& r : ops)
     for (KernelCall& k : r.calls) {
       if (c < intervals.size() && !intervals[c].empty() && k.device_seconds >= 0)
-        k.launch_wait_seconds = std::max(0.0, median(intervals[c]) - k.device_seconds);
+        k.launch_wait_seconds = std::max(0.0, upper_median(intervals[c]) - k.device_seconds);
       ++c;
     }
 }

@@ -14,7 +14,7 @@ namespace nnlab {
 
 namespace {
 
-std::string fixed(double v, int digits) {
+std::string fixed_or_na(double v, int digits) {
   if (!std::isfinite(v)) return "n/a";
   char buf[48];
   std::snprintf(buf, sizeof buf, "%.*f", digits, v);
@@ -61,7 +61,7 @@ double overall_images_per_second(const RunLog& r) {
   return seconds > 0 ? images / seconds : NAN;
 }
 
-std::string percent(double fraction) { return std::isfinite(fraction) ? fixed(100 * fraction, 2) + "%" : "n/a"; }
+std::string percent(double fraction) { return std::isfinite(fraction) ? fixed_or_na(100 * fraction, 2) + "%" : "n/a"; }
 
 // How a run ended: epochs and steps done, final and best accuracy, speed, time.
 std::vector<std::string> result_row(const RunLog& r) {
@@ -77,11 +77,11 @@ std::vector<std::string> result_row(const RunLog& r) {
   return {r.name,
           std::to_string(r.epochs.size()) + " of " + field(r.run, "epochs"),
           std::to_string(steps),
-          last ? fixed(last->train_loss, 4) : "n/a",
+          last ? fixed_or_na(last->train_loss, 4) : "n/a",
           last ? percent(last->test_accuracy) : "n/a",
           best >= 0 ? percent(best) + " (epoch " + std::to_string(best_epoch) + ")" : "n/a",
-          fixed(overall_images_per_second(r), 0),
-          r.epochs.empty() ? "n/a" : fixed(seconds, 2)};
+          fixed_or_na(overall_images_per_second(r), 0),
+          r.epochs.empty() ? "n/a" : fixed_or_na(seconds, 2)};
 }
 
 std::string runs_tables(const std::vector<RunLog>& runs) {

@@ -18,6 +18,7 @@
 #include "apps/checkpoint.h"
 #include "apps/environment.h"
 #include "apps/progress.h"
+#include "apps/wall_time.h"
 #include "autograd/grad_mode.h"
 #include "autograd/ops.h"
 #include "devices/host_cpu.h"
@@ -28,7 +29,6 @@ namespace nnlab {
 
 namespace {
 using Clock = std::chrono::steady_clock;
-double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
 
 // Set by SIGINT/SIGTERM; the loop checks it after each step. A second signal while the first
 // is being handled ends the process at once, the default way.

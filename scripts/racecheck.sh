@@ -24,7 +24,8 @@ jobs=${JOBS:-$(nproc)}
 start=$(date +%s)
 echo "== configuring $build_dir (ThreadSanitizer, CUDA simulator)"
 mkdir -p "$build_dir"
-cmake -S . -B "$build_dir" -DNNLAB_TSAN=ON -DNNLAB_CUDA_SIMULATOR=ON -DNNLAB_WITH_MPI=OFF -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+cmake -S . -B "$build_dir" -DNNLAB_TSAN=ON -DNNLAB_CUDA_SIMULATOR=ON -DNNLAB_WITH_MPI=OFF -DNNLAB_UNITY_BUILD=ON \
+      -DCMAKE_BUILD_TYPE=RelWithDebInfo \
       -DCMAKE_CXX_COMPILER=clang++ -DCMAKE_C_COMPILER=clang \
       -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -gline-tables-only" -DCMAKE_C_FLAGS_RELWITHDEBINFO="-O1 -gline-tables-only" \
       >"$build_dir/configure.log" 2>&1 || { cat "$build_dir/configure.log"; exit 1; }

@@ -25,7 +25,7 @@ mkdir -p "$build_dir"
 # NCCL (tests/gpu/test_gpu_distributed.cpp). Open MPI keeps its start-up allocations until the
 # end, in components unloaded by then: its ranks skip the leak check (tests/mpi_support.h). The
 # CPU data-parallel tests ([mpi]) run in the main build.
-cmake -S . -B "$build_dir" -DNNLAB_SANITIZE=ON -DNNLAB_WITH_CUDA=OFF -DNNLAB_CUDA_SIMULATOR=ON -DNNLAB_WITH_MPI=ON \
+cmake -S . -B "$build_dir" -DNNLAB_SANITIZE=ON -DNNLAB_WITH_CUDA=OFF -DNNLAB_CUDA_SIMULATOR=ON -DNNLAB_WITH_MPI=ON -DNNLAB_UNITY_BUILD=ON \
       -DCMAKE_BUILD_TYPE=RelWithDebInfo \
       -DCMAKE_CXX_COMPILER=clang++ -DCMAKE_C_COMPILER=clang \
       -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -gline-tables-only" -DCMAKE_C_FLAGS_RELWITHDEBINFO="-O1 -gline-tables-only" \

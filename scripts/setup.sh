@@ -45,7 +45,7 @@ fi
 
 build_dir=${BUILD_DIR:-build}
 jobs=${JOBS:-$(nproc)}
-cmake_args=(-DCMAKE_BUILD_TYPE=Release)
+cmake_args=(-DCMAKE_BUILD_TYPE=Release -DNNLAB_UNITY_BUILD=ON)
 # The tests only need the CUDA code to compile and link; one architecture keeps that fast.
 # A machine with a GPU builds for its own architecture.
 if [ -x /usr/local/cuda/bin/nvcc ] || command -v nvcc >/dev/null 2>&1; then

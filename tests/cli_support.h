@@ -22,6 +22,9 @@
 
 namespace nnlab_test {
 
+// Debian's dataset-fashion-mnist: the end-to-end tests that train on real data need it.
+inline const char* const kFashion = "/usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz";
+
 struct CliResult {
   int exit_code;       // -1 when killed by a signal
   std::string output;  // what the command printed on stdout (and stderr, unless split)

@@ -22,12 +22,9 @@ using nnlab_test::read_text;
 using nnlab_test::run_cli;
 using nnlab_test::step_losses;
 using nnlab_test::TempDir;
+using nnlab_test::write_bytes;
 
 namespace {
-
-void write_bytes(const std::string& path, const std::vector<uint8_t>& b) {
-  std::ofstream(path, std::ios::binary).write(reinterpret_cast<const char*>(b.data()), b.size());
-}
 
 // An IDX file of unsigned bytes: magic 0 0 8 d, big-endian extents, data.
 std::vector<uint8_t> idx(const std::vector<uint32_t>& dims, const std::vector<uint8_t>& data) {

@@ -21,18 +21,18 @@ using nlohmann::json;
 namespace {
 
 // The seed of every random tensor in this file.
-constexpr uint64_t kSeed = 11;
+constexpr uint64_t kBatchNormSeed = 11;
 
-struct Reference {
+struct BatchNormReference {
   std::vector<double> y, running_mean, running_var;
 };
 
 // The definition, channel by channel, in float64.
-Reference naive_batchnorm(const std::vector<double>& x, const Shape& s, const std::vector<double>& gamma,
+BatchNormReference naive_batchnorm(const std::vector<double>& x, const Shape& s, const std::vector<double>& gamma,
                           const std::vector<double>& beta, std::vector<double> rm, std::vector<double> rv,
                           double momentum, double eps) {
   const int64_t n = s[0], c = s[1], inner = s[2] * s[3], m = n * inner;
-  Reference ref{std::vector<double>(x.size()), {}, {}};
+  BatchNormReference ref{std::vector<double>(x.size()), {}, {}};
   for (int64_t j = 0; j < c; ++j) {
     double mean = 0, var = 0;
     for (int64_t i = 0; i < n; ++i)
@@ -66,10 +66,10 @@ std::vector<double> doubles(const json& j) { return j.get<std::vector<double>>()
 
 TEST_CASE("batch_norm2d in training matches the definition, float64 and float32", "[batchnorm]") {
   const Shape s{8, 13, 17, 23};
-  const Tensor x = random_tensor(s, kSeed, 1, DType::Float64, -2.0, 3.0);
-  const Tensor gamma = random_tensor({13}, kSeed, 2, DType::Float64, 0.5, 1.5), beta = random_tensor({13}, kSeed, 3);
-  Tensor rm = random_tensor({13}, kSeed, 4), rv = random_tensor({13}, kSeed, 5, DType::Float64, 0.5, 2.0);
-  const Reference ref = naive_batchnorm(x.to_vector<double>(), s, gamma.to_vector<double>(), beta.to_vector<double>(),
+  const Tensor x = random_tensor(s, kBatchNormSeed, 1, DType::Float64, -2.0, 3.0);
+  const Tensor gamma = random_tensor({13}, kBatchNormSeed, 2, DType::Float64, 0.5, 1.5), beta = random_tensor({13}, kBatchNormSeed, 3);
+  Tensor rm = random_tensor({13}, kBatchNormSeed, 4), rv = random_tensor({13}, kBatchNormSeed, 5, DType::Float64, 0.5, 2.0);
+  const BatchNormReference ref = naive_batchnorm(x.to_vector<double>(), s, gamma.to_vector<double>(), beta.to_vector<double>(),
                                         rm.to_vector<double>(), rv.to_vector<double>(), 0.1, 1e-5);
   Tensor rm32 = rm.to(DType::Float32), rv32 = rv.to(DType::Float32);
 
@@ -87,9 +87,9 @@ TEST_CASE("batch_norm2d in training matches the definition, float64 and float32"
 
 TEST_CASE("batch_norm2d in evaluation uses the running statistics and leaves them alone", "[batchnorm]") {
   const Shape s{1, 3, 4, 7};
-  const Tensor x = random_tensor(s, kSeed, 6);
-  const Tensor gamma = random_tensor({3}, kSeed, 7), beta = random_tensor({3}, kSeed, 8);
-  Tensor rm = random_tensor({3}, kSeed, 9), rv = random_tensor({3}, kSeed, 10, DType::Float64, 0.5, 2.0);
+  const Tensor x = random_tensor(s, kBatchNormSeed, 6);
+  const Tensor gamma = random_tensor({3}, kBatchNormSeed, 7), beta = random_tensor({3}, kBatchNormSeed, 8);
+  Tensor rm = random_tensor({3}, kBatchNormSeed, 9), rv = random_tensor({3}, kBatchNormSeed, 10, DType::Float64, 0.5, 2.0);
   const std::vector<double> rm0 = rm.to_vector<double>(), rv0 = rv.to_vector<double>();
   const Tensor y = batch_norm2d(x, gamma, beta, rm, rv, false, 0.1, 1e-3);
   const std::vector<double> xv = x.to_vector<double>(), yv = y.to_vector<double>();
@@ -105,12 +105,12 @@ TEST_CASE("batch_norm2d in evaluation uses the running statistics and leaves the
 TEST_CASE("batch_norm2d refuses what it cannot normalise", "[batchnorm]") {
   Tensor rm = Tensor::zeros({3}, DType::Float64), rv = Tensor::full({3}, 1.0, DType::Float64);
   const Tensor g = Tensor::full({3}, 1.0, DType::Float64), b = Tensor::zeros({3}, DType::Float64);
-  CHECK_THROWS_WITH(batch_norm2d(random_tensor({1, 3, 1, 1}, kSeed, 16), g, b, rm, rv, true),
+  CHECK_THROWS_WITH(batch_norm2d(random_tensor({1, 3, 1, 1}, kBatchNormSeed, 16), g, b, rm, rv, true),
                     Catch::Contains("more than one value per channel"));
-  CHECK_NOTHROW(batch_norm2d(random_tensor({1, 3, 1, 1}, kSeed, 16), g, b, rm, rv, false));
-  CHECK_THROWS_WITH(batch_norm2d(random_tensor({2, 4, 3, 3}, kSeed, 17), g, b, rm, rv, true),
+  CHECK_NOTHROW(batch_norm2d(random_tensor({1, 3, 1, 1}, kBatchNormSeed, 16), g, b, rm, rv, false));
+  CHECK_THROWS_WITH(batch_norm2d(random_tensor({2, 4, 3, 3}, kBatchNormSeed, 17), g, b, rm, rv, true),
                     Catch::Contains("4 channels"));
-  CHECK_THROWS_WITH(batch_norm2d(random_tensor({2, 3, 3}, kSeed, 18), g, b, rm, rv, true), Catch::Contains("(n, c, h, w)"));
+  CHECK_THROWS_WITH(batch_norm2d(random_tensor({2, 3, 3}, kBatchNormSeed, 18), g, b, rm, rv, true), Catch::Contains("(n, c, h, w)"));
   // An empty batch is refused in training and passes through evaluation, never dividing by 0.
   const Tensor empty = Tensor::zeros({0, 3, 4, 4}, DType::Float64);
   CHECK_THROWS_WITH(batch_norm2d(empty, g, b, rm, rv, true), Catch::Contains("more than one value per channel"));

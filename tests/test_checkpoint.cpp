@@ -23,6 +23,7 @@
 
 namespace fs = std::filesystem;
 using nnlab_test::CliResult;
+using nnlab_test::kFashion;
 using nnlab_test::read_text;
 using nnlab_test::run_cli;
 using nnlab_test::run_shell;
@@ -42,7 +43,6 @@ nlohmann::json training_meta(const std::string& checkpoint) {
   return nlohmann::json::parse(nnlab::load_safetensors(checkpoint).metadata.at("training"));
 }
 
-const char* kFashion = "/usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz";
 const std::string kCommon = "train --model mlp --epochs 1 --seed 5 --threads 2 --metrics-every 1";
 
 }  // namespace

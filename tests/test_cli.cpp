@@ -9,6 +9,7 @@
 #include "cli_support.h"
 
 using nnlab_test::CliResult;
+using nnlab_test::kFashion;
 using nnlab_test::run_cli;
 using nnlab_test::step_losses;
 using nnlab_test::TempDir;
@@ -23,7 +24,6 @@ double mean_of(const std::vector<double>& v, size_t begin, size_t end) {
   return s / static_cast<double>(end - begin);
 }
 
-const char* kFashion = "/usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz";
 
 }  // namespace
 

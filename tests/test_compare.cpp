@@ -23,6 +23,7 @@ namespace fs = std::filesystem;
 
 using nnlab_test::run_cli;
 using nnlab_test::CliResult;
+using nnlab_test::count_of;
 using nnlab_test::read_text;
 
 namespace {
@@ -32,12 +33,6 @@ std::vector<nlohmann::json> read_records(const std::string& path) {
   std::ifstream in(path);
   for (std::string line; std::getline(in, line);) out.push_back(nlohmann::json::parse(line));
   return out;
-}
-
-size_t count_of(const std::string& text, const std::string& what) {
-  size_t n = 0;
-  for (size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) ++n;
-  return n;
 }
 
 }  // namespace

@@ -24,7 +24,7 @@ using nnlab_test::require_close_to_scale;
 namespace {
 
 // The seed of every random tensor in this file.
-constexpr uint64_t kSeed = 77;
+constexpr uint64_t kConvSeed = 77;
 
 struct Case {
   int64_t n, c, k, h, w, r, s, stride_h, stride_w, pad_h, pad_w;
@@ -40,13 +40,13 @@ bool tap(const Case& k, int64_t pi, int64_t qi, int64_t ri, int64_t si, int64_t&
 }
 
 // The direct definition, one loop per index. Returns y, and for a given dy also dx and dw.
-struct Reference {
+struct ConvReference {
   std::vector<double> y, dx, dw, db;
 };
-Reference reference_conv(const Case& k, const std::vector<double>& x, const std::vector<double>& w,
+ConvReference reference_conv(const Case& k, const std::vector<double>& x, const std::vector<double>& w,
                          const std::vector<double>& b, const std::vector<double>& dy) {
   const int64_t P = k.p(), Q = k.q();
-  Reference ref{std::vector<double>(k.n * k.k * P * Q), std::vector<double>(x.size()), std::vector<double>(w.size()),
+  ConvReference ref{std::vector<double>(k.n * k.k * P * Q), std::vector<double>(x.size()), std::vector<double>(w.size()),
                 std::vector<double>(k.k)};
   for (int64_t n = 0; n < k.n; ++n)
     for (int64_t o = 0; o < k.k; ++o)
@@ -76,11 +76,11 @@ void check_against_reference(const Case& k, bool bias) {
   INFO("n=" << k.n << " c=" << k.c << " k=" << k.k << " " << k.h << "×" << k.w << " kernel " << k.r << "×" << k.s
             << " stride (" << k.stride_h << "," << k.stride_w << ") pad (" << k.pad_h << "," << k.pad_w
             << ") bias " << bias);
-  Tensor x = random_tensor({k.n, k.c, k.h, k.w}, kSeed, 1).set_requires_grad(true);
-  Tensor w = random_tensor({k.k, k.c, k.r, k.s}, kSeed, 2).set_requires_grad(true);
-  Tensor b = bias ? random_tensor({k.k}, kSeed, 3).set_requires_grad(true) : Tensor();
-  Tensor dy = random_tensor({k.n, k.k, k.p(), k.q()}, kSeed, 4);
-  const Reference ref = reference_conv(k, x.to_vector<double>(), w.to_vector<double>(),
+  Tensor x = random_tensor({k.n, k.c, k.h, k.w}, kConvSeed, 1).set_requires_grad(true);
+  Tensor w = random_tensor({k.k, k.c, k.r, k.s}, kConvSeed, 2).set_requires_grad(true);
+  Tensor b = bias ? random_tensor({k.k}, kConvSeed, 3).set_requires_grad(true) : Tensor();
+  Tensor dy = random_tensor({k.n, k.k, k.p(), k.q()}, kConvSeed, 4);
+  const ConvReference ref = reference_conv(k, x.to_vector<double>(), w.to_vector<double>(),
                                        bias ? b.to_vector<double>() : std::vector<double>{}, dy.to_vector<double>());
 
   Tensor y = conv2d(x, w, b, k.stride_h, k.stride_w, k.pad_h, k.pad_w);
@@ -166,8 +166,8 @@ namespace {
 // Which kernel families ran for the three directions of one r×r convolution of size-preserving
 // padding on hw×hw images.
 std::vector<std::string> families_run(int64_t c, int64_t k, int64_t r = 3, int64_t hw = 6) {
-  Tensor x = random_tensor({2, c, hw, hw}, kSeed, 31).set_requires_grad(true);
-  Tensor w = random_tensor({k, c, r, r}, kSeed, 32).set_requires_grad(true);
+  Tensor x = random_tensor({2, c, hw, hw}, kConvSeed, 31).set_requires_grad(true);
+  Tensor w = random_tensor({k, c, r, r}, kConvSeed, 32).set_requires_grad(true);
   set_kernel_log_enabled(true);
   const int64_t pad = r / 2;
   conv2d(x, w, Tensor(), 1, 1, pad, pad).backward(Tensor::full({2, k, hw, hw}, 1.0, DType::Float64));
@@ -217,8 +217,8 @@ TEST_CASE("conv2d direct loops for few input channels match the reference on awk
 
 TEST_CASE("nnlab explain names the direct loops' layout: channels in the lanes for lenet5's forward and filter gradient", "[conv2d][direct]") {
   ConvImplScope automatic(ConvImpl::Auto);
-  Tensor x = random_tensor({2, 6, 14, 14}, kSeed, 41).set_requires_grad(true);
-  Tensor w = random_tensor({16, 6, 5, 5}, kSeed, 42).set_requires_grad(true);
+  Tensor x = random_tensor({2, 6, 14, 14}, kConvSeed, 41).set_requires_grad(true);
+  Tensor w = random_tensor({16, 6, 5, 5}, kConvSeed, 42).set_requires_grad(true);
   set_kernel_log_enabled(true);
   conv2d(x, w, Tensor(), 1, 1, 0, 0).backward(Tensor::full({2, 16, 10, 10}, 1.0, DType::Float64));
   set_kernel_log_enabled(false);
@@ -257,9 +257,9 @@ TEST_CASE("conv2d picks Winograd and direct loops only where they apply, im2col 
 }
 
 TEST_CASE("conv2d gradients flow only where asked", "[conv2d]") {
-  Tensor x = random_tensor({2, 1, 6, 6}, kSeed, 21);
-  Tensor w = random_tensor({4, 1, 3, 3}, kSeed, 22).set_requires_grad(true);
-  Tensor b = random_tensor({4}, kSeed, 23).set_requires_grad(true);
+  Tensor x = random_tensor({2, 1, 6, 6}, kConvSeed, 21);
+  Tensor w = random_tensor({4, 1, 3, 3}, kConvSeed, 22).set_requires_grad(true);
+  Tensor b = random_tensor({4}, kConvSeed, 23).set_requires_grad(true);
   conv2d(x, w, b, 1, 1).backward(Tensor::full({2, 4, 6, 6}, 1.0, DType::Float64));
   CHECK_FALSE(x.grad().defined());
   REQUIRE(w.grad().defined());

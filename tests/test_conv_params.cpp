@@ -27,7 +27,7 @@ using nnlab_test::random_tensor;
 
 namespace {
 
-constexpr uint64_t kSeed = 91;
+constexpr uint64_t kConvParamsSeed = 91;
 
 Conv2dGeometry geometry(int64_t n, int64_t c, int64_t hw, int64_t k, int64_t kernel, int64_t stride, int64_t pad) {
   const int64_t out = (hw + 2 * pad - kernel) / stride + 1;
@@ -54,8 +54,8 @@ TEST_CASE("the filter gradient's bias sums equal bias_backward bit for bit on ev
                                  << (dtype == DType::Float32 ? "float32" : "float64") << ", " << threads
                                  << " threads");
           set_cpu_threads(threads);
-          const Tensor x = random_tensor({g.n, g.c, g.h, g.w}, kSeed, 1, dtype);
-          const Tensor dy = random_tensor({g.n, g.k, g.p, g.q}, kSeed, 2, dtype);
+          const Tensor x = random_tensor({g.n, g.c, g.h, g.w}, kConvParamsSeed, 1, dtype);
+          const Tensor dy = random_tensor({g.n, g.k, g.p, g.q}, kConvParamsSeed, 2, dtype);
           Tensor dw = Tensor::empty({g.k, g.c, g.r, g.s}, dtype), db = Tensor::empty({g.k}, dtype);
           {
             KernelLogScope log;
@@ -79,8 +79,8 @@ TEST_CASE("the filter gradient's bias sums equal bias_backward bit for bit on ev
   set_conv_impl(ConvImpl::Reference);
   {
     const Conv2dGeometry g = cases[1];
-    const Tensor x = random_tensor({g.n, g.c, g.h, g.w}, kSeed, 1, DType::Float32);
-    const Tensor dy = random_tensor({g.n, g.k, g.p, g.q}, kSeed, 2, DType::Float32);
+    const Tensor x = random_tensor({g.n, g.c, g.h, g.w}, kConvParamsSeed, 1, DType::Float32);
+    const Tensor dy = random_tensor({g.n, g.k, g.p, g.q}, kConvParamsSeed, 2, DType::Float32);
     Tensor dw = Tensor::empty({g.k, g.c, g.r, g.s}), db = Tensor::empty({g.k}), db_plain = Tensor::empty({g.k});
     nnlab_test::conv_backward_filter(cpu, g, dy, x, dw, &db);
     cpu.bias_backward(dy, db_plain, g.p * g.q);
@@ -96,19 +96,19 @@ TEST_CASE("the filter gradient's bias sums equal bias_backward bit for bit on ev
 TEST_CASE("Conv2d's weight and bias gradients come from one call and equal the separate ops", "[conv2d]") {
   for (int threads : {1, 2}) {
     set_cpu_threads(threads);
-    Tensor x = random_tensor({4, 6, 14, 14}, kSeed, 3, DType::Float32);
-    Tensor w = random_tensor({16, 6, 5, 5}, kSeed, 4, DType::Float32), b = random_tensor({16}, kSeed, 5, DType::Float32);
+    Tensor x = random_tensor({4, 6, 14, 14}, kConvParamsSeed, 3, DType::Float32);
+    Tensor w = random_tensor({16, 6, 5, 5}, kConvParamsSeed, 4, DType::Float32), b = random_tensor({16}, kConvParamsSeed, 5, DType::Float32);
     for (Tensor* t : {&x, &w, &b}) t->set_requires_grad(true);
     std::vector<std::string> families;
     {
       KernelLogScope log;
       const Tensor y = conv2d(x, w, b, 1, 1, 0, 0);
-      y.backward(random_tensor(y.shape(), kSeed, 6, DType::Float32));
+      y.backward(random_tensor(y.shape(), kConvParamsSeed, 6, DType::Float32));
       for (const KernelCall& call : take_kernel_calls()) families.push_back(call.family);
     }
     CHECK(std::count(families.begin(), families.end(), "bias_backward") == 0);
     const Conv2dGeometry g = geometry(4, 6, 14, 16, 5, 1, 0);
-    const Tensor dy = random_tensor({4, 16, 10, 10}, kSeed, 6, DType::Float32);
+    const Tensor dy = random_tensor({4, 16, 10, 10}, kConvParamsSeed, 6, DType::Float32);
     Backend& cpu = backend_for(Device::cpu());
     Tensor db = Tensor::empty({16}), dw = Tensor::empty(w.shape()), dx = Tensor::empty(x.shape());
     cpu.bias_backward(dy, db, 100);

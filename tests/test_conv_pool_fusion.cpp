@@ -27,7 +27,7 @@ using nnlab_test::for_each_cpu_isa;
 using nnlab_test::random_tensor;
 using nnlab_test::run_order_names;
 
-constexpr uint64_t kSeed = 83;
+constexpr uint64_t kPoolFusionSeed = 83;
 
 // body(setting, dtype) for 1 and 2 threads, each instruction set this CPU has, float32 and
 // float64; setting names the first three for INFO. The default thread count comes back after.
@@ -84,9 +84,9 @@ TEST_CASE("conv2d with a max-pool epilogue equals conv2d, then max_pool2d_relu, 
     for (const Case& c : cases) {
       INFO(setting << c.n << "×" << c.c << "×" << c.hw << "² → " << c.k << " pad " << c.pad << ", pool "
                    << c.pool_kernel << " stride " << c.pool_stride);
-      Tensor x = random_tensor({c.n, c.c, c.hw, c.hw}, kSeed, 1, dtype);
-      Tensor w = random_tensor({c.k, c.c, 3, 3}, kSeed, 2, dtype);
-      Tensor b = random_tensor({c.k}, kSeed, 3, dtype);
+      Tensor x = random_tensor({c.n, c.c, c.hw, c.hw}, kPoolFusionSeed, 1, dtype);
+      Tensor w = random_tensor({c.k, c.c, 3, 3}, kPoolFusionSeed, 2, dtype);
+      Tensor b = random_tensor({c.k}, kPoolFusionSeed, 3, dtype);
       for (Tensor* t : {&x, &w, &b}) t->set_requires_grad(true);
       Tensor y_fused;
       {
@@ -94,7 +94,7 @@ TEST_CASE("conv2d with a max-pool epilogue equals conv2d, then max_pool2d_relu, 
         y_fused = conv2d(x, w, b, 1, c.pad, Epilogue::relu_max_pool(c.pool_kernel, c.pool_stride, 0));
         for (const KernelCall& call : take_kernel_calls()) kernels.insert(call.family);
       }
-      const Tensor dy = random_tensor(y_fused.shape(), kSeed, 4, dtype);
+      const Tensor dy = random_tensor(y_fused.shape(), kPoolFusionSeed, 4, dtype);
       {
         KernelLogScope log;
         y_fused.backward(dy);
@@ -145,16 +145,16 @@ TEST_CASE("conv2d's max-pool epilogue of a first layer (no input gradient) equal
     for (const Case& c : cases) {
       INFO(setting << c.n << "×" << c.c << "×" << c.hw << "² → " << c.k << ", " << c.r << "×" << c.r << " pad "
                    << c.pad);
-      const Tensor x = random_tensor({c.n, c.c, c.hw, c.hw}, kSeed, 5, dtype);
-      Tensor w = random_tensor({c.k, c.c, c.r, c.r}, kSeed, 6, dtype);
-      Tensor b = random_tensor({c.k}, kSeed, 7, dtype);
+      const Tensor x = random_tensor({c.n, c.c, c.hw, c.hw}, kPoolFusionSeed, 5, dtype);
+      Tensor w = random_tensor({c.k, c.c, c.r, c.r}, kPoolFusionSeed, 6, dtype);
+      Tensor b = random_tensor({c.k}, kPoolFusionSeed, 7, dtype);
       w.set_requires_grad(true);
       b.set_requires_grad(true);
       Tensor y_fused;
       {
         KernelLogScope log;
         y_fused = conv2d(x, w, b, 1, c.pad, Epilogue::relu_max_pool(2, 2, 0));
-        const Tensor dy = random_tensor(y_fused.shape(), kSeed, 8, dtype);
+        const Tensor dy = random_tensor(y_fused.shape(), kPoolFusionSeed, 8, dtype);
         y_fused.backward(dy);
         for (const KernelCall& call : take_kernel_calls()) kernels.insert(call.family);
       }
@@ -162,7 +162,7 @@ TEST_CASE("conv2d's max-pool epilogue of a first layer (no input gradient) equal
       w.set_grad(Tensor());
       b.set_grad(Tensor());
       Tensor y_plain = max_pool2d_relu(conv2d(x, w, b, 1, c.pad), 2, 2, 0);
-      y_plain.backward(random_tensor(y_plain.shape(), kSeed, 8, dtype));
+      y_plain.backward(random_tensor(y_plain.shape(), kPoolFusionSeed, 8, dtype));
       CHECK(y_fused.to_vector<double>() == y_plain.to_vector<double>());
       CHECK(w_fused == w.grad().to_vector<double>());
       CHECK(b_fused == b.grad().to_vector<double>());

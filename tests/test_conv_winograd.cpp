@@ -28,7 +28,7 @@ using nnlab_test::require_close_to_scale;
 
 namespace {
 
-constexpr uint64_t kSeed = 91;
+constexpr uint64_t kWinogradSeed = 91;
 
 Conv2dGeometry geometry(int64_t n, int64_t c, int64_t k, int64_t h, int64_t w, int64_t pad_h, int64_t pad_w) {
   return {n, c, h, w, k, 3, 3, 1, 1, pad_h, pad_w, h + 2 * pad_h - 2, w + 2 * pad_w - 2};
@@ -39,8 +39,8 @@ Conv2dGeometry geometry(int64_t n, int64_t c, int64_t k, int64_t h, int64_t w, i
 void check_tile(const Conv2dGeometry& g, cpu::WinogradTile tile, DType dtype, double eps) {
   INFO(cpu::winograd_tile_name(tile) << " " << dtype_name(dtype) << " n=" << g.n << " c=" << g.c << " k=" << g.k
                                      << " " << g.h << "×" << g.w << " pad (" << g.pad_h << "," << g.pad_w << ")");
-  const Tensor x = random_tensor({g.n, g.c, g.h, g.w}, kSeed, 1), w = random_tensor({g.k, g.c, 3, 3}, kSeed, 2);
-  const Tensor b = random_tensor({g.k}, kSeed, 3), dy = random_tensor({g.n, g.k, g.p, g.q}, kSeed, 4);
+  const Tensor x = random_tensor({g.n, g.c, g.h, g.w}, kWinogradSeed, 1), w = random_tensor({g.k, g.c, 3, 3}, kWinogradSeed, 2);
+  const Tensor b = random_tensor({g.k}, kWinogradSeed, 3), dy = random_tensor({g.n, g.k, g.p, g.q}, kWinogradSeed, 4);
   Tensor y_ref = Tensor::empty({g.n, g.k, g.p, g.q}, DType::Float64), dx_ref = Tensor::empty(x.shape(), DType::Float64),
          dw_ref = Tensor::empty(w.shape(), DType::Float64);
   cpu::conv2d_reference_forward(g, x, w, &b, y_ref);

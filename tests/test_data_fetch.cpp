@@ -10,12 +10,7 @@
 #include <filesystem>
 #include <fstream>
 
-#define STB_IMAGE_WRITE_IMPLEMENTATION
-#define STB_IMAGE_WRITE_STATIC
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wmissing-field-initializers"
-#include <stb_image_write.h>
-#pragma GCC diagnostic pop
+#include <stb_image_write.h>  // its implementation: stb_image_write_impl.cpp
 
 #include "datasets/cifar10.h"
 #include "datasets/cifar10_png.h"
@@ -30,13 +25,9 @@ using namespace nnlab;
 namespace fs = std::filesystem;
 using Bytes = std::vector<uint8_t>;
 using Members = std::vector<std::pair<std::string, Bytes>>;
+using nnlab_test::write_bytes;
 
 namespace {
-
-void write_bytes(const std::string& path, const Bytes& b) {
-  std::ofstream out(path, std::ios::binary);
-  out.write(reinterpret_cast<const char*>(b.data()), static_cast<std::streamsize>(b.size()));
-}
 
 Bytes read_bytes(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
@@ -236,12 +227,14 @@ TEST_CASE("data fetch: CIFAR-10 batches are rebuilt from the PNG form bit for bi
           record_file.push_back(v);
         }
     }
-    int png_size = 0;
-    unsigned char* png = stbi_write_png_to_mem(rgb.data(), kPlane * 3, kPlane, kPerBatch, 3, &png_size);
-    REQUIRE(png != nullptr);
+    Bytes png;
+    const auto append = [](void* to, void* data, int size) {
+      const auto* bytes = static_cast<const uint8_t*>(data);
+      static_cast<Bytes*>(to)->insert(static_cast<Bytes*>(to)->end(), bytes, bytes + size);
+    };
+    REQUIRE(stbi_write_png_to_func(append, &png, kPlane, kPerBatch, 3, rgb.data(), kPlane * 3) != 0);
     const std::string stem = b < 5 ? "data_batch_" + std::to_string(b + 1) : "test_batch";
-    members.emplace_back("package/" + stem + ".png", Bytes(png, png + png_size));
-    STBIW_FREE(png);
+    members.emplace_back("package/" + stem + ".png", png);
     spec.files[b] = {stem + ".bin", sha256(record_file), static_cast<long long>(record_file.size())};
   }
   std::string test_list;

@@ -20,11 +20,11 @@
 
 namespace fs = std::filesystem;
 using nnlab_test::CliResult;
+using nnlab_test::kFashion;
 using nnlab_test::step_losses;
 using nnlab_test::TempDir;
 
 namespace {
-const char* kFashion = "/usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz";
 }
 
 TEST_CASE("distributed: batch slices cover the batch, differ by at most one, and are contiguous", "[distributed]") {

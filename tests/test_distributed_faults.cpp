@@ -14,10 +14,10 @@
 
 namespace fs = std::filesystem;
 using nnlab_test::CliResult;
+using nnlab_test::kFashion;
 using nnlab_test::TempDir;
 
 namespace {
-const char* kFashion = "/usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz";
 }  // namespace
 
 TEST_CASE("distributed: a 2-rank checkpoint resumes bit for bit on 2 ranks, and on 1 rank", "[distributed][mpi]") {

@@ -32,7 +32,7 @@ using nnlab_test::read_text;
 namespace {
 
 // The seed of every random tensor in this file.
-constexpr uint64_t kSeed = 42;
+constexpr uint64_t kExplainSeed = 42;
 
 // Restores the process-wide convolution choice however a test section ends.
 struct ConvImplGuard {
@@ -60,7 +60,7 @@ ConvGrads run_conv(ConvImpl impl, const Tensor& x, const Tensor& w, const Tensor
   set_conv_impl(impl);
   for (const Tensor* t : {&x, &w, &b}) const_cast<Tensor*>(t)->set_grad(Tensor());
   Tensor y = conv2d(x, w, b, stride, stride, pad, pad);
-  const Tensor dy = random_tensor(y.shape(), kSeed, 99, y.dtype());
+  const Tensor dy = random_tensor(y.shape(), kExplainSeed, 99, y.dtype());
   sum(mul(y, dy)).backward();
   return {y, x.grad(), w.grad(), b.grad()};
 }
@@ -79,9 +79,9 @@ TEST_CASE("reference convolution equals im2col on random shapes, float64 and flo
     uint32_t stream = 0;
     for (const Case& c : cases) {
       CAPTURE(dtype_name(dtype), c.n, c.c, c.h, c.w, c.k, c.r, c.s, c.stride, c.pad);
-      const Tensor x = random_tensor({c.n, c.c, c.h, c.w}, kSeed, stream++, dtype).set_requires_grad(true);
-      const Tensor w = random_tensor({c.k, c.c, c.r, c.s}, kSeed, stream++, dtype).set_requires_grad(true);
-      const Tensor b = random_tensor({c.k}, kSeed, stream++, dtype).set_requires_grad(true);
+      const Tensor x = random_tensor({c.n, c.c, c.h, c.w}, kExplainSeed, stream++, dtype).set_requires_grad(true);
+      const Tensor w = random_tensor({c.k, c.c, c.r, c.s}, kExplainSeed, stream++, dtype).set_requires_grad(true);
+      const Tensor b = random_tensor({c.k}, kExplainSeed, stream++, dtype).set_requires_grad(true);
       const ConvGrads ref = run_conv(ConvImpl::Reference, x, w, b, c.stride, c.pad);
       const ConvGrads fast = run_conv(ConvImpl::Im2col, x, w, b, c.stride, c.pad);
       REQUIRE(ref.y.shape() == fast.y.shape());
@@ -95,8 +95,8 @@ TEST_CASE("reference convolution equals im2col on random shapes, float64 and flo
 
 TEST_CASE("cudnn cannot be selected on the CPU, and the old names of auto are refused", "[explain]") {
   ConvImplGuard guard;
-  const Tensor x = random_tensor({1, 1, 4, 4}, kSeed, 1, DType::Float32).set_requires_grad(true);
-  const Tensor w = random_tensor({1, 1, 3, 3}, kSeed, 2, DType::Float32).set_requires_grad(true);
+  const Tensor x = random_tensor({1, 1, 4, 4}, kExplainSeed, 1, DType::Float32).set_requires_grad(true);
+  const Tensor w = random_tensor({1, 1, 3, 3}, kExplainSeed, 2, DType::Float32).set_requires_grad(true);
   set_conv_impl(ConvImpl::Cudnn);
   REQUIRE_THROWS_WITH(conv2d(x, w, Tensor(), 1, 1, 0, 0), Catch::Contains("cudnn runs on CUDA only"));
   REQUIRE_THROWS_WITH(parse_conv_impl("fft"), Catch::Contains("unknown convolution implementation 'fft'"));
@@ -129,8 +129,8 @@ TEST_CASE("the GEMM ladder (--gemm-impl) is CUDA's: refused on the CPU, and unkn
 }
 
 TEST_CASE("the kernel log records BLAS calls only while it is on", "[explain]") {
-  const Tensor a = random_tensor({3, 5}, kSeed, 3, DType::Float32).set_requires_grad(true);
-  const Tensor b = random_tensor({5, 2}, kSeed, 4, DType::Float32).set_requires_grad(true);
+  const Tensor a = random_tensor({3, 5}, kExplainSeed, 3, DType::Float32).set_requires_grad(true);
+  const Tensor b = random_tensor({5, 2}, kExplainSeed, 4, DType::Float32).set_requires_grad(true);
   const Tensor a64 = a.to(DType::Float64), b64 = b.to(DType::Float64);
   take_kernel_calls();
   matmul(a, b);

@@ -17,13 +17,7 @@
 #include "datasets/image_folder.h"
 #include "datasets/image_io.h"
 
-#define STB_IMAGE_WRITE_IMPLEMENTATION
-#define STB_IMAGE_WRITE_STATIC
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wunused-function"
-#pragma GCC diagnostic ignored "-Wmissing-field-initializers"
-#include <stb_image_write.h>
-#pragma GCC diagnostic pop
+#include <stb_image_write.h>  // its implementation: stb_image_write_impl.cpp
 
 using namespace nnlab;
 namespace fs = std::filesystem;

@@ -9,19 +9,14 @@
 #include "core/random.h"
 #include "layers/model_file.h"
 #include "layers/zoo.h"
+#include "model_support.h"
 #include "test_support.h"
 
 using namespace nnlab;
+using nnlab_test::kMnist;
+using nnlab_test::names_of;
 
 namespace {
-
-const InputSpec kMnist{1, 28, 28, 10};
-
-std::vector<std::string> names_of(const Module& m) {
-  std::vector<std::string> out;
-  for (const auto& [name, t] : m.named_parameters()) out.push_back(name);
-  return out;
-}
 
 ModelFile from_text(const std::string& text) { return parse_model_file(text, "model file test.json", "test"); }
 

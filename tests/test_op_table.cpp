@@ -17,7 +17,7 @@
 using namespace nnlab_test;
 
 namespace {
-constexpr uint64_t kSeed = 2024;
+constexpr uint64_t kOpTableSeed = 2024;
 }  // namespace
 
 // Complete by construction: every differentiable op autograd/ops.h declares (a function
@@ -48,7 +48,7 @@ TEST_CASE("op table: every op autograd/ops.h declares has an entry", "[ops][op_t
 TEST_CASE("op table: forward matches the naive reference in float64 and float32", "[ops][op_table]") {
   for (const OpCase& c : op_cases()) {
     DYNAMIC_SECTION(c.name) {
-      const std::vector<Tensor> inputs = draw_inputs(c, kSeed, DType::Float64);
+      const std::vector<Tensor> inputs = draw_inputs(c, kOpTableSeed, DType::Float64);
       HostInputs host;
       for (const Tensor& t : inputs) host.push_back(t.to_vector<double>());
       const Reference ref = c.reference(host);
@@ -68,7 +68,7 @@ TEST_CASE("op table: forward matches the naive reference in float64 and float32"
 TEST_CASE("op table: gradients pass gradcheck in float64 and float32 follows them", "[ops][op_table][gradcheck]") {
   for (const OpCase& c : op_cases()) {
     DYNAMIC_SECTION(c.name) {
-      const std::vector<Tensor> inputs = draw_inputs(c, kSeed, DType::Float64);
+      const std::vector<Tensor> inputs = draw_inputs(c, kOpTableSeed, DType::Float64);
       const nnlab::GradcheckResult r =
           nnlab::gradcheck(c.run, leaves_as(c, inputs, DType::Float64), c.gradcheck.eps, c.gradcheck.atol,
                            c.gradcheck.rtol);
@@ -79,7 +79,7 @@ TEST_CASE("op table: gradients pass gradcheck in float64 and float32 follows the
       const std::vector<Tensor> in64 = leaves_as(c, inputs, DType::Float64);
       const std::vector<Tensor> in32 = leaves_as(c, inputs, DType::Float32);
       const Tensor y64 = c.run(in64), y32 = c.run(in32);
-      const Tensor dy = random_tensor(y64.shape(), kSeed, 1000);
+      const Tensor dy = random_tensor(y64.shape(), kOpTableSeed, 1000);
       y64.backward(dy);
       y32.backward(dy.to(DType::Float32));
       for (size_t i = 0; i < inputs.size(); ++i) {

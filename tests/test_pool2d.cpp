@@ -26,7 +26,7 @@ using nnlab_test::random_tensor;
 namespace {
 
 // The seed of every random tensor in this file.
-constexpr uint64_t kSeed = 7;
+constexpr uint64_t kPoolSeed = 7;
 
 // Distinct values at least 0.01 apart (a shuffled ramp), so no window holds a tie and a
 // finite-difference step cannot change which cell wins a max.
@@ -68,7 +68,7 @@ TEST_CASE("max_pool2d and avg_pool2d match the definition in float64 and float32
     for (const PoolCase& pc : kCases) {
       INFO((max ? "max" : "avg") << " n" << pc.n << " c" << pc.c << " " << pc.h << "x" << pc.w << " k" << pc.kernel
                                  << " s" << pc.stride << " p" << pc.padding);
-      const Tensor x = random_tensor({pc.n, pc.c, pc.h, pc.w}, kSeed, 1);
+      const Tensor x = random_tensor({pc.n, pc.c, pc.h, pc.w}, kPoolSeed, 1);
       const std::vector<double> want =
           nnlab_test::naive_pool2d(x.to_vector<double>(), x.shape(), pc.kernel, pc.stride, pc.padding, max);
       const Tensor y = run_pool(max, x, pc);
@@ -112,7 +112,7 @@ TEST_CASE("max_pool2d 2x2: the winner of each window gets dy, every other cell 0
       const Tensor x64 = tie_free_tensor({n, c, h, w}, static_cast<uint32_t>(w));
       Tensor x = x64.to(dtype).set_requires_grad(true);
       Tensor y = max_pool2d(x, 2, 2, 0);
-      const Tensor dy = random_tensor(y.shape(), kSeed, 50 + static_cast<uint32_t>(w), dtype);
+      const Tensor dy = random_tensor(y.shape(), kPoolSeed, 50 + static_cast<uint32_t>(w), dtype);
       y.backward(dy);
       const std::vector<double> xv = x64.to_vector<double>(), yv = y.to_vector<double>();
       const std::vector<double> dyv = dy.to_vector<double>(), dxv = x.grad().to_vector<double>();
@@ -149,7 +149,7 @@ TEST_CASE("max_pool2d 2x2 in float32 picks the same winners as float64: ties, Na
     const std::vector<double> a = y32.to_vector<double>(), b = y64.to_vector<double>();
     REQUIRE(a.size() == b.size());
     for (size_t i = 0; i < a.size(); ++i) CHECK((a[i] == b[i] || (std::isnan(a[i]) && std::isnan(b[i]))));
-    const Tensor dy = random_tensor(y64.shape(), kSeed, 60 + static_cast<uint32_t>(w), DType::Float32);  // exact in both
+    const Tensor dy = random_tensor(y64.shape(), kPoolSeed, 60 + static_cast<uint32_t>(w), DType::Float32);  // exact in both
     y32.backward(dy);
     y64.backward(dy.to(DType::Float64));
     CHECK(x32.grad().to_vector<double>() == x64.grad().to_vector<double>());
@@ -157,7 +157,7 @@ TEST_CASE("max_pool2d 2x2 in float32 picks the same winners as float64: ties, Na
 }
 
 TEST_CASE("adaptive_avg_pool2d_1x1 is the mean of each plane", "[pool2d]") {
-  const Tensor x = random_tensor({3, 13, 5, 7}, kSeed, 5);
+  const Tensor x = random_tensor({3, 13, 5, 7}, kPoolSeed, 5);
   const Tensor y = adaptive_avg_pool2d_1x1(x);
   REQUIRE(y.shape() == Shape{3, 13, 1, 1});
   const std::vector<double> xv = x.to_vector<double>(), yv = y.to_vector<double>();
@@ -168,16 +168,16 @@ TEST_CASE("adaptive_avg_pool2d_1x1 is the mean of each plane", "[pool2d]") {
   const Tensor y32 = adaptive_avg_pool2d_1x1(x.to(DType::Float32));
   check_max_rel(y32.to_vector<double>(), yv, 1e-4);
 
-  Tensor xg = random_tensor({2, 3, 4, 5}, kSeed, 6).set_requires_grad(true);
+  Tensor xg = random_tensor({2, 3, 4, 5}, kPoolSeed, 6).set_requires_grad(true);
   auto r = gradcheck([](const std::vector<Tensor>& in) { return adaptive_avg_pool2d_1x1(in[0]); }, {xg});
   INFO(r.report);
   CHECK(r.ok);
 }
 
 TEST_CASE("pooling rejects bad geometry with a message naming the op", "[pool2d]") {
-  const Tensor x = random_tensor({1, 2, 6, 6}, kSeed, 8);
+  const Tensor x = random_tensor({1, 2, 6, 6}, kPoolSeed, 8);
   CHECK_THROWS_WITH(max_pool2d(x, 3, 1, 2), Catch::Contains("max_pool2d") && Catch::Contains("half the kernel"));
-  CHECK_THROWS_WITH(avg_pool2d(random_tensor({2, 6, 6}, kSeed, 9), 2), Catch::Contains("(n, c, h, w)"));
+  CHECK_THROWS_WITH(avg_pool2d(random_tensor({2, 6, 6}, kPoolSeed, 9), 2), Catch::Contains("(n, c, h, w)"));
   CHECK_THROWS_WITH(max_pool2d(x, 7), Catch::Contains("does not fit"));
   CHECK_THROWS_WITH(avg_pool2d(x, 0), Catch::Contains("avg_pool2d"));
   CHECK_THROWS_AS(MaxPool2d(2, 2, 2), Error);
@@ -185,7 +185,7 @@ TEST_CASE("pooling rejects bad geometry with a message naming the op", "[pool2d]
 }
 
 TEST_CASE("pooling layers wrap the ops", "[pool2d][layers]") {
-  const Tensor x = random_tensor({2, 3, 8, 8}, kSeed, 10);
+  const Tensor x = random_tensor({2, 3, 8, 8}, kPoolSeed, 10);
   MaxPool2d mp(2);
   CHECK(mp.describe() == "MaxPool2d(kernel_size=2, stride=2, padding=0)");
   CHECK(mp.forward(x).to_vector<double>() == max_pool2d(x, 2, 2, 0).to_vector<double>());
@@ -205,7 +205,7 @@ namespace {
 void check_fused_pairs(Sequential& model, const Shape& shape, DType dtype) {
   INFO("input " << shape[0] << "×" << shape[1] << "×" << shape[2] << "×" << shape[3] << " "
                 << (dtype == DType::Float32 ? "float32" : "float64"));
-  Tensor x = random_tensor(shape, kSeed, 41, DType::Float64);
+  Tensor x = random_tensor(shape, kPoolSeed, 41, DType::Float64);
   std::vector<double> values = x.to_vector<double>();
   for (size_t i = 0; i < values.size(); i += 3) values[i] = i % 2 ? 0.0 : values[i / 2];  // ties
   Tensor x_fused = Tensor::from_vector(values, shape).to(dtype), x_plain = Tensor::from_vector(values, shape).to(dtype);
@@ -214,7 +214,7 @@ void check_fused_pairs(Sequential& model, const Shape& shape, DType dtype) {
   Tensor y_plain = x_plain;
   for (const auto& [name, layer] : model.children()) y_plain = layer->forward(y_plain);
   REQUIRE(y_fused.to_vector<double>() == y_plain.to_vector<double>());
-  Tensor dy = random_tensor(y_fused.shape(), kSeed, 42, dtype);
+  Tensor dy = random_tensor(y_fused.shape(), kPoolSeed, 42, dtype);
   y_fused.backward(dy);
   y_plain.backward(dy);
   CHECK(x_fused.grad().to_vector<double>() == x_plain.grad().to_vector<double>());

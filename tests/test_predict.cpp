@@ -12,13 +12,7 @@
 #include "cli_support.h"
 #include "datasets/dataset.h"
 
-#define STB_IMAGE_WRITE_IMPLEMENTATION
-#define STB_IMAGE_WRITE_STATIC
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wunused-function"
-#pragma GCC diagnostic ignored "-Wmissing-field-initializers"
-#include <stb_image_write.h>
-#pragma GCC diagnostic pop
+#include <stb_image_write.h>  // its implementation: stb_image_write_impl.cpp
 
 namespace fs = std::filesystem;
 using nnlab_test::SplitResult;

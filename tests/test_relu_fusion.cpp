@@ -34,7 +34,7 @@ using nnlab_test::run_order_names;
 
 namespace {
 
-constexpr uint64_t kSeed = 77;
+constexpr uint64_t kReluFusionSeed = 77;
 
 // One model's parameters' gradients, in registration order, as doubles.
 std::vector<std::vector<double>> gradients_of(const Module& model) {
@@ -101,16 +101,16 @@ TEST_CASE("linear with a ReLU epilogue equals linear then relu bit for bit, forw
           set_cpu_isa(isa);
           set_cpu_threads(threads);
           Linear layer(LinearOptions{c.in, c.out, c.bias});
-          layer.initialize(kSeed);
+          layer.initialize(kReluFusionSeed);
           layer.to(dtype);
           Sequential fused;
           fused.add("fc", std::shared_ptr<Linear>(&layer, [](Linear*) {})).add("relu", std::make_shared<ReLU>());
           fuse_epilogues(fused);
           REQUIRE(run_order_names(fused) == std::vector<std::string>{"fc+relu"});
 
-          Tensor x = random_tensor({c.n, c.in}, kSeed, 1, dtype);
+          Tensor x = random_tensor({c.n, c.in}, kReluFusionSeed, 1, dtype);
           x.set_requires_grad(true);
-          const Tensor dy = random_tensor({c.n, c.out}, kSeed, 2, dtype);
+          const Tensor dy = random_tensor({c.n, c.out}, kReluFusionSeed, 2, dtype);
 
           Tensor y_fused = fused.forward(x);
           y_fused.backward(dy);
@@ -163,9 +163,9 @@ TEST_CASE("conv2d with a ReLU epilogue equals conv2d then relu bit for bit on ev
         INFO(cpu_isa_name(isa) << ": " << c.n << "×" << c.c << "×" << c.hw << "² → " << c.k << ", " << c.kernel
                                << "×" << c.kernel << " stride " << c.stride << " pad " << c.pad << ", "
                                << (dtype == DType::Float32 ? "float32" : "float64"));
-        Tensor x = random_tensor({c.n, c.c, c.hw, c.hw}, kSeed, 5, dtype);
-        Tensor w = random_tensor({c.k, c.c, c.kernel, c.kernel}, kSeed, 6, dtype);
-        Tensor b = random_tensor({c.k}, kSeed, 7, dtype);
+        Tensor x = random_tensor({c.n, c.c, c.hw, c.hw}, kReluFusionSeed, 5, dtype);
+        Tensor w = random_tensor({c.k, c.c, c.kernel, c.kernel}, kReluFusionSeed, 6, dtype);
+        Tensor b = random_tensor({c.k}, kReluFusionSeed, 7, dtype);
         for (Tensor* t : {&x, &w, &b}) t->set_requires_grad(true);
         Tensor y_fused;
         {
@@ -173,7 +173,7 @@ TEST_CASE("conv2d with a ReLU epilogue equals conv2d then relu bit for bit on ev
           y_fused = conv2d(x, w, b, c.stride, c.stride, c.pad, c.pad, Epilogue::relu());
           for (const KernelCall& call : take_kernel_calls()) kernels.insert(call.family);
         }
-        const Tensor dy = random_tensor(y_fused.shape(), kSeed, 8, dtype);
+        const Tensor dy = random_tensor(y_fused.shape(), kReluFusionSeed, 8, dtype);
         y_fused.backward(dy);
         std::vector<std::vector<double>> fused_grads, plain_grads;
         for (Tensor* t : {&x, &w, &b}) {
@@ -201,8 +201,8 @@ TEST_CASE("the CPU's fused ReLU and bias gradient equals its two kernels on any 
                           << " threads");
         set_cpu_threads(threads);
         const int64_t c = shape[1], inner = shape.size() == 4 ? shape[2] * shape[3] : 1;
-        const Tensor y = relu(random_tensor(shape, kSeed, 3, dtype));
-        const Tensor dy = random_tensor(shape, kSeed, 4, dtype);
+        const Tensor y = relu(random_tensor(shape, kReluFusionSeed, 3, dtype));
+        const Tensor dy = random_tensor(shape, kReluFusionSeed, 4, dtype);
         Tensor dz = Tensor::empty(shape, dtype), db = Tensor::empty({c}, dtype);
         cpu.relu_bias_backward(y, dy, dz, &db, inner);
         Tensor dz_plain = Tensor::empty(shape, dtype), db_plain = Tensor::empty({c}, dtype);
@@ -234,9 +234,9 @@ TEST_CASE("a first layer's fused ReLU, bias and filter gradient equals its two k
                                    << c.stride << ", " << (dtype == DType::Float32 ? "float32" : "float64") << ", "
                                    << threads << " threads, " << (with_bias ? "bias" : "no bias"));
             set_cpu_threads(threads);
-            const Tensor x = random_tensor({c.n, c.c, c.hw, c.hw}, kSeed, 9, dtype);
-            Tensor w = random_tensor({c.k, c.c, 3, 3}, kSeed, 10, dtype);
-            Tensor b = with_bias ? random_tensor({c.k}, kSeed, 11, dtype) : Tensor();
+            const Tensor x = random_tensor({c.n, c.c, c.hw, c.hw}, kReluFusionSeed, 9, dtype);
+            Tensor w = random_tensor({c.k, c.c, 3, 3}, kReluFusionSeed, 10, dtype);
+            Tensor b = with_bias ? random_tensor({c.k}, kReluFusionSeed, 11, dtype) : Tensor();
             w.set_requires_grad(true);
             if (with_bias) b.set_requires_grad(true);
             // Through autograd: x needs no gradient, so the node takes the fused call.
@@ -245,13 +245,13 @@ TEST_CASE("a first layer's fused ReLU, bias and filter gradient equals its two k
             {
               KernelLogScope log;
               y = conv2d(x, w, b, c.stride, c.stride, 1, 1, Epilogue::relu());
-              const Tensor dy = random_tensor(y.shape(), kSeed, 12, dtype);
+              const Tensor dy = random_tensor(y.shape(), kReluFusionSeed, 12, dtype);
               y.backward(dy);
               for (const KernelCall& call : take_kernel_calls()) kernels.push_back(call.family);
             }
             CHECK(std::none_of(kernels.begin(), kernels.end(),
                                [](const std::string& k) { return k.find("relu_bias_backward") != std::string::npos; }));
-            const Tensor dy = random_tensor(y.shape(), kSeed, 12, dtype);
+            const Tensor dy = random_tensor(y.shape(), kReluFusionSeed, 12, dtype);
             const Conv2dGeometry g{c.n, c.c, c.hw, c.hw, c.k, 3, 3, c.stride, c.stride, 1, 1, y.dim(2), y.dim(3)};
             Tensor dz = Tensor::empty(y.shape(), dtype), dw_plain = Tensor::empty(w.shape(), dtype);
             Tensor db_plain = Tensor::empty({c.k}, dtype);

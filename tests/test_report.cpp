@@ -14,20 +14,14 @@
 #include "cli_support.h"
 
 using nnlab_test::CliResult;
+using nnlab_test::count_of;
+using nnlab_test::kFashion;
 using nnlab_test::read_text;
 using nnlab_test::run_cli;
 using nnlab_test::TempDir;
 namespace fs = std::filesystem;
 
 namespace {
-
-const char* kFashion = "/usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz";
-
-size_t count_of(const std::string& text, const std::string& what) {
-  size_t n = 0;
-  for (size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) ++n;
-  return n;
-}
 
 void write_file(const std::string& path, const std::string& text) {
   std::ofstream out(path, std::ios::binary);

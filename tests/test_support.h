@@ -14,8 +14,10 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
 #include <string>
 #include <vector>
 
@@ -120,6 +122,19 @@ inline void require_close_to_scale(const std::vector<double>& got, const std::ve
   INFO(what << ": worst error " << worst << " of the scale " << scale << " at element " << worst_at << " (got "
             << (got.empty() ? 0 : got[worst_at]) << ", want " << (want.empty() ? 0 : want[worst_at]) << ")");
   REQUIRE(worst <= eps);
+}
+
+// How often `what` occurs in `text`, overlapping occurrences included.
+inline size_t count_of(const std::string& text, const std::string& what) {
+  size_t n = 0;
+  for (size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) ++n;
+  return n;
+}
+
+// Writes `bytes` to the file `path` as they are.
+inline void write_bytes(const std::string& path, const std::vector<uint8_t>& bytes) {
+  std::ofstream(path, std::ios::binary).write(reinterpret_cast<const char*>(bytes.data()),
+                                              static_cast<std::streamsize>(bytes.size()));
 }
 
 }  // namespace nnlab_test

@@ -8,17 +8,14 @@
 #include "devices/registry.h"
 #include "layers/batchnorm.h"
 #include "layers/zoo.h"
+#include "model_support.h"
 #include "optim/optimizer.h"
 
 using namespace nnlab;
+using nnlab_test::kMnist;
+using nnlab_test::names_of;
 
 namespace {
-
-std::vector<std::string> names_of(const Module& m) {
-  std::vector<std::string> out;
-  for (const auto& [name, t] : m.named_parameters()) out.push_back(name);
-  return out;
-}
 
 Tensor random_images(int64_t n, const InputSpec& in, uint32_t stream) {
   Tensor x = Tensor::empty({n, in.channels, in.height, in.width});
@@ -26,7 +23,6 @@ Tensor random_images(int64_t n, const InputSpec& in, uint32_t stream) {
   return x;
 }
 
-const InputSpec kMnist{1, 28, 28, 10};
 const InputSpec kCifar{3, 32, 32, 10};
 
 }  // namespace

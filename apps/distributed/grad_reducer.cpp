@@ -6,6 +6,7 @@
 
 #include <fmt/format.h>
 
+#include "apps/wall_time.h"
 #include "autograd/engine.h"
 #include "devices/registry.h"
 
@@ -13,7 +14,6 @@ namespace nnlab {
 
 namespace {
 using Clock = std::chrono::steady_clock;
-double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
 // Two more numbers to sum: this rank's share-weighted loss and its stop wish. The MPI path
 // carries them at the end of its last bucket; the NCCL path sums them with MPI on the host.
 constexpr int64_t kExtras = 2;
