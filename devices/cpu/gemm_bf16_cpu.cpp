@@ -162,9 +162,10 @@ void block(long depth, const Pair* a, long a_stride, const Pair* panel, float* c
       acc[r][0] = _mm512_add_ps(acc[r][0], bias0);
       acc[r][1] = _mm512_add_ps(acc[r][1], bias1);
     }
-    if (relu) {
-      acc[r][0] = _mm512_max_ps(acc[r][0], _mm512_setzero_ps());
-      acc[r][1] = _mm512_max_ps(acc[r][1], _mm512_setzero_ps());
+    if (relu) {  // the masked form with every lane set: GCC 12's plain _mm512_max_ps warns of its own
+                 // placeholder operand (-Wmaybe-uninitialized); the instruction is the same
+      acc[r][0] = _mm512_maskz_max_ps(__mmask16(0xFFFF), acc[r][0], _mm512_setzero_ps());
+      acc[r][1] = _mm512_maskz_max_ps(__mmask16(0xFFFF), acc[r][1], _mm512_setzero_ps());
     }
     _mm512_mask_storeu_ps(row, lanes0, acc[r][0]);
     _mm512_mask_storeu_ps(row + 16, lanes1, acc[r][1]);
