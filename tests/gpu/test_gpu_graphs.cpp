@@ -37,6 +37,8 @@ std::string checkpoint_tensor_bytes(const std::string& path) {
 // the first mode's, step for step, bit for bit, and so must its test accuracy and, with
 // same_checkpoints, the tensors of its last checkpoint (only where every kernel is the same
 // from run to run: cuDNN's algorithms are chosen by timing, and may differ in the last bit).
+// Batches of 8: what is under test is each mode's mechanism, which any batch shows, and on
+// the simulator under the sanitizers a step costs in proportion to its batch.
 void require_losses_equal_across_modes(const std::string& args, const std::vector<std::string>& modes,
                                        bool same_checkpoints = false) {
   namespace fs = std::filesystem;
@@ -47,7 +49,7 @@ void require_losses_equal_across_modes(const std::string& args, const std::vecto
   for (size_t m = 0; m < modes.size(); ++m) {
     const std::string metrics = (dir / (std::to_string(m) + ".jsonl")).string();
     const fs::path checkpoints = dir / std::to_string(m);
-    const nnlab_test::CliResult r = nnlab_test::run_cli("train --device cuda --batch 32 --max-steps 6 --epochs 1 "
+    const nnlab_test::CliResult r = nnlab_test::run_cli("train --device cuda --batch 8 --max-steps 6 --epochs 1 "
                                                         "--test-images 64 --metrics-every 1 --metrics " +
                                                         metrics + " --checkpoint-dir " + checkpoints.string() + " " +
                                                         args + " " + modes[m]);
