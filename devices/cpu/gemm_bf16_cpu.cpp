@@ -162,8 +162,9 @@ void block(long depth, const Pair* a, long a_stride, const Pair* panel, float* c
       acc[r][0] = _mm512_add_ps(acc[r][0], bias0);
       acc[r][1] = _mm512_add_ps(acc[r][1], bias1);
     }
-    if (relu) {  // the masked form with every lane set: GCC 12's plain _mm512_max_ps warns of its own
-                 // placeholder operand (-Wmaybe-uninitialized); the instruction is the same
+    // ReLU in the masked form with every lane set: the same instruction as _mm512_max_ps,
+    // whose GCC 12 definition makes -Wmaybe-uninitialized warn about its placeholder operand.
+    if (relu) {
       acc[r][0] = _mm512_maskz_max_ps(__mmask16(0xFFFF), acc[r][0], _mm512_setzero_ps());
       acc[r][1] = _mm512_maskz_max_ps(__mmask16(0xFFFF), acc[r][1], _mm512_setzero_ps());
     }
