@@ -25,12 +25,11 @@ bool use_data_on_device(const TrainConfig& c, const Device& device, const Datase
   NNLAB_CHECK(c.data_on_device == "auto" || c.data_on_device == "on" || c.data_on_device == "off",
               "--data-on-device must be auto, on or off, not '", c.data_on_device, "'");
   if (c.data_on_device == "off") return false;
-  const double gib = static_cast<double>(train.size() * train.channels() * train.height() * train.width()) * 4 /
-                     double(1 << 30);
+  const double gib = static_cast<double>(train.images.nbytes()) / double(1 << 30);  // as stored
   std::string obstacle;
   if (!device.is_cuda()) obstacle = "the run is on " + device.str();
   else if (ranks > 1) obstacle = "each rank of a data-parallel run loads its own share";
-  else if (c.data_on_device == "auto" && gib > 2.0) obstacle = "the set takes more than 2 GiB as float32";
+  else if (c.data_on_device == "auto" && gib > 2.0) obstacle = "the set takes more than 2 GiB";
   NNLAB_CHECK(obstacle.empty() || c.data_on_device != "on", "--data-on-device on: ", obstacle,
               " (use --data-on-device auto or off)");
   return obstacle.empty();

@@ -89,9 +89,9 @@ Trainer::Trainer(TrainConfig config) : config_(std::move(config)) {
   opts.resident = use_data_on_device(config_, device_, train_, world.size());
   loader_ = std::make_unique<DataLoader>(train_, opts);
   if (opts.resident)
-    spdlog::info("data on the device: the training set is on {} ({:.0f} MiB as float32), each batch gathered there",
-                 device_.str(), static_cast<double>(train_.size() * train_.channels() * train_.height() * train_.width()) *
-                                    4 / (1 << 20));
+    spdlog::info("data on the device: the training set is on {} ({:.0f} MiB as {}), each batch gathered and "
+                 "normalised there", device_.str(), static_cast<double>(train_.images.nbytes()) / (1 << 20),
+                 dtype_name(train_.images.dtype()));
   std::vector<std::string> parameter_names;  // in the optimizer's order (Module::parameters)
   for (const auto& [name, p] : model_->named_parameters()) parameter_names.push_back(name);
   guard_ = std::make_unique<NonFiniteGuard>(device_, std::move(parameter_names), loader_->steps_per_epoch(),

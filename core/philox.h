@@ -11,11 +11,7 @@
 #pragma once
 #include <cstdint>
 
-#if defined(__CUDACC__)
-#define NNLAB_HOST_DEVICE __host__ __device__ __forceinline__
-#else
-#define NNLAB_HOST_DEVICE inline
-#endif
+#include "core/host_device.h"
 
 namespace nnlab {
 

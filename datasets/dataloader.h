@@ -43,9 +43,9 @@ struct DataLoaderOptions {
   Augmentation augment;
   bool prefetch = true;            // a background thread prepares the next batch
   Device device = Device::cpu();   // batches are delivered on this device (Tensor::to)
-  // The whole data set kept on `device` (uploaded once, as normalised float32) with each
+  // The whole data set kept on `device` (uploaded once, as stored: bytes stay bytes) with each
   // epoch's order and crops and flips (drawn on the host, uploaded once per epoch into the same
-  // memory), every batch gathered there by two kernels, a full batch's place in the epoch read
+  // memory), every batch gathered, converted and normalised there by two kernels, a full batch's place in the epoch read
   // from a counter on the device: no host work and no host-to-device copy per step. Same
   // batches, bit for bit. Needs one part.
   bool resident = false;
@@ -113,10 +113,11 @@ class DataLoader {
   int64_t epoch_ = -1;
   std::vector<int32_t> order_;
   int64_t next_step_ = 0;  // next batch to hand out (without prefetch)
-  // options_.resident: images (n, c, h, w) float32, labels (n) and the epoch's order (n) int32,
-  // all on options_.device.
+  // options_.resident: images (n, c, h, w) as stored (uint8 or float32), labels (n) and the
+  // epoch's order (n) int32, all on options_.device.
   Tensor resident_images_, resident_labels_, resident_order_;
-  Tensor resident_shifts_, resident_fill_;  // (n, 3) {dy, dx, flip} per epoch position; (c) the padding's value
+  Tensor resident_shifts_;    // int32 (n, 3) {dy, dx, flip} per epoch position
+  Tensor resident_mean_std_;  // float32 (2, c) {mean; std}; undefined without a normalisation
   Tensor full_images_, full_labels_;  // where every full batch is gathered (Batch::fixed_storage)
   // int32 on the device: the epoch's next full batch, read and advanced by the gather kernels'
   // launches (gather_rows_at), so the order and the crops keep their addresses across epochs.

@@ -31,16 +31,38 @@ void Backend::missing(const char* kernel) const {
 void Backend::copy_from_host(Tensor&, const void*) { missing("copy_from_host"); }
 void Backend::increment_counter(Tensor&) { missing("increment_counter"); }
 void Backend::gather_rows_at(const Tensor&, const Tensor&, const Tensor&, Tensor&) { missing("gather_rows_at"); }
-void Backend::gather_crop_flip_at(const Tensor&, const Tensor&, const Tensor&, const Tensor&, const Tensor&, Tensor&) {
-  missing("gather_crop_flip_at");
+void Backend::gather_images_at(const Tensor&, const Tensor&, const Tensor&, const Tensor&, const Tensor&, Tensor&) {
+  missing("gather_images_at");
 }
 void Backend::check_gather_position(const Tensor& order, const Tensor& position, const Tensor& out) {
   NNLAB_CHECK(order.dtype() == DType::Int32 && order.device() == out.device(), "gather_at: the order must be int32 on ",
               out.device().str(), ", not ", order.describe());
   check_device_counter("gather_at", "position", position, out.device());
 }
-void Backend::gather_crop_flip(const Tensor&, const Tensor&, const Tensor&, const Tensor&, Tensor&) {
-  missing("gather_crop_flip");
+void Backend::gather_images(const Tensor&, const Tensor&, const Tensor&, const Tensor&, Tensor&) {
+  missing("gather_images");
+}
+void Backend::check_gather_images(const Tensor& rows, const Tensor& index, const Tensor& shifts,
+                                  const Tensor& mean_std, const Tensor& out, bool at) {
+  const Device& on = out.device();
+  NNLAB_CHECK(out.dtype() == DType::Float32 && out.shape().size() == 4, "gather_images: the batch must be float32 ",
+              "(b, c, h, w), not ", out.describe());
+  const int64_t b = out.dim(0), c = out.dim(1);
+  NNLAB_CHECK((rows.dtype() == DType::UInt8 || rows.dtype() == DType::Float32) && rows.device() == on &&
+                  rows.shape().size() == 4 && rows.dim(1) == c && rows.dim(2) == out.dim(2) && rows.dim(3) == out.dim(3),
+              "gather_images: the images must be uint8 or float32 (n, ", c, ", ", out.dim(2), ", ", out.dim(3), ") on ",
+              on.str(), ", not ", rows.describe());
+  NNLAB_CHECK(index.dtype() == DType::Int32 && index.device() == on && (at || index.numel() == b),
+              "gather_images: ", at ? "the order" : "the index", " must be int32 on ", on.str(),
+              at ? "" : " with one entry per image of the batch", ", not ", index.describe(), " for ", out.describe());
+  NNLAB_CHECK(!shifts.defined() || (shifts.dtype() == DType::Int32 && shifts.device() == on &&
+                                    shifts.shape() == Shape{index.numel(), 3}),
+              "gather_images: the crops and flips must be int32 (", index.numel(), ", 3) on ", on.str(), ", not ",
+              shifts.describe());
+  NNLAB_CHECK(!mean_std.defined() || (mean_std.dtype() == DType::Float32 && mean_std.device() == on &&
+                                      mean_std.shape() == Shape{2, c}),
+              "gather_images: the normalisation must be float32 (2, ", c, ") = {mean; std} on ", on.str(), ", not ",
+              mean_std.describe());
 }
 std::unique_ptr<StepGraph> Backend::capture(const std::function<void()>&) { missing("capture (CUDA graphs)"); }
 void Backend::copy_to_host(const Tensor&, void*) { missing("copy_to_host"); }

@@ -192,20 +192,23 @@ class Backend : public DeviceMemory {
   void cast(const Tensor& src, Tensor& dst) override;  // same shape, other dtype
   // rows: (n, d...)  index: int32 (b)  out: (b, d...)   out[i] = rows[index[i]]
   virtual void gather_rows(const Tensor& rows, const Tensor& index, Tensor& out);
-  // The loader's crop and flip, on a batch gathered from images held on the device:
-  // rows: float32 (n, c, h, w)  index: int32 (b)  shifts: int32 (b, 3) = {dy, dx, flip}
-  // fill: float32 (c)  out: (b, c, h, w)
-  //   out[i, ch, y, x] = rows[index[i], ch, y + dy, x' + dx],  x' = flip ? w − 1 − x : x,
-  //   or fill[ch] where that falls outside the image (the padding, normalised as the pixels were)
-  virtual void gather_crop_flip(const Tensor& rows, const Tensor& index, const Tensor& shifts, const Tensor& fill,
-                                Tensor& out);
+  // The loader's batch, built from a data set held on the device as it was stored, with the
+  // host loader's arithmetic (core/pixels.h), so its batches are the host's bit for bit:
+  // rows: uint8 (n, c, h, w) standing for p / 255, or float32 (n, c, h, w) in [0, 1]
+  // index: int32 (b)   shifts: int32 (b, 3) = {dy, dx, flip}, or undefined (no crop or flip)
+  // mean_std: float32 (2, c) = {mean; std}, or undefined (no normalisation)
+  // out: float32 (b, c, h, w)
+  //   out[i, ch, y, x] = (v − mean[ch]) / std[ch],  v = unit(rows[index[i], ch, y + dy, x' + dx]),
+  //   x' = flip ? w − 1 − x : x, and v = 0 where that falls outside the image (zero padding)
+  virtual void gather_images(const Tensor& rows, const Tensor& index, const Tensor& shifts, const Tensor& mean_std,
+                             Tensor& out);
   // The same two with the batch's place in the epoch read on the device (a CUDA graph's replay
   // gathers its own step's batch): order: int32 (n)  position: int32 scalar  out: (b, ...)
   //   out[i] = rows[order[position·b + i]]  (shifts indexed likewise; the caller advances
   //   position, increment_counter). order[position·b + b − 1] must exist.
   virtual void gather_rows_at(const Tensor& rows, const Tensor& order, const Tensor& position, Tensor& out);
-  virtual void gather_crop_flip_at(const Tensor& rows, const Tensor& order, const Tensor& shifts,
-                                   const Tensor& position, const Tensor& fill, Tensor& out);
+  virtual void gather_images_at(const Tensor& rows, const Tensor& order, const Tensor& shifts, const Tensor& position,
+                                const Tensor& mean_std, Tensor& out);
   // counter: int32 scalar   counter += 1, on the device: no read-back, and a CUDA graph's
   // replay counts every step, where a value filled in from the host would be frozen
   // (BatchNorm's num_batches_tracked, Dropout's count of the masks drawn).
@@ -382,6 +385,10 @@ class Backend : public DeviceMemory {
   static void check_device_counter(const char* op, const char* what, const Tensor& counter, const Device& device);
   // gather_*_at's order and position: int32 on out's device, the position one value.
   static void check_gather_position(const Tensor& order, const Tensor& position, const Tensor& out);
+  // gather_images(_at)'s operands, as that comment says, with `index` b entries (or, with
+  // `at`, an order of any length whose shifts are as long).
+  static void check_gather_images(const Tensor& rows, const Tensor& index, const Tensor& shifts,
+                                  const Tensor& mean_std, const Tensor& out, bool at);
 
  private:
   Device device_;

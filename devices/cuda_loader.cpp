@@ -19,7 +19,7 @@ struct Loaded {
   std::string why;  // set when plugin is nullptr
 };
 
-std::string program_folder() {
+[[maybe_unused]] std::string program_folder() {
   std::vector<char> path(4096);
   const ssize_t n = readlink("/proc/self/exe", path.data(), path.size() - 1);
   if (n <= 0) return ".";
@@ -28,7 +28,7 @@ std::string program_folder() {
   return slash == std::string::npos ? "." : exe.substr(0, slash);
 }
 
-bool file_exists(const std::string& path) { return access(path.c_str(), F_OK) == 0; }
+[[maybe_unused]] bool file_exists(const std::string& path) { return access(path.c_str(), F_OK) == 0; }
 
 // The table of an opened library, or nullptr with *why set.
 const CudaPlugin* table_of(void* handle, const std::string& path, std::string* why) {
@@ -48,7 +48,7 @@ const CudaPlugin* table_of(void* handle, const std::string& path, std::string* w
   return plugin;
 }
 
-const CudaPlugin* open_library(const std::string& path, std::string* why) {
+[[maybe_unused]] const CudaPlugin* open_library(const std::string& path, std::string* why) {
   // RTLD_NOW: every symbol resolved here, so a missing one is a message now, not a crash
   // in the middle of a training run. RTLD_LOCAL: its symbols stay its own.
   void* handle = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);

@@ -9,6 +9,8 @@
 #include "core/random.h"
 #include "datasets/dataloader.h"
 #include "datasets/dataset.h"
+#include "devices/backend.h"
+#include "devices/registry.h"
 
 using namespace nnlab;
 
@@ -358,4 +360,41 @@ TEST_CASE("bytes become x / 255 exactly, for every byte", "[dataloader]") {
     INFO("byte " << int(bytes[i]));
     CHECK(floats[i] == static_cast<float>(bytes[i]) / 255.0f);
   }
+}
+
+// A batch built on a device from the stored bytes (Backend::gather_images; here its CPU twin,
+// which the CUDA kernel is tested against) gives the host loader's values: x / 255, then
+// (x − mean) / std, for every byte in both channels; padding is a zero pixel, normalised.
+TEST_CASE("gather_images turns bytes into the host loader's normalised floats", "[dataloader]") {
+  std::vector<uint8_t> bytes(256 * 2);
+  std::vector<int32_t> index(256);
+  for (int32_t i = 0; i < 256; ++i) {
+    bytes[static_cast<size_t>(2 * i)] = static_cast<uint8_t>(i);
+    bytes[static_cast<size_t>(2 * i + 1)] = static_cast<uint8_t>(255 - i);
+    index[static_cast<size_t>(i)] = 255 - i;
+  }
+  const std::vector<float> mean{0.1307f, 0.5f}, std{0.3081f, 0.25f};
+  const Tensor mean_std = Tensor::from_vector(std::vector<float>{mean[0], mean[1], std[0], std[1]}, {2, 2});
+  Tensor out = Tensor::empty({256, 2, 1, 1});
+  Backend& cpu = backend_for(Device::cpu());
+  cpu.gather_images(Tensor::from_vector(bytes, {256, 2, 1, 1}), Tensor::from_vector(index, {256}), Tensor(), mean_std,
+                    out);
+  const std::vector<float> got = out.to_vector<float>();
+  for (size_t i = 0; i < 256; ++i)
+    for (size_t ch = 0; ch < 2; ++ch) {
+      const uint8_t p = bytes[2 * static_cast<size_t>(index[i]) + ch];
+      INFO("byte " << int(p) << ", channel " << ch);
+      CHECK(got[2 * i + ch] == (static_cast<float>(p) / 255.0f - mean[ch]) / std[ch]);
+    }
+  // Shifted one column right on images one pixel wide: nothing but padding.
+  std::vector<int32_t> shift(3 * 256, 0);
+  for (size_t i = 0; i < 256; ++i) shift[3 * i + 1] = 1;
+  cpu.gather_images(Tensor::from_vector(bytes, {256, 2, 1, 1}), Tensor::from_vector(index, {256}),
+                    Tensor::from_vector(shift, {256, 3}), mean_std, out);
+  const std::vector<float> padded = out.to_vector<float>();
+  CHECK(padded[0] == (0.0f - mean[0]) / std[0]);
+  CHECK(padded[511] == (0.0f - mean[1]) / std[1]);
+  CHECK_THROWS_WITH(cpu.gather_images(Tensor::from_vector(bytes, {256, 2, 1, 1}), Tensor::from_vector(index, {256}),
+                                      Tensor(), Tensor::from_vector(std::vector<float>{0.5f, 0.5f}, {2}), out),
+                    Catch::Contains("the normalisation must be float32 (2, 2)"));
 }

@@ -22,10 +22,10 @@ class CpuBackend final : public Backend {
   void gather_rows(const Tensor& rows, const Tensor& index, Tensor& out) override;
   void increment_counter(Tensor& counter) override;
   void gather_rows_at(const Tensor& rows, const Tensor& order, const Tensor& position, Tensor& out) override;
-  void gather_crop_flip_at(const Tensor& rows, const Tensor& order, const Tensor& shifts, const Tensor& position,
-                           const Tensor& fill, Tensor& out) override;
-  void gather_crop_flip(const Tensor& rows, const Tensor& index, const Tensor& shifts, const Tensor& fill,
-                        Tensor& out) override;
+  void gather_images_at(const Tensor& rows, const Tensor& order, const Tensor& shifts, const Tensor& position,
+                        const Tensor& mean_std, Tensor& out) override;
+  void gather_images(const Tensor& rows, const Tensor& index, const Tensor& shifts, const Tensor& mean_std,
+                     Tensor& out) override;
 
   // gemm_cpu.cpp
   void gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, double alpha, const Tensor& a,

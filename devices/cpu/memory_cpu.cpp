@@ -1,7 +1,8 @@
-// The CPU backend's memory methods (core's host memory), gather_rows and gather_crop_flip.
+// The CPU backend's memory methods (core's host memory), gather_rows and gather_images.
 #include <cstring>
 
 #include "core/device_memory.h"
+#include "core/pixels.h"
 #include "devices/cpu/cpu_backend.h"
 #include "devices/cpu/threads.h"
 
@@ -39,27 +40,41 @@ void CpuBackend::gather_rows(const Tensor& rows, const Tensor& index, Tensor& ou
   }
 }
 
-// The twin of the CUDA kernel, element by element in the same formula (backend.h).
-void CpuBackend::gather_crop_flip(const Tensor& rows, const Tensor& index, const Tensor& shifts, const Tensor& fill,
-                                  Tensor& out) {
-  const int64_t n = rows.dim(0), c = rows.dim(1), h = rows.dim(2), w = rows.dim(3), b = index.numel();
-  const float* src = rows.data<float>();
-  const int32_t* idx = index.data<int32_t>();
-  const int32_t* sh = shifts.data<int32_t>();
-  const float* f = fill.data<float>();
-  float* dst = out.data<float>();
+namespace {
+
+// The twin of the CUDA kernel, element by element in the same formula (backend.h,
+// core/pixels.h). index: b entries; shifts, mean_std: null where undefined.
+template <typename Stored>
+void gather_images_from(const Stored* src, int64_t n, const int32_t* index, const int32_t* shifts,
+                        const float* mean_std, float* dst, int64_t b, int64_t c, int64_t h, int64_t w) {
   for (int64_t i = 0; i < b; ++i) {
-    NNLAB_CHECK(idx[i] >= 0 && idx[i] < n, "gather_crop_flip: index ", idx[i], " outside [0, ", n, ")");
-    const int64_t dy = sh[3 * i], dx = sh[3 * i + 1];
-    const bool flip = sh[3 * i + 2] != 0;
+    NNLAB_CHECK(index[i] >= 0 && index[i] < n, "gather_images: index ", index[i], " outside [0, ", n, ")");
+    const int64_t dy = shifts ? shifts[3 * i] : 0, dx = shifts ? shifts[3 * i + 1] : 0;
+    const bool flip = shifts && shifts[3 * i + 2] != 0;
     for (int64_t ch = 0; ch < c; ++ch)
       for (int64_t y = 0; y < h; ++y)
         for (int64_t x = 0; x < w; ++x) {
           const int64_t sy = y + dy, sx = (flip ? w - 1 - x : x) + dx;
-          dst[((i * c + ch) * h + y) * w + x] =
-              sy >= 0 && sy < h && sx >= 0 && sx < w ? src[((idx[i] * c + ch) * h + sy) * w + sx] : f[ch];
+          const float v = sy >= 0 && sy < h && sx >= 0 && sx < w
+                              ? unit_from_stored(src[((index[i] * c + ch) * h + sy) * w + sx])
+                              : 0.0f;
+          dst[((i * c + ch) * h + y) * w + x] = mean_std ? normalized(v, mean_std[ch], mean_std[c + ch]) : v;
         }
   }
+}
+
+}  // namespace
+
+void CpuBackend::gather_images(const Tensor& rows, const Tensor& index, const Tensor& shifts, const Tensor& mean_std,
+                               Tensor& out) {
+  check_gather_images(rows, index, shifts, mean_std, out, false);
+  const int64_t b = out.dim(0), c = out.dim(1), h = out.dim(2), w = out.dim(3);
+  const int32_t* sh = shifts.defined() ? shifts.data<int32_t>() : nullptr;
+  const float* ms = mean_std.defined() ? mean_std.data<float>() : nullptr;
+  if (rows.dtype() == DType::UInt8)
+    gather_images_from(rows.data<uint8_t>(), rows.dim(0), index.data<int32_t>(), sh, ms, out.data<float>(), b, c, h, w);
+  else
+    gather_images_from(rows.data<float>(), rows.dim(0), index.data<int32_t>(), sh, ms, out.data<float>(), b, c, h, w);
 }
 
 // The batch's place read from `position` (on the CPU, host memory like the rest): the rows
@@ -79,11 +94,13 @@ void CpuBackend::gather_rows_at(const Tensor& rows, const Tensor& order, const T
   gather_rows(rows, order.rows(start, start + out.dim(0)), out);
 }
 
-void CpuBackend::gather_crop_flip_at(const Tensor& rows, const Tensor& order, const Tensor& shifts,
-                                     const Tensor& position, const Tensor& fill, Tensor& out) {
+void CpuBackend::gather_images_at(const Tensor& rows, const Tensor& order, const Tensor& shifts,
+                                  const Tensor& position, const Tensor& mean_std, Tensor& out) {
   check_gather_position(order, position, out);
+  check_gather_images(rows, order, shifts, mean_std, out, true);
   const int64_t start = gather_start(order, position, out), b = out.dim(0);
-  gather_crop_flip(rows, order.rows(start, start + b), shifts.rows(start, start + b), fill, out);
+  gather_images(rows, order.rows(start, start + b), shifts.defined() ? shifts.rows(start, start + b) : Tensor(),
+                mean_std, out);
 }
 
 }  // namespace nnlab

@@ -59,7 +59,7 @@ void Context::raise_device_fault() {
   if (code == static_cast<int32_t>(DeviceFault::LabelOutOfRange))
     fail("cross_entropy: label ", value, " of sample ", index, " is outside the model's ", bound, " classes [0, ",
          bound, ") (found on cuda:", device, "); check the data set and the model");
-  fail("gather_rows: index ", value, " (position ", index, ") outside [0, ", bound, ") (found on cuda:", device,
+  fail("a gather (gather_rows or gather_images): index ", value, " (position ", index, ") outside [0, ", bound, ") (found on cuda:", device,
        ")");
 }
 

@@ -1,4 +1,5 @@
-// Device memory: copies between host and device, fills, dtype casts and row gathers.
+// Device memory: copies between host and device, fills, dtype casts, row gathers, and the
+// loader's batches gathered from a data set held on the device (gather_images).
 // Host → device copies go through pinned staging buffers: the caller's memory is copied into
 // one at once, so it may be freed as soon as the call returns (the CUDA documentation does not
 // promise that an asynchronous copy from pageable memory has read it by then), and the DMA
@@ -7,6 +8,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "core/pixels.h"
 #include "devices/cuda/cuda_backend.h"
 #include "devices/cuda/cuda_context.h"
 
@@ -31,13 +33,9 @@ __global__ void cast_kernel(const From* src, To* dst, int64_t n) {
   NNLAB_GRID_STRIDE(i, n) dst[i] = static_cast<To>(src[i]);
 }
 
-// rows: (n_rows, row)  index: (b)  out: (b, row), in words of type W.
-// An index outside [0, n_rows) leaves its row untouched and records a fault for the host.
-// rows: (n, c, h, w)  index: (b)  shifts: (b, 3) {dy, dx, flip}  fill: (c)  out: (b, c, h, w)
-// One thread per output element: out[i, ch, y, x] = rows[index[i], ch, y + dy, x' + dx] with
-// x' = flip ? w − 1 − x : x, or fill[ch] outside the image. A bad index: as gather_rows_kernel.
-// position (may be null): index and shifts start at entry position·b, read on the device; a
-// batch past the order's end (n_index entries) gathers nothing and records the fault.
+// position (may be null): the batch's index (and shifts) start at entry position·b, read on
+// the device; a batch past the order's end (n_index entries) gathers nothing and records the
+// fault for the host.
 __device__ bool batch_outside_order(const int32_t* position, int64_t b, int64_t n_index, int32_t* fault) {
   if (!position || (*position >= 0 && (*position + 1) * b <= n_index)) return false;
   if (threadIdx.x == 0 && blockIdx.x == 0 &&
@@ -49,28 +47,48 @@ __device__ bool batch_outside_order(const int32_t* position, int64_t b, int64_t 
   return true;
 }
 
-__global__ void gather_crop_flip_kernel(const float* rows, const int32_t* index, const int32_t* shifts,
-                                        const float* fill, float* out, int64_t b, int64_t c, int64_t h, int64_t w,
-                                        int64_t n_rows, int32_t* fault, const int32_t* position, int64_t n_index) {
+// An index outside [0, n_rows) leaves its output untouched and records a fault for the host
+// (the thread of the row's first element reports it).
+__device__ bool index_outside_rows(int32_t src, int64_t i, int64_t n_rows, bool first_of_row, int32_t* fault) {
+  if (src >= 0 && src < n_rows) return false;
+  if (first_of_row && atomicCAS(&fault[0], 0, static_cast<int32_t>(cuda::DeviceFault::GatherIndexOutOfRange)) == 0) {
+    fault[1] = src;
+    fault[2] = static_cast<int32_t>(i);
+    fault[3] = static_cast<int32_t>(n_rows);
+  }
+  return true;
+}
+
+// rows: (n_rows, c, h, w) of Stored (uint8 for p / 255, or float32)  index: (b)
+// shifts: (b, 3) {dy, dx, flip} or null   mean_std: (2, c) {mean; std} or null
+// out: float32 (b, c, h, w)
+// One thread per output element, the host loader's arithmetic (core/pixels.h):
+//   out[i, ch, y, x] = (v − mean[ch]) / std[ch],  v = unit(rows[index[i], ch, y + dy, x' + dx]),
+//   x' = flip ? w − 1 − x : x, and v = 0 outside the image (zero padding, then normalised)
+// The data set stays on the device as stored (bytes: a quarter of float32's memory) and each
+// batch is converted as it is gathered, in the pass that copies it anyway.
+template <typename Stored>
+__global__ void gather_images_kernel(const Stored* rows, const int32_t* index, const int32_t* shifts,
+                                     const float* mean_std, float* out, int64_t b, int64_t c, int64_t h, int64_t w,
+                                     int64_t n_rows, int32_t* fault, const int32_t* position, int64_t n_index) {
   if (batch_outside_order(position, b, n_index, fault)) return;
-  if (position) index += *position * b, shifts += 3 * *position * b;
+  if (position) {
+    index += *position * b;
+    if (shifts) shifts += 3 * *position * b;
+  }
   NNLAB_GRID_STRIDE(e, b * c * h * w) {
     const int64_t x = e % w, y = (e / w) % h, ch = (e / (w * h)) % c, i = e / (w * h * c);
     const int32_t src = index[i];
-    if (src < 0 || src >= n_rows) {
-      if (e % (c * h * w) == 0 &&
-          atomicCAS(&fault[0], 0, static_cast<int32_t>(cuda::DeviceFault::GatherIndexOutOfRange)) == 0) {
-        fault[1] = src;
-        fault[2] = static_cast<int32_t>(i);
-        fault[3] = static_cast<int32_t>(n_rows);
-      }
-      continue;
-    }
-    const int64_t sy = y + shifts[3 * i], sx = (shifts[3 * i + 2] ? w - 1 - x : x) + shifts[3 * i + 1];
-    out[e] = sy >= 0 && sy < h && sx >= 0 && sx < w ? rows[((src * c + ch) * h + sy) * w + sx] : fill[ch];
+    if (index_outside_rows(src, i, n_rows, e % (c * h * w) == 0, fault)) continue;
+    const bool flip = shifts && shifts[3 * i + 2];
+    const int64_t sy = y + (shifts ? shifts[3 * i] : 0), sx = (flip ? w - 1 - x : x) + (shifts ? shifts[3 * i + 1] : 0);
+    const float v = sy >= 0 && sy < h && sx >= 0 && sx < w ? unit_from_stored(rows[((src * c + ch) * h + sy) * w + sx])
+                                                           : 0.0f;
+    out[e] = mean_std ? normalized(v, mean_std[ch], mean_std[c + ch]) : v;
   }
 }
 
+// rows: (n_rows, row)  index: (b)  out: (b, row), in words of type W.   out[i] = rows[index[i]]
 // position (may be null): index starts at entry position·b, read on the device (a CUDA graph's
 // replay gathers the batch of its own step).
 template <typename W>
@@ -81,14 +99,7 @@ __global__ void gather_rows_kernel(const W* rows, const int32_t* index, W* out, 
   NNLAB_GRID_STRIDE(e, b * row) {
     const int64_t i = e / row, j = e % row;
     const int32_t src = index[i];
-    if (src < 0 || src >= n_rows) {
-      if (j == 0 && atomicCAS(&fault[0], 0, static_cast<int32_t>(cuda::DeviceFault::GatherIndexOutOfRange)) == 0) {
-        fault[1] = src;
-        fault[2] = static_cast<int32_t>(i);
-        fault[3] = static_cast<int32_t>(n_rows);
-      }
-      continue;
-    }
+    if (index_outside_rows(src, i, n_rows, j == 0, fault)) continue;
     out[e] = rows[src * row + j];
   }
 }
@@ -278,17 +289,22 @@ void gather_rows_launch(cuda::Context& c, const Tensor& rows, const Tensor& inde
   }
 }
 
-void gather_crop_flip_launch(cuda::Context& ctx, const Tensor& rows, const Tensor& index, const Tensor& shifts,
-                             const Tensor* position, const Tensor& fill, Tensor& out) {
-  cuda::require_f32("gather_crop_flip", rows);
-  check_dtype("gather_crop_flip", index, DType::Int32);
-  check_dtype("gather_crop_flip", shifts, DType::Int32);
-  const int64_t b = out.dim(0), c = rows.dim(1), h = rows.dim(2), w = rows.dim(3);
+template <typename Stored>
+void gather_images_as(cuda::Context& ctx, const Tensor& rows, const Tensor& index, const Tensor& shifts,
+                      const Tensor* position, const Tensor& mean_std, Tensor& out) {
+  const int64_t b = out.dim(0), c = out.dim(1), h = out.dim(2), w = out.dim(3);
   if (b == 0 || c * h * w == 0) return;
-  cuda::launch("gather_crop_flip_kernel", gather_crop_flip_kernel, cuda::grid_for(ctx, b * c * h * w), cuda::kThreads,
-               ctx.stream, cuda::ptr<float>(rows), cuda::ptr<int32_t>(index), cuda::ptr<int32_t>(shifts),
-               cuda::ptr<float>(fill), cuda::ptr<float>(out), b, c, h, w, rows.dim(0), ctx.fault_device,
-               position ? cuda::ptr<int32_t>(*position) : nullptr, index.numel());
+  cuda::launch("gather_images_kernel", gather_images_kernel<Stored>, cuda::grid_for(ctx, b * c * h * w),
+               cuda::kThreads, ctx.stream, cuda::ptr<Stored>(rows), cuda::ptr<int32_t>(index),
+               shifts.defined() ? cuda::ptr<int32_t>(shifts) : nullptr,
+               mean_std.defined() ? cuda::ptr<float>(mean_std) : nullptr, cuda::ptr<float>(out), b, c, h, w,
+               rows.dim(0), ctx.fault_device, position ? cuda::ptr<int32_t>(*position) : nullptr, index.numel());
+}
+
+void gather_images_launch(cuda::Context& ctx, const Tensor& rows, const Tensor& index, const Tensor& shifts,
+                          const Tensor* position, const Tensor& mean_std, Tensor& out) {
+  if (rows.dtype() == DType::UInt8) gather_images_as<uint8_t>(ctx, rows, index, shifts, position, mean_std, out);
+  else gather_images_as<float>(ctx, rows, index, shifts, position, mean_std, out);
 }
 
 }  // namespace
@@ -298,10 +314,10 @@ void CudaBackend::gather_rows(const Tensor& rows, const Tensor& index, Tensor& o
   gather_rows_launch(*ctx_, rows, index, nullptr, out);
 }
 
-void CudaBackend::gather_crop_flip(const Tensor& rows, const Tensor& index, const Tensor& shifts, const Tensor& fill,
-                                   Tensor& out) {
-  NNLAB_CHECK(index.numel() == out.dim(0), "gather_crop_flip: ", index.numel(), " indices for ", out.describe());
-  gather_crop_flip_launch(*ctx_, rows, index, shifts, nullptr, fill, out);
+void CudaBackend::gather_images(const Tensor& rows, const Tensor& index, const Tensor& shifts, const Tensor& mean_std,
+                                Tensor& out) {
+  check_gather_images(rows, index, shifts, mean_std, out, false);
+  gather_images_launch(*ctx_, rows, index, shifts, nullptr, mean_std, out);
 }
 
 void CudaBackend::gather_rows_at(const Tensor& rows, const Tensor& order, const Tensor& position, Tensor& out) {
@@ -309,10 +325,11 @@ void CudaBackend::gather_rows_at(const Tensor& rows, const Tensor& order, const 
   gather_rows_launch(*ctx_, rows, order, &position, out);
 }
 
-void CudaBackend::gather_crop_flip_at(const Tensor& rows, const Tensor& order, const Tensor& shifts,
-                                      const Tensor& position, const Tensor& fill, Tensor& out) {
+void CudaBackend::gather_images_at(const Tensor& rows, const Tensor& order, const Tensor& shifts,
+                                   const Tensor& position, const Tensor& mean_std, Tensor& out) {
   check_gather_position(order, position, out);
-  gather_crop_flip_launch(*ctx_, rows, order, shifts, &position, fill, out);
+  check_gather_images(rows, order, shifts, mean_std, out, true);
+  gather_images_launch(*ctx_, rows, order, shifts, &position, mean_std, out);
 }
 
 }  // namespace nnlab

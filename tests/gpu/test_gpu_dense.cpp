@@ -47,7 +47,7 @@ TEST_CASE("gpu: copies, fill, cast and gather_rows match the CPU", "[gpu][memory
   Tensor bad = on_gpu(Tensor::from_vector<int32_t>({0, 6}, {2}));
   Tensor out = Tensor::empty({2, 3, 3}, DType::UInt8, Device::cuda(0));
   gpu().gather_rows(on_gpu(pix), bad, out);
-  CHECK_THROWS_WITH(out.to_vector<uint8_t>(), Catch::Contains("gather_rows: index 6"));
+  CHECK_THROWS_WITH(out.to_vector<uint8_t>(), Catch::Contains("gather_rows or gather_images): index 6"));
 }
 
 TEST_CASE("gpu: gemm matches OpenBLAS for every transpose combination", "[gpu][gemm]") {
@@ -283,23 +283,37 @@ TEST_CASE("gpu: a raised skip flag stops the optimizer on the device", "[gpu][op
   CHECK(gp.to_vector<float>() != p.to_vector<float>());
 }
 
-// The loader's crop and flip on the device: CPU and CUDA twins bit for bit, every offset
-// including those that leave the image (the fill value then).
-TEST_CASE("gpu: gather_crop_flip matches the CPU", "[gpu][memory]") {
-  const Tensor rows = fresh_tensor({5, 3, 6, 7});
+// The loader's batch built on the device from a data set held as stored: CPU and CUDA twins
+// bit for bit, for bytes and floats, with and without crops and flips (every offset, those
+// that leave the image included) and a normalisation.
+TEST_CASE("gpu: gather_images matches the CPU", "[gpu][memory]") {
+  std::vector<uint8_t> pixels(5 * 3 * 6 * 7);
+  for (size_t i = 0; i < pixels.size(); ++i) pixels[i] = static_cast<uint8_t>((i * 37 + 11) % 256);
+  const Tensor bytes = Tensor::from_vector(pixels, {5, 3, 6, 7});
+  const Tensor floats = fresh_tensor({5, 3, 6, 7}, 0.0, 1.0);
   const Tensor idx = Tensor::from_vector(std::vector<int32_t>{4, 0, 2, 2, 1}, {5});
   const Tensor shifts =
       Tensor::from_vector(std::vector<int32_t>{0, 0, 0, 2, -3, 1, -6, 0, 0, 1, 7, 1, -1, 1, 0}, {5, 3});
-  const Tensor fill = Tensor::from_vector(std::vector<float>{-0.5f, 0.25f, 2.0f}, {3});
-  Tensor want = Tensor::empty({5, 3, 6, 7}), got = on_gpu(Tensor::empty({5, 3, 6, 7}));
-  cpu().gather_crop_flip(rows, idx, shifts, fill, want);
-  gpu().gather_crop_flip(on_gpu(rows), on_gpu(idx), on_gpu(shifts), on_gpu(fill), got);
-  require_equal<float>(got, want, "gather_crop_flip");
-  // Sample 0 is row 4 unshifted; sample 2 is all padding (dy = −6 on 6 rows): the fill.
-  const std::vector<float> w = want.to_vector<float>(), r = rows.to_vector<float>();
-  CHECK(w[0] == r[4 * 126]);
-  CHECK(w[2 * 126] == -0.5f);
-  CHECK(w[2 * 126 + 42] == 0.25f);
+  const Tensor mean_std = Tensor::from_vector(std::vector<float>{0.5f, 0.25f, -1.0f, 0.2f, 2.0f, 0.75f}, {2, 3});
+  for (const Tensor& rows : {bytes, floats})
+    for (const Tensor& sh : {Tensor(), shifts})
+      for (const Tensor& ms : {Tensor(), mean_std}) {
+        INFO(rows.describe() << (sh.defined() ? ", cropped and flipped" : "") << (ms.defined() ? ", normalised" : ""));
+        Tensor want = Tensor::empty({5, 3, 6, 7}), got = on_gpu(Tensor::empty({5, 3, 6, 7}));
+        cpu().gather_images(rows, idx, sh, ms, want);
+        gpu().gather_images(on_gpu(rows), on_gpu(idx), sh.defined() ? on_gpu(sh) : Tensor(),
+                            ms.defined() ? on_gpu(ms) : Tensor(), got);
+        require_equal<float>(got, want, "gather_images");
+      }
+  // Sample 2 is all padding (dy = −6 on 6 rows): zero, normalised as a pixel is.
+  Tensor padded = Tensor::empty({5, 3, 6, 7});
+  cpu().gather_images(bytes, idx, shifts, mean_std, padded);
+  const std::vector<float> w = padded.to_vector<float>();
+  CHECK(w[2 * 126] == (0.0f - 0.5f) / 0.2f);
+  CHECK(w[2 * 126 + 42] == (0.0f - 0.25f) / 2.0f);
+  Tensor bad = on_gpu(Tensor::empty({5, 3, 6, 7}));
+  CHECK_THROWS_WITH(gpu().gather_images(on_gpu(bytes), on_gpu(idx), Tensor(), on_gpu(shifts), bad),
+                    Catch::Contains("the normalisation must be float32 (2, 3)"));
 }
 
 // SGD checking its gradients as it steps (sgd_step_all with check_grad; CUDA: one finiteness

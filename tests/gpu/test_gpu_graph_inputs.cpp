@@ -19,12 +19,12 @@ using namespace nnlab::gputest;
 // 2 of batches of 3 from an order of 9, CPU and CUDA twins bit for bit; a position past the
 // order's end gathers nothing and says so (CPU at once, CUDA at the next read-back).
 TEST_CASE("gpu: gathers at a position read on the device match the CPU", "[gpu][memory]") {
-  const Tensor rows = fresh_tensor({6, 3, 4, 5});
+  const Tensor rows = fresh_tensor({6, 3, 4, 5}, 0.0, 1.0);
   const Tensor order = Tensor::from_vector(std::vector<int32_t>{5, 1, 0, 3, 3, 2, 4, 0, 1}, {9});
   std::vector<int32_t> shift_values;
   for (int i = 0; i < 9; ++i) shift_values.insert(shift_values.end(), {i % 3 - 1, 2 - i % 5, i % 2});
   const Tensor shifts = Tensor::from_vector(shift_values, {9, 3});
-  const Tensor fill = Tensor::from_vector(std::vector<float>{0.5f, -1.0f, 3.0f}, {3});
+  const Tensor mean_std = Tensor::from_vector(std::vector<float>{0.5f, -1.0f, 3.0f, 0.3f, 1.5f, 0.9f}, {2, 3});
   const Tensor position = Tensor::full({}, 2.0, DType::Int32);
   Tensor want = Tensor::empty({3, 3, 4, 5}), got = on_gpu(Tensor::empty({3, 3, 4, 5}));
   cpu().gather_rows_at(rows, order, position, want);
@@ -33,9 +33,12 @@ TEST_CASE("gpu: gathers at a position read on the device match the CPU", "[gpu][
   Tensor by_offset = Tensor::empty({3, 3, 4, 5});
   cpu().gather_rows(rows, order.rows(6, 9), by_offset);
   require_equal<float>(want, by_offset, "gather_rows_at against gather_rows of order[6:9]");
-  cpu().gather_crop_flip_at(rows, order, shifts, position, fill, want);
-  gpu().gather_crop_flip_at(on_gpu(rows), on_gpu(order), on_gpu(shifts), on_gpu(position), on_gpu(fill), got);
-  require_equal<float>(got, want, "gather_crop_flip_at");
+  cpu().gather_images_at(rows, order, shifts, position, mean_std, want);
+  gpu().gather_images_at(on_gpu(rows), on_gpu(order), on_gpu(shifts), on_gpu(position), on_gpu(mean_std), got);
+  require_equal<float>(got, want, "gather_images_at");
+  Tensor by_index = Tensor::empty({3, 3, 4, 5});
+  cpu().gather_images(rows, order.rows(6, 9), shifts.rows(6, 9), mean_std, by_index);
+  require_equal<float>(want, by_index, "gather_images_at against gather_images of order[6:9]");
   const Tensor past = Tensor::full({}, 3.0, DType::Int32);
   CHECK_THROWS_WITH(cpu().gather_rows_at(rows, order, past, want), Catch::Contains("outside an order of 9"));
   gpu().gather_rows_at(on_gpu(rows), on_gpu(order), on_gpu(past), got);

@@ -192,8 +192,9 @@ TEST_CASE("gpu: a non-finite loss inside a graph names eager mode's step", "[gpu
   CHECK(messages[1] == messages[0]);
 }
 
-// Crops and flips on the device (gather_crop_flip, the draws made on the host once per epoch)
-// give the batches the host makes: the same losses, eager and with graphs.
+// Crops, flips and the normalisation on the device (gather_images from Fashion-MNIST's bytes,
+// the draws made on the host once per epoch) give the batches the host makes: the same
+// losses, eager and with graphs.
 TEST_CASE("gpu: crops and flips gathered on the device give the host's batches", "[gpu][graphs][cli]") {
   require_losses_equal_across_modes("--model mlp --crop-padding 3 --hflip --normalize dataset",
                                     {"--cuda-graphs off --data-on-device off", "--cuda-graphs off --data-on-device on",
