@@ -28,9 +28,9 @@ void register_train_command(CLI::App& app) {
                   "--check-numerics, one process), on (an error where it cannot), off")
       ->capture_default_str();
   sub->add_option("--data-on-device", config->data_on_device,
-                  "CUDA: keep the whole training set on the GPU (uploaded once) and gather each batch there, no "
-                  "host copy per step (crops and flips too): auto (one process, and the set takes at most 2 GiB as "
-                  "float32), on (an error where it cannot), off")
+                  "CUDA: keep the whole training set on the GPU (uploaded once, as stored) and build each batch "
+                  "there, no host copy per step (crops, flips and the normalisation too): auto (one process, and the "
+                  "set takes at most 2 GiB), on (an error where it cannot), off")
       ->capture_default_str();
   sub->add_flag("--no-warm-up{false}", config->warm_up,
                "CUDA: leave the one-off work (library start-up, cuDNN's algorithm search) inside the first epoch's "
