@@ -47,15 +47,25 @@ if [ "$jobs" -ge 2 ]; then
   # waiting threads sleeping, OMP_WAIT_POLICY=passive, 605 s). Each suite writes to a log of
   # its own, printed whole when both have ended.
   echo "== running the CPU suite and the GPU suite on the CUDA simulator under the sanitizers, side by side"
-  "${cpu_suite[@]}" >"$build_dir/cpu-suite.log" 2>&1 &
+  # Each suite's own wall time goes to NAME-suite.seconds: the longer one bounds this part.
+  timed_suite() {
+    local name=$1 began rc=0
+    shift
+    began=$(date +%s)
+    "$@" >"$build_dir/$name-suite.log" 2>&1 || rc=$?
+    echo $(($(date +%s) - began)) >"$build_dir/$name-suite.seconds"
+    return "$rc"
+  }
+  timed_suite cpu "${cpu_suite[@]}" &
   cpu_pid=$!
-  "${gpu_suite[@]}" >"$build_dir/gpu-suite.log" 2>&1 &
+  timed_suite gpu "${gpu_suite[@]}" &
   gpu_pid=$!
   cpu_rc=0; gpu_rc=0
   wait "$cpu_pid" || cpu_rc=$?
   wait "$gpu_pid" || gpu_rc=$?
-  echo "== the CPU suite (exit $cpu_rc):"; cat "$build_dir/cpu-suite.log"
-  echo "== the GPU suite on the CUDA simulator (exit $gpu_rc):"; cat "$build_dir/gpu-suite.log"
+  echo "== the CPU suite (exit $cpu_rc, $(cat "$build_dir/cpu-suite.seconds") s):"; cat "$build_dir/cpu-suite.log"
+  echo "== the GPU suite on the CUDA simulator (exit $gpu_rc, $(cat "$build_dir/gpu-suite.seconds") s):"
+  cat "$build_dir/gpu-suite.log"
   [ "$cpu_rc" -eq 0 ] && [ "$gpu_rc" -eq 0 ] || { echo "== a sanitized suite failed (see above)"; exit 1; }
 else
   echo "== running the CPU suite under the sanitizers"

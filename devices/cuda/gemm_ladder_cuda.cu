@@ -24,6 +24,15 @@
 #include "devices/gemm_impl.h"
 #include "devices/kernel_log.h"
 
+// Unrolls the loop after it under nvcc, so the register rung's tiles (acc, a_reg, b_reg) are
+// indexed by constants and stay in registers. The simulator's host compiler unrolls as it sees
+// fit (GCC does not know the pragma and would warn).
+#if defined(__CUDACC__)
+#define NNLAB_UNROLL _Pragma("unroll")
+#else
+#define NNLAB_UNROLL
+#endif
+
 namespace nnlab::cuda {
 
 namespace {
@@ -160,20 +169,20 @@ __global__ void gemm_registers_kernel(GemmArgs g) {
     __syncthreads();
     for (int p = 0; p < kStrip; ++p) {
       float a_reg[kPerThread], b_reg[kPerThread];
-#pragma unroll
+NNLAB_UNROLL
       for (int r = 0; r < kPerThread; ++r) a_reg[r] = as[p * kStripLd + ty + kThreadsSide * r];
-#pragma unroll
+NNLAB_UNROLL
       for (int c = 0; c < kPerThread; ++c) b_reg[c] = bs[p * kStripLd + tx + kThreadsSide * c];
-#pragma unroll
+NNLAB_UNROLL
       for (int r = 0; r < kPerThread; ++r)
-#pragma unroll
+NNLAB_UNROLL
         for (int c = 0; c < kPerThread; ++c) acc[r][c] += a_reg[r] * b_reg[c];
     }
     __syncthreads();
   }
-#pragma unroll
+NNLAB_UNROLL
   for (int r = 0; r < kPerThread; ++r)
-#pragma unroll
+NNLAB_UNROLL
     for (int c = 0; c < kPerThread; ++c) {
       const int i = i0 + ty + kThreadsSide * r, j = j0 + tx + kThreadsSide * c;
       if (i < g.m && j < g.n) store_c(g, i, j, acc[r][c]);
