@@ -46,6 +46,11 @@ void add_train_options(CLI::App& app, TrainConfig& c) {
   app.add_option("--threads", c.threads,
                  "CPU threads for nnlab and OpenBLAS (default: all cores, or 1 while other programs keep the cores "
                  "busy, measured as training runs; a number pins the count and makes runs repeat bit for bit)");
+  app.add_option("--batch-slices", c.batch_slices,
+                 "CPU: cut each batch into this many slices, each run forward and backward on one thread with the "
+                 "gradients summed in slice order (data parallelism inside the process; a run repeats bit for bit "
+                 "whatever the thread count). 1: each op over the whole batch on all threads")
+      ->capture_default_str();
   app.add_option("--denormals", c.denormals,
                  "CPU: flush denormal floats to zero (fast) or keep them (IEEE gradual underflow, up to ~100x slower "
                  "per operation that meets one)")
@@ -139,6 +144,8 @@ void finalize_train_config(const CLI::App& app, TrainConfig& c) {
   NNLAB_CHECK(c.denormals == "flush" || c.denormals == "keep", "--denormals '", c.denormals,
               "' is not known; choose flush or keep");
   NNLAB_CHECK(c.threads >= 0, "--threads must be >= 0 (0 = all cores), got ", c.threads);
+  NNLAB_CHECK(c.batch_slices >= 1 && c.batch_slices <= 4096, "--batch-slices must be between 1 and 4096, got ",
+              c.batch_slices);
   check_finite_non_negative("--lr", c.optimizer.lr);
   check_finite_non_negative("--momentum", c.optimizer.momentum);
   // A velocity that never decays (momentum 1) or grows each step (above 1) diverges.

@@ -29,6 +29,7 @@ struct TrainConfig {
   std::string normalize = "none";    // none | dataset (per-channel mean/std of the training set)
   uint64_t seed = 0;
   int threads = 0;                // 0 = all cores
+  int batch_slices = 1;           // CPU: the batch in this many slices, one thread each (apps/batch_slices.h)
   std::string denormals = "flush";  // CPU: flush (to zero, fast) | keep (IEEE gradual underflow); host_cpu.h
   std::string device = "cpu";
   std::string math = "fp32";        // fp32 (strict, the default) | tf32 | bf16 (CUDA tensor cores, recorded)

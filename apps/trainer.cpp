@@ -204,6 +204,8 @@ Tensor Trainer::train_step(const Batch& batch, PhaseSeconds& phases,
   if (!graphed) step_number_current_ = false;  // the device's step number did not advance
   if (graphed) {
     phases.forward += seconds_since(t);  // the replay's launch: forward and backward together
+  } else if (mine > 0 && slices_) {  // forward and backward together, slice by slice
+    loss = slices_->forward_backward(batch, guard_->flag(), guard_->loss_mark(this_step));
   } else if (mine > 0) {
     if (batch.gather) batch.gather();
     const Tensor logits = numerics_ ? numerics_->forward(*model_, batch.images) : model_->forward(batch.images);
@@ -215,7 +217,7 @@ Tensor Trainer::train_step(const Batch& batch, PhaseSeconds& phases,
 
   t = Clock::now();
   if (parallel_) parallel_->begin_step(batch.whole, mine, loss, g_stop_signal != 0);
-  if (mine > 0 && !graphed) loss.backward();
+  if (mine > 0 && !graphed && !slices_) loss.backward();
   end_of(StepPhase::Backward, graphed);  // a graphed step's backward ran in the replay
   double reduce_seconds = 0;  // its own phase, not backward's
   if (parallel_) {

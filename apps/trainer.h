@@ -4,6 +4,7 @@
 #include <functional>
 #include <memory>
 
+#include "apps/batch_slices.h"
 #include "apps/distributed/data_parallel.h"
 #include "apps/nonfinite_guard.h"
 #include "apps/phase_events.h"
@@ -115,6 +116,7 @@ class Trainer {
   std::unique_ptr<ThreadGovernor> governor_;
   int config_max_threads_ = 0;  // the governor's upper count
   std::unique_ptr<DataParallel> parallel_;   // only when mpirun started several ranks
+  std::unique_ptr<BatchSlices> slices_;      // --batch-slices above 1
   // --cuda-graphs: the step's forward and backward as one CUDA graph (null: eager steps only).
   std::unique_ptr<GraphedStep> graphed_;
   CudaGraphs graphs_mode_ = CudaGraphs::Auto;

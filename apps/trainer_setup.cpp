@@ -8,6 +8,7 @@
 #include <tuple>
 #include <vector>
 
+#include "apps/batch_slices.h"
 #include "apps/environment.h"
 #include "apps/trainer.h"
 #include "devices/conv_impl.h"
@@ -120,6 +121,17 @@ Trainer::Trainer(TrainConfig config) : config_(std::move(config)) {
       spdlog::info("CUDA graphs: off, {}", obstacle);
   }
   if (!config_.resume.empty()) resume_from(config_.resume);
+  if (config_.batch_slices > 1) {
+    const std::string obstacle = BatchSlices::obstacle(*model_, device_, config_.check_numerics, world.size());
+    NNLAB_CHECK(obstacle.empty(), "--batch-slices ", config_.batch_slices, ": ", obstacle, " (use --batch-slices 1)");
+    NNLAB_CHECK(config_.batch_slices <= config_.batch, "--batch-slices ", config_.batch_slices, " is more than the ",
+                config_.batch, " samples of a batch (--batch): every slice needs one");
+    slices_ = std::make_unique<BatchSlices>(config_.batch_slices, *model_, [&] {
+      std::shared_ptr<Sequential> replica = make_model(config_.model_spec, input, config_.seed);
+      fuse_epilogues(*replica);
+      return replica;
+    });
+  }
   if (parallel_) parallel_->check_same_start(config_record(config_), *model_);
   // Ranks step in lockstep, so one rank's step time is mostly waiting for the others: the
   // thread governor would measure them, not its own cores. Each rank keeps its count.
