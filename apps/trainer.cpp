@@ -162,6 +162,7 @@ EpochResult Trainer::train_epoch(int64_t epoch) {
                    {"images_per_second", r.images_per_second},
                    {"warmup_seconds", epoch_results_.empty() ? warm_up_seconds_ : 0.0},  // before this clock
                    {"threads", host_cpu::threads()},
+                   {"batch_slices", config_.batch_slices},
                    {"thread_changes", governor_ ? governor_->changes() : 0},
                    // what the CUDA step was: the graph's nodes (0: eager steps only), the set on the device
                    {"cuda_graph_nodes", graphed_ && graphed_->captured() ? graphed_->nodes() : 0},
@@ -280,6 +281,9 @@ EpochResult Trainer::run() {
     spdlog::info("--math bf16: the Linear layers' products on bf16 inputs with float32 sums (AVX-512 BF16); "
                  "convolutions in float32");
   if (parallel_) spdlog::info("{}", parallel_->describe(config_.batch));
+  if (slices_)
+    spdlog::info("batch slices: each batch of {} in {} slices, forward and backward one slice a thread, the "
+                 "gradients summed in slice order", config_.batch, slices_->slices());
   recorder_.write({{"type", "run"},
                    {"model", config_.model},
                    {"parameters", model_->parameter_count()},
@@ -291,6 +295,7 @@ EpochResult Trainer::run() {
                    {"epochs", config_.epochs},
                    {"seed", config_.seed},
                    {"threads", host_cpu::threads()},
+                   {"batch_slices", config_.batch_slices},
                    {"ranks", World::get().size()},
                    {"cpu", host_cpu::model_name()},
                    {"environment", environment_record(config_, device_)}});

@@ -44,6 +44,7 @@ def nnlab_cmd(a, model, batch, metrics):
     cmd = [a.nnlab, "train", "--model", model, "--batch", str(batch), "--epochs", str(a.epochs),
            "--threads", str(a.threads), "--seed", "0", "--metrics", metrics, "--log-interval", "1000000"]
     cmd += ["--device", a.device] if a.device != "cpu" else []
+    cmd += a.nnlab_args.split()
     if model in CIFAR_MODELS:
         return cmd + (["--data", "cifar10", "--data-dir", a.cifar_dir] if a.cifar_dir else ["--data", "synthetic-cifar10"])
     return cmd + (["--data-dir", a.data_dir] if a.data_dir else [])
@@ -165,6 +166,8 @@ def main():
     ap.add_argument("--epochs", type=int, default=4, help="per run: 1 warm-up + the timed ones")
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--nnlab", default=os.path.join(ROOT, "build", "nnlab"))
+    ap.add_argument("--nnlab-args", default="", help="more options for nnlab train, e.g. '--batch-slices 2' (recorded "
+                                                     "in the output)")
     ap.add_argument("--python", default="/usr/bin/python3", help="a Python with PyTorch")
     ap.add_argument("--torch-script", default=os.path.join(ROOT, "scripts", "torch_reference.py"))
     ap.add_argument("--torch-flush-denormals", action="store_true",
@@ -197,6 +200,7 @@ def main():
           + (", both under SCHED_FIFO (chrt -f 10)" if a.realtime else "")
           + (f", device {a.device}, PyTorch mode {a.torch_mode}" if a.device != "cpu" else "")
           + (", alternated epoch by epoch" if a.interleave else ", alternated run by run")
+          + (f", nnlab with {a.nnlab_args}" if a.nnlab_args else "")
           + ("; denormals flushed in both" if a.torch_flush_denormals else "; denormals: nnlab flushes, PyTorch keeps")
           + "".join(f"; {k}={os.environ[k]}" for k in OPENBLAS_ENV if k in os.environ))
     print("| model | batch | round | nnlab s (median) | PyTorch s (median) | ratio | nnlab img/s | GFLOP/s | "
@@ -229,6 +233,7 @@ def main():
                        "torch_rss_mib": res["torch"][1], "nnlab_acc": res["nnlab"][2], "torch_acc": res["torch"][2],
                        "python": platform.python_version(), "realtime": a.realtime,
                        "interleave": a.interleave, "device": a.device, "torch_mode": a.torch_mode,
+                       "nnlab_args": a.nnlab_args,
                        "openblas_env": {k: os.environ[k] for k in OPENBLAS_ENV if k in os.environ}}
                 print(f"| {model} | {batch} | {r + 1} | {ns:.2f} | {ts:.2f} | {ns / ts:.2f} | {n_img / ns:.0f} | "
                       f"{gflops:.1f} | {100 * gflops / rate:.0f}% of {rate:.0f} | {res['nnlab'][1]:.0f} | "
