@@ -41,8 +41,10 @@ std::string BatchSlices::obstacle(const Module& model, const Device& device, boo
 }
 
 BatchSlices::BatchSlices(int slices, Sequential& model, const std::function<std::shared_ptr<Sequential>()>& replica) {
-  // A slice's ops must stay on its thread: an OpenMP region met inside a slice runs on the
-  // thread that meets it, not on a team of its own (nnlab never nests regions otherwise).
+  // A slice's ops must stay on its thread: an OpenMP region an op opens inside a slice runs on
+  // that thread alone instead of starting a team of its own. The CPU kernels split their work
+  // by the team they get (omp_get_num_threads) or run on one thread inside a region
+  // (omp_in_parallel), so they compute the same values there.
   omp_set_max_active_levels(1);
   replicas_.push_back(&model);
   parameters_.push_back(model.parameters());
@@ -96,8 +98,10 @@ Tensor BatchSlices::forward_backward(const Batch& batch, Tensor& flag, NonFinite
     if (e) std::rethrow_exception(e);
   // A non-finite loss: the first slice's mark, unless the flag was raised before.
   int32_t* raised = flag.data<int32_t>();
-  for (int64_t s = 0; s < slices; ++s)
-    if (const Tensor& f = flags_[static_cast<size_t>(s)]; raised[0] == 0 && f.data<int32_t>()[0] != 0) std::copy_n(f.data<int32_t>(), kNonFiniteFlagSize, raised);
+  for (int64_t s = 0; s < slices && raised[0] == 0; ++s) {
+    const int32_t* slice_flag = flags_[static_cast<size_t>(s)].data<int32_t>();
+    if (slice_flag[0] != 0) std::copy_n(slice_flag, kNonFiniteFlagSize, raised);
+  }
   // g = Σ_s (b_s / B) · g_s in slice order, into the model's own gradients (slice 0's).
   Backend& cpu = backend_for(Device::cpu());
   const auto weight = [&](int64_t s) { return static_cast<double>(first(s + 1) - first(s)) / static_cast<double>(b); };
