@@ -50,13 +50,17 @@ NNLAB_HOST_DEVICE PhiloxBlock philox4x32_10(PhiloxBlock ctr, uint32_t key0, uint
   return ctr;
 }
 
-// The index-th 32-bit draw of stream (seed, purpose, stream).
-NNLAB_HOST_DEVICE uint32_t philox_u32(uint64_t seed, uint32_t purpose, uint32_t stream, uint64_t index) {
-  const uint64_t block = index >> 2;
-  const PhiloxBlock out = philox4x32_10(
+// Draws 4·block … 4·block + 3 of stream (seed, purpose, stream): one Philox call gives four.
+NNLAB_HOST_DEVICE PhiloxBlock philox_block(uint64_t seed, uint32_t purpose, uint32_t stream, uint64_t block) {
+  return philox4x32_10(
       PhiloxBlock{{static_cast<uint32_t>(block), static_cast<uint32_t>(block >> 32), purpose, stream}},
       static_cast<uint32_t>(seed), static_cast<uint32_t>(seed >> 32));
-  return out.v[index & 3];
+}
+
+// The index-th 32-bit draw of stream (seed, purpose, stream). A loop over consecutive draws
+// wastes three quarters of each block: it should take philox_block's four words at once.
+NNLAB_HOST_DEVICE uint32_t philox_u32(uint64_t seed, uint32_t purpose, uint32_t stream, uint64_t index) {
+  return philox_block(seed, purpose, stream, index >> 2).v[index & 3];
 }
 
 // Uniform in [0, 1) with 24 random bits: exactly representable in float32.

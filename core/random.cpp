@@ -1,16 +1,28 @@
 #include "core/random.h"
 
 #include <cmath>
+#include <utility>
 
 namespace nnlab {
 
+namespace {
+// Draws 2i and 2i + 1: two words of one Philox block (draws 4⌊i/2⌋ … 4⌊i/2⌋ + 3).
+std::pair<uint32_t, uint32_t> draw_pair(const RandomStream& rs, uint64_t i) {
+  const PhiloxBlock b = rs.block(i >> 1);
+  const int w = 2 * static_cast<int>(i & 1);
+  return {b.v[w], b.v[w + 1]};
+}
+}  // namespace
+
 double RandomStream::unit_double(uint64_t i) const {
-  const uint64_t hi = u32(2 * i) >> 5, lo = u32(2 * i + 1) >> 6;  // 27 + 26 = 53 bits
+  const auto [first, second] = draw_pair(*this, i);
+  const uint64_t hi = first >> 5, lo = second >> 6;  // 27 + 26 = 53 bits
   return static_cast<double>((hi << 26) | lo) * (1.0 / 9007199254740992.0);
 }
 
 uint64_t RandomStream::below(uint64_t i, uint64_t n) const {
-  const uint64_t r = (static_cast<uint64_t>(u32(2 * i)) << 32) | u32(2 * i + 1);
+  const auto [first, second] = draw_pair(*this, i);
+  const uint64_t r = (static_cast<uint64_t>(first) << 32) | second;
   return static_cast<uint64_t>((static_cast<unsigned __int128>(r) * n) >> 64);
 }
 
@@ -27,7 +39,11 @@ void uniform_fill(Tensor& t, double lo, double hi, const RandomStream& rs) {
   check_float("uniform_fill", t);
   std::vector<double> v(static_cast<size_t>(t.numel()));
   if (t.dtype() == DType::Float32) {  // one 24-bit draw per value: the float32 grid of [0, 1)
-    for (size_t i = 0; i < v.size(); ++i) v[i] = lo + (hi - lo) * u32_to_unit_float(rs.u32(i));
+    for (size_t b = 0; 4 * b < v.size(); ++b) {  // value i is draw i: four per Philox block
+      const PhiloxBlock draws = rs.block(b);
+      for (size_t w = 0; w < 4 && 4 * b + w < v.size(); ++w)
+        v[4 * b + w] = lo + (hi - lo) * u32_to_unit_float(draws.v[w]);
+    }
   } else {
     for (size_t i = 0; i < v.size(); ++i) v[i] = lo + (hi - lo) * rs.unit_double(i);
   }

@@ -15,6 +15,8 @@ struct RandomStream {
   RandomPurpose purpose = RandomPurpose::Init;
   uint32_t stream = 0;
   uint32_t u32(uint64_t index) const { return philox_u32(seed, static_cast<uint32_t>(purpose), stream, index); }
+  // Draws 4b … 4b + 3 at once: u32(4b + w) is block(b).v[w].
+  PhiloxBlock block(uint64_t b) const { return philox_block(seed, static_cast<uint32_t>(purpose), stream, b); }
   // Uniform in [0, 1) with 53 bits, from draws 2i and 2i+1.
   double unit_double(uint64_t i) const;
   // Uniform integer in [0, n) by 64-bit multiply-shift (bias below n / 2^64).

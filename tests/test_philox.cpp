@@ -6,6 +6,7 @@
 #include <set>
 
 #include "core/random.h"
+#include "datasets/synthetic.h"
 
 using namespace nnlab;
 
@@ -33,6 +34,39 @@ TEST_CASE("philox_u32 keys draws by seed, purpose, stream and index", "[philox]"
   CHECK(philox_u32(42, 3, 7, 5) != philox_u32(42, 3, 8, 5));
   // The upper half of a 64-bit seed matters too.
   CHECK(philox_u32(42, 3, 7, 5) != philox_u32(42 + (uint64_t{1} << 32), 3, 7, 5));
+}
+
+TEST_CASE("a block of draws and the draws built on blocks are the draws one index at a time", "[philox]") {
+  const RandomStream rs{42, RandomPurpose::Split, 7};
+  for (uint64_t b : {uint64_t{0}, uint64_t{1}, uint64_t{12345}, (uint64_t{1} << 32) + 3}) {
+    const PhiloxBlock block = rs.block(b);
+    for (int w = 0; w < 4; ++w) {
+      CHECK(block.v[w] == rs.u32(4 * b + w));
+      CHECK(philox_block(42, static_cast<uint32_t>(RandomPurpose::Split), 7, b).v[w] == block.v[w]);
+    }
+  }
+  for (uint64_t i : {uint64_t{0}, uint64_t{1}, uint64_t{2}, uint64_t{99}}) {  // draws 2i and 2i + 1
+    const uint64_t hi = rs.u32(2 * i) >> 5, lo = rs.u32(2 * i + 1) >> 6;
+    CHECK(rs.unit_double(i) == static_cast<double>((hi << 26) | lo) / 9007199254740992.0);
+    const uint64_t r = (uint64_t{rs.u32(2 * i)} << 32) | rs.u32(2 * i + 1);
+    CHECK(rs.below(i, 1000) == static_cast<uint64_t>((static_cast<unsigned __int128>(r) * 1000) >> 64));
+  }
+  // uniform_fill (float32): value i from draw i, also in a last block of fewer than four.
+  Tensor t = Tensor::empty({7});
+  uniform_fill(t, -1.0, 1.0, rs);
+  const auto v = t.to_vector<float>();
+  for (uint64_t i = 0; i < v.size(); ++i)
+    CHECK(v[i] == static_cast<float>(-1.0 + 2.0 * static_cast<double>(u32_to_unit_float(rs.u32(i)))));
+}
+
+TEST_CASE("synthetic-cifar10's pixel i is draw i of its stream, whoever computes it", "[philox]") {
+  const Dataset test = synthetic_dataset("synthetic-cifar10", "test");  // the smaller split
+  REQUIRE(test.images.shape() == Shape{10000, 3, 32, 32});
+  const float* x = test.images.data<float>();
+  const RandomStream pixels{1234, RandomPurpose::Split, 101};
+  const int64_t last = test.images.numel() - 1;
+  for (int64_t i : {int64_t{0}, int64_t{1}, int64_t{3}, int64_t{4}, last / 2 + 1, last})
+    CHECK(x[i] == u32_to_unit_float(pixels.u32(static_cast<uint64_t>(i))));
 }
 
 TEST_CASE("uniform fills lie in range with the right mean", "[philox]") {

@@ -17,8 +17,8 @@ uint64_t keep_threshold(double p) { return static_cast<uint64_t>(std::floor(p * 
 
 // x, y: n elements  mask: uint8 (n)
 // mask[i] = [philox_u32(seed, Dropout, stream, i) ≥ threshold];  y[i] = x[i] · mask[i] · 1/(1 − p)
-// One Philox call yields the four draws 4b … 4b+3 (philox_u32 returns one word of the same
-// block), so the loop runs over blocks of four.
+// One Philox call yields the four draws 4b … 4b+3 (philox_block), so the loop runs over
+// blocks of four.
 template <typename T>
 void dropout_forward_typed(const Tensor& x, double p, uint64_t seed, uint32_t stream, const Tensor& y,
                            const Tensor& mask) {
@@ -29,13 +29,10 @@ void dropout_forward_typed(const Tensor& x, double p, uint64_t seed, uint32_t st
   const T scale = static_cast<T>(1.0 / (1.0 - p));
   const long n = static_cast<long>(x.numel());
   const long blocks = (n + 3) / 4;
-  const uint32_t key0 = static_cast<uint32_t>(seed), key1 = static_cast<uint32_t>(seed >> 32);
   const uint32_t purpose = static_cast<uint32_t>(RandomPurpose::Dropout);
 #pragma omp parallel for schedule(static) if (n > cpu::kParallelGrain / 4)
   for (long b = 0; b < blocks; ++b) {
-    const uint64_t ub = static_cast<uint64_t>(b);
-    const PhiloxBlock draws = philox4x32_10(
-        PhiloxBlock{{static_cast<uint32_t>(ub), static_cast<uint32_t>(ub >> 32), purpose, stream}}, key0, key1);
+    const PhiloxBlock draws = philox_block(seed, purpose, stream, static_cast<uint64_t>(b));
     for (long lane = 0; lane < 4 && 4 * b + lane < n; ++lane) {
       const long i = 4 * b + lane;
       const bool keep = static_cast<uint64_t>(draws.v[lane]) >= threshold;

@@ -27,10 +27,7 @@ __global__ void dropout_forward_kernel(const float* x, float* y, uint8_t* mask, 
   const uint32_t purpose = static_cast<uint32_t>(RandomPurpose::Dropout);
   const uint32_t stream = step_count ? dropout_stream(layer_stream, *step_count) : layer_stream;
   NNLAB_GRID_STRIDE(b, (n + 3) / 4) {
-    const uint64_t ub = static_cast<uint64_t>(b);
-    const PhiloxBlock draws = philox4x32_10(
-        PhiloxBlock{{static_cast<uint32_t>(ub), static_cast<uint32_t>(ub >> 32), purpose, stream}},
-        static_cast<uint32_t>(seed), static_cast<uint32_t>(seed >> 32));
+    const PhiloxBlock draws = philox_block(seed, purpose, stream, static_cast<uint64_t>(b));
     for (int lane = 0; lane < 4 && 4 * b + lane < n; ++lane) {
       const int64_t i = 4 * b + lane;
       const bool keep = static_cast<uint64_t>(draws.v[lane]) >= threshold;
