@@ -66,7 +66,7 @@ std::vector<long long> count_classes(const DataSetSpec& spec, const fs::path& di
     }
   } else {
     const IdxArray labels = read_idx_file((dir / (split == 0 ? "train-labels-idx1-ubyte" : "t10k-labels-idx1-ubyte")).string());
-    for (uint8_t y : labels.data)
+    for (uint8_t y : labels.data.to_vector<uint8_t>())
       if (y < 10) ++counts[y];
   }
   return counts;

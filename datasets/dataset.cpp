@@ -81,15 +81,15 @@ Dataset load_idx_dataset(const std::string& name, const std::string& dir, const 
   NNLAB_CHECK(images.dims[0] == labels.dims[0], "image and label counts disagree: ", images.path, " holds ",
               images.dims[0], " images but ", labels.path, " holds ", labels.dims[0],
               " labels; the two files come from different data sets or splits");
-  for (size_t i = 0; i < labels.data.size(); ++i)
-    NNLAB_CHECK(labels.data[i] < 10, "label file ", labels.path, " has label ", int(labels.data[i]), " at index ", i,
+  const uint8_t* label_bytes = labels.data.data<uint8_t>();
+  for (int64_t i = 0; i < labels.data.numel(); ++i)
+    NNLAB_CHECK(label_bytes[i] < 10, "label file ", labels.path, " has label ", int(label_bytes[i]), " at index ", i,
                 "; labels are 0..9, so the file is corrupt or belongs to another data set");
 
   Dataset d;
   d.name = name;
-  d.images = Tensor::empty({images.dims[0], 1, images.dims[1], images.dims[2]}, DType::UInt8);
-  std::memcpy(d.images.data<uint8_t>(), images.data.data(), images.data.size());
-  std::vector<int32_t> y(labels.data.begin(), labels.data.end());
+  d.images = images.data.view({images.dims[0], 1, images.dims[1], images.dims[2]});
+  std::vector<int32_t> y(label_bytes, label_bytes + labels.data.numel());
   d.labels = Tensor::from_vector(y, {labels.dims[0]});
   if (name == "fashion-mnist")
     d.class_names = {"T-shirt/top", "Trouser", "Pullover", "Dress", "Coat",

@@ -7,19 +7,22 @@
 //   data        product(extents) elements, row-major
 //
 // Files are read through zlib, which reads gzip-compressed and plain files alike. A header
-// is only a claim: the reader never allocates what it says up front but grows its buffer as
-// bytes actually arrive, so a corrupt or hostile header cannot exhaust memory.
+// is only a claim: the reader allocates what it says up front only when a plain file's size
+// proves it; otherwise it grows its buffer as bytes actually arrive, so a corrupt or hostile
+// header cannot exhaust memory.
 #pragma once
 #include <cstdint>
 #include <string>
 #include <vector>
+
+#include "core/tensor.h"
 
 namespace nnlab {
 
 struct IdxArray {
   std::string path;            // the file actually read
   std::vector<int64_t> dims;   // extents, outermost first
-  std::vector<uint8_t> data;   // product(dims) bytes
+  Tensor data;                 // product(dims) bytes: uint8, one dimension, on the host
 };
 
 // Largest payload accepted, 2^31 − 1 bytes: the biggest official file (60000 × 28 × 28) is 47 MB.
