@@ -22,6 +22,7 @@ namespace {
 struct EvalOptions {
   std::string checkpoint, data, data_dir, device = "cpu";
   int64_t batch = 1000;
+  int64_t test_images = 0;  // the first N of the test set; 0: all
   int threads = 0;
 };
 
@@ -91,6 +92,7 @@ void print_report(const std::vector<std::vector<int64_t>>& confusion, const std:
 int run_eval(const EvalOptions& o) {
   NNLAB_CHECK(o.batch > 0, "--batch must be at least 1, got ", o.batch);
   NNLAB_CHECK(o.threads >= 0, "--threads must be >= 0 (0 = all cores), got ", o.threads);
+  NNLAB_CHECK(o.test_images >= 0, "--test-images must be >= 0 (0 = all), got ", o.test_images);
   host_cpu::set_threads(o.threads);
   std::string why;
   const Device device = resolve_device(o.device, &why);
@@ -100,7 +102,11 @@ int run_eval(const EvalOptions& o) {
   const std::string data = o.data.empty() ? config.value("data", "") : o.data;
   std::string dir = o.data_dir.empty() && o.data.empty() ? config.value("data_dir", "") : o.data_dir;
   if (dir.empty()) dir = default_data_dir(data);
-  const Dataset test = load_dataset(data, dir, "test");
+  Dataset test = load_dataset(data, dir, "test");
+  if (o.test_images > 0 && o.test_images < test.size()) {  // as train's --test-images: the first N
+    test.images = test.images.rows(0, o.test_images);
+    test.labels = test.labels.rows(0, o.test_images);
+  }
   NNLAB_CHECK(test.channels() == info.input.channels && test.height() == info.input.height &&
                   test.width() == info.input.width && test.classes == info.input.classes,
               "checkpoint ", o.checkpoint, " holds model ", info.model, " for ", info.input.channels, "x",
@@ -127,6 +133,9 @@ void register_eval_command(CLI::App& app) {
   sub->add_option("--data-dir", o->data_dir, "Folder with its files (default: the checkpoint's)");
   sub->add_option("--device", o->device, "cpu, cuda, cuda:N or auto")->capture_default_str();
   sub->add_option("--batch", o->batch, "Images per forward pass")->capture_default_str();
+  sub->add_option("--test-images", o->test_images,
+                  "Evaluate on the first N test images (0 = all; the accuracy is then of those N only)")
+      ->capture_default_str();
   sub->add_option("--threads", o->threads, "CPU threads (default: all cores)");
   add_command(sub, [o] { return run_eval(*o); });
 }
