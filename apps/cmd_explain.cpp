@@ -182,8 +182,8 @@ void print_totals(const DeviceExplain& d) {
   if (outside < 0) {
     if (d.kernel_seconds <= 1.2 * d.plain_step_seconds)
       std::printf("%s: outside the kernels: nothing measurable: a step takes %.3f ms and its kernels %.3f ms "
-                  "(medians of 21 steps each, the kernels timed call by call); the difference is within the noise\n",
-                  d.label.c_str(), d.plain_step_seconds * 1e3, d.kernel_seconds * 1e3);
+                  "(medians of %d steps each, the kernels timed call by call); the difference is within the noise\n",
+                  d.label.c_str(), d.plain_step_seconds * 1e3, d.kernel_seconds * 1e3, d.plain_repeats);
     else
       std::printf("%s: outside the kernels: not measurable here: the kernels took %.3f ms in steps timed call by "
                   "call, far more than a plain step (%.3f ms); the timings vary too much between steps (contending "
@@ -191,10 +191,10 @@ void print_totals(const DeviceExplain& d) {
                   d.label.c_str(), d.kernel_seconds * 1e3, d.plain_step_seconds * 1e3);
     return;
   }
-  std::printf("%s: outside the kernels: a step takes %.3f ms, its kernels %.3f ms (medians of 21 steps without "
+  std::printf("%s: outside the kernels: a step takes %.3f ms, its kernels %.3f ms (medians of %d steps without "
               "explain's hooks); the other %.3f ms (%.1f%%) are graph building, allocation, dispatch, and the "
               "untimed fills and copies\n",
-              d.label.c_str(), d.plain_step_seconds * 1e3, d.kernel_seconds * 1e3, outside * 1e3,
+              d.label.c_str(), d.plain_step_seconds * 1e3, d.kernel_seconds * 1e3, d.plain_repeats, outside * 1e3,
               100.0 * outside / d.plain_step_seconds);
 }
 
@@ -204,7 +204,7 @@ void register_explain_command(CLI::App& app) {
   struct Options {
     std::string model = "cnn", model_file, devices = "cpu", conv = "auto", gemm = "cublas", reduce = "auto";
     int64_t batch = 64;
-    int threads = 0;
+    int threads = 0, repeats = 21;
     uint64_t seed = 0;
     bool launches = false;
   };
@@ -225,11 +225,16 @@ void register_explain_command(CLI::App& app) {
   sub->add_option("--gemm-impl", o->gemm, kGemmImplHelp)->capture_default_str();
   sub->add_option("--reduce-impl", o->reduce, kReduceImplHelp)->capture_default_str();
   sub->add_option("--seed", o->seed, "Seed of the weights and the synthetic batch")->capture_default_str();
+  sub->add_option("--repeats", o->repeats,
+                  "CPU: plain steps behind each median of the time outside the kernels (the step, then its kernels "
+                  "timed call by call)")
+      ->capture_default_str();
   sub->add_flag("--launches", o->launches,
                 "CUDA: under each call, the kernels it launched with their grid and block, as kernel<<<grid, block>>>");
   add_command(sub, [sub, o] {
     if (!World::get().is_root()) std::freopen("/dev/null", "w", stdout);  // under mpirun, rank 0 prints
     NNLAB_CHECK(o->batch >= 1 && o->batch <= 65536, "--batch must lie in 1..65536, got ", o->batch);
+    NNLAB_CHECK(o->repeats >= 1 && o->repeats <= 10000, "--repeats must lie in 1..10000, got ", o->repeats);
     NNLAB_CHECK(sub->count("--model") == 0 || o->model_file.empty(), "give --model NAME or --model-file FILE, not both");
     const ModelFile info = o->model_file.empty() ? model_info(o->model) : read_model_file(o->model_file);
     check_model(info, recipe_input(info, "explain"), o->batch);
@@ -247,7 +252,7 @@ void register_explain_command(CLI::App& app) {
     NNLAB_CHECK(!usable.empty(), "explain: no device of '", o->devices, "' is usable here: ", cuda_status().reason);
     check_variants(usable);
     std::vector<DeviceExplain> runs;
-    for (const RunVariant& v : usable) runs.push_back(explain_on(v, info, o->batch, o->seed));
+    for (const RunVariant& v : usable) runs.push_back(explain_on(v, info, o->batch, o->seed, o->repeats));
     std::printf("nnlab explain: %s, batch %lld, one training step after two warm-up steps; cpu kernels: %s\n",
                 info.name.c_str(), static_cast<long long>(o->batch), host_cpu::kernel_isa_report().c_str());
     if (!runs.front().fused_groups.empty()) {

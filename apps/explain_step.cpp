@@ -351,7 +351,7 @@ DeviceTime time_on_device(Sequential& model, Optimizer& opt, const Tensor& image
 
 }  // namespace
 
-DeviceExplain explain_on(const RunVariant& v, const ModelFile& info, int64_t batch, uint64_t seed) {
+DeviceExplain explain_on(const RunVariant& v, const ModelFile& info, int64_t batch, uint64_t seed, int repeats) {
   DeviceExplain out;
   out.label = v.label;
   const Device device = apply_variant(v);
@@ -404,8 +404,9 @@ DeviceExplain explain_on(const RunVariant& v, const ModelFile& info, int64_t bat
   }
   out.cpu = device.kind == DeviceKind::CPU;
   if (out.cpu) {  // the split outside the kernels; on CUDA the device's clock says it (DeviceTime)
-    out.plain_step_seconds = time_plain_steps(*model, *opt, images, label_t, be, reducer.get(), 21, false);
-    out.kernel_seconds = time_plain_steps(*model, *opt, images, label_t, be, reducer.get(), 21, true);
+    out.plain_repeats = repeats;
+    out.plain_step_seconds = time_plain_steps(*model, *opt, images, label_t, be, reducer.get(), repeats, false);
+    out.kernel_seconds = time_plain_steps(*model, *opt, images, label_t, be, reducer.get(), repeats, true);
   }
   DeviceCounts before, after;
   if (be.device_counts(&before)) {

@@ -45,6 +45,7 @@ struct DeviceExplain {
   bool cpu = false;
   double plain_step_seconds = 0;  // median of plain steps: no hooks, no kernel log, no per-node sync
   double kernel_seconds = 0;      // median of the kernel time of such steps (timed by the kernel log)
+  int plain_repeats = 0;          // steps behind each of those two medians
   // One plain step's work items handed to the device and waits of the host inside it, where
   // the device counts them (the CUDA simulator); -1 elsewhere.
   double submissions = -1, host_waits = -1;
@@ -52,7 +53,9 @@ struct DeviceExplain {
   std::vector<std::string> fused_groups;  // what fuse_epilogues ran as one op each
 };
 
-// One step of `info`'s model at `batch` on the variant's device, after two warm-up steps.
-DeviceExplain explain_on(const RunVariant& v, const ModelFile& info, int64_t batch, uint64_t seed);
+// One step of `info`'s model at `batch` on the variant's device, after two warm-up steps; on
+// the CPU, then `repeats` plain steps and as many timed call by call, for the time outside the
+// kernels.
+DeviceExplain explain_on(const RunVariant& v, const ModelFile& info, int64_t batch, uint64_t seed, int repeats);
 
 }  // namespace nnlab

@@ -154,7 +154,9 @@ TEST_CASE("the kernel log records BLAS calls only while it is on", "[explain]") 
 }
 
 TEST_CASE("nnlab explain lists forward and backward nodes with the selected convolution's kernels", "[explain]") {
-  const CliResult ref = run_cli("explain --model cnn --batch 2 --threads 1 --conv-impl reference");
+  // These check the kernels named, not times: 3 steps behind each median instead of 21 (under
+  // the sanitizers the reference convolutions' 44 steps took 10 s).
+  const CliResult ref = run_cli("explain --model cnn --batch 2 --threads 1 --conv-impl reference --repeats 3");
   INFO(ref.output);
   REQUIRE(ref.exit_code == 0);
   CHECK(ref.output.find("fwd  c1+pool1+relu1 Conv2d") != std::string::npos);
@@ -167,8 +169,9 @@ TEST_CASE("nnlab explain lists forward and backward nodes with the selected conv
   CHECK(ref.output.find(" NT 2×128×3136") != std::string::npos);
   CHECK(ref.output.find("share of time per op family") != std::string::npos);
   CHECK(ref.output.find("measured sgemm peak") != std::string::npos);
+  CHECK(ref.output.find("(medians of 3 steps") != std::string::npos);
 
-  const CliResult fast = run_cli("explain --model cnn --batch 2 --threads 1 --conv-impl im2col");
+  const CliResult fast = run_cli("explain --model cnn --batch 2 --threads 1 --conv-impl im2col --repeats 3");
   INFO(fast.output);
   REQUIRE(fast.exit_code == 0);
   CHECK(fast.output.find("im2col+small_gemm conv2d fwd x 2×1×28×28 w 32×1×3×3 s1 p1: small_gemm NN 32×784×9 ×2 "
@@ -178,7 +181,7 @@ TEST_CASE("nnlab explain lists forward and backward nodes with the selected conv
   CHECK(fast.output.find("winograd") == std::string::npos);
 
   // The default, auto: the CPU's own choice per layer, named under each layer.
-  const CliResult automatic = run_cli("explain --model cnn --batch 2 --threads 1");
+  const CliResult automatic = run_cli("explain --model cnn --batch 2 --threads 1 --repeats 3");
   INFO(automatic.output);
   REQUIRE(automatic.exit_code == 0);
   CHECK(automatic.output.find("im2col+small_gemm conv2d fwd x 2×1×28×28 w 32×1×3×3 s1 p1") != std::string::npos);
@@ -190,7 +193,7 @@ TEST_CASE("nnlab explain lists forward and backward nodes with the selected conv
                               "out") != std::string::npos);
 
   // "What runs for lenet5's c1 backward on the CPU, and why?" (docs/cpu-kernels.md)
-  const CliResult lenet = run_cli("explain --model lenet5 --batch 64 --threads 1");
+  const CliResult lenet = run_cli("explain --model lenet5 --batch 64 --threads 1 --repeats 3");
   INFO(lenet.output);
   REQUIRE(lenet.exit_code == 0);
   CHECK(lenet.output.find("fuse_epilogues: c1+pool1+relu1, c2+pool2+relu2, f1+relu3, f2+relu4 each run as one op") !=
@@ -203,6 +206,9 @@ TEST_CASE("nnlab explain lists forward and backward nodes with the selected conv
 TEST_CASE("nnlab explain refuses what it cannot run", "[explain]") {
   const CliResult unknown = run_cli("explain --model mlp --device tpu");
   CHECK(unknown.exit_code != 0);
+  const CliResult no_steps = run_cli("explain --model mlp --repeats 0");
+  CHECK(no_steps.exit_code == 1);
+  CHECK(no_steps.output.find("--repeats must lie in 1..10000, got 0") != std::string::npos);
   CHECK(unknown.output.find("unknown device 'tpu'") != std::string::npos);
   const CliResult cudnn = run_cli("explain --model cnn --conv-impl cudnn --batch 1");
   CHECK(cudnn.exit_code != 0);
