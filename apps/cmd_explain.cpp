@@ -186,9 +186,9 @@ void print_totals(const DeviceExplain& d) {
                   d.label.c_str(), d.plain_step_seconds * 1e3, d.kernel_seconds * 1e3, d.plain_repeats);
     else
       std::printf("%s: outside the kernels: not measurable here: the kernels took %.3f ms in steps timed call by "
-                  "call, far more than a plain step (%.3f ms); the timings vary too much between steps (contending "
-                  "threads? try fewer --threads)\n",
-                  d.label.c_str(), d.kernel_seconds * 1e3, d.plain_step_seconds * 1e3);
+                  "call, far more than a plain step (%.3f ms; medians of %d steps each); the timings vary too much "
+                  "between steps (contending threads? try fewer --threads)\n",
+                  d.label.c_str(), d.kernel_seconds * 1e3, d.plain_step_seconds * 1e3, d.plain_repeats);
     return;
   }
   std::printf("%s: outside the kernels: a step takes %.3f ms, its kernels %.3f ms (medians of %d steps without "

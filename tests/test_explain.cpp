@@ -169,7 +169,7 @@ TEST_CASE("nnlab explain lists forward and backward nodes with the selected conv
   CHECK(ref.output.find(" NT 2×128×3136") != std::string::npos);
   CHECK(ref.output.find("share of time per op family") != std::string::npos);
   CHECK(ref.output.find("measured sgemm peak") != std::string::npos);
-  CHECK(ref.output.find("(medians of 3 steps") != std::string::npos);
+  CHECK(ref.output.find("medians of 3 steps") != std::string::npos);
 
   const CliResult fast = run_cli("explain --model cnn --batch 2 --threads 1 --conv-impl im2col --repeats 3");
   INFO(fast.output);
