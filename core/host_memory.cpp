@@ -51,7 +51,7 @@ void cast_from(const Tensor& src, const Tensor& dst) {
 // to 2 MiB and marked for transparent huge pages (MADV_HUGEPAGE; Debian's default THP mode,
 // "madvise", uses them only when asked). Touching such a block then costs one page fault per
 // 2 MiB instead of one per 4 KiB: CIFAR-10's 150 MiB of bytes took 0.7 s of faults at start-up
-// on the 2-core Zen 5 (1.01 → 0.29 s to the first step), the 614 MiB of synthetic-cifar10
+// on the 2-core Zen 5 (a one-step run 1.01 → 0.29 s), the 614 MiB of synthetic-cifar10
 // floats several seconds. A huge page is backed whole once touched, so small blocks stay on
 // ordinary pages: from 16 MiB up the rounding to 2 MiB wastes at most 1/8.
 constexpr size_t kHugePage = size_t{2} << 20, kHugeBlock = size_t{16} << 20;
