@@ -102,11 +102,7 @@ int run_eval(const EvalOptions& o) {
   const std::string data = o.data.empty() ? config.value("data", "") : o.data;
   std::string dir = o.data_dir.empty() && o.data.empty() ? config.value("data_dir", "") : o.data_dir;
   if (dir.empty()) dir = default_data_dir(data);
-  Dataset test = load_dataset(data, dir, "test");
-  if (o.test_images > 0 && o.test_images < test.size()) {  // as train's --test-images: the first N
-    test.images = test.images.rows(0, o.test_images);
-    test.labels = test.labels.rows(0, o.test_images);
-  }
+  const Dataset test = first_samples(load_dataset(data, dir, "test"), o.test_images);
   NNLAB_CHECK(test.channels() == info.input.channels && test.height() == info.input.height &&
                   test.width() == info.input.width && test.classes == info.input.classes,
               "checkpoint ", o.checkpoint, " holds model ", info.model, " for ", info.input.channels, "x",

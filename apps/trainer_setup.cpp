@@ -65,10 +65,7 @@ Trainer::Trainer(TrainConfig config) : config_(std::move(config)) {
   train_ = load_dataset(config_.data, config_.data_dir, "train");
   test_ = load_dataset(config_.data, config_.data_dir, "test");
   NNLAB_CHECK(config_.test_images >= 0, "--test-images must be >= 0, got ", config_.test_images);
-  if (config_.test_images > 0 && config_.test_images < test_.size()) {
-    test_.images = test_.images.rows(0, config_.test_images);
-    test_.labels = test_.labels.rows(0, config_.test_images);
-  }
+  test_ = first_samples(test_, config_.test_images);
   // The validation set comes out of the training set; the test set is never selected on.
   if (config_.val_split > 0) std::tie(train_, val_) = split_validation(train_, config_.val_split, config_.seed);
   const InputSpec input{train_.channels(), train_.height(), train_.width(), train_.classes};

@@ -6,10 +6,9 @@
 #include <cstdlib>
 #include <cstring>
 
-#include <sys/mman.h>
-
 #include "core/device_memory.h"
 #include "core/error.h"
+#include "core/huge_pages.h"
 #include "core/tensor.h"
 
 namespace nnlab {
@@ -47,20 +46,12 @@ void cast_from(const Tensor& src, const Tensor& dst) {
   }
 }
 
-// Blocks of at least kHugeBlock bytes (a data set, a batch of large activations) are aligned
-// to 2 MiB and marked for transparent huge pages (MADV_HUGEPAGE; Debian's default THP mode,
-// "madvise", uses them only when asked). Touching such a block then costs one page fault per
-// 2 MiB instead of one per 4 KiB: CIFAR-10's 150 MiB of bytes took 0.7 s of faults at start-up
-// on the 2-core Zen 5 (a one-step run 1.01 → 0.29 s), the 614 MiB of synthetic-cifar10
-// floats several seconds. A huge page is backed whole once touched, so small blocks stay on
-// ordinary pages: from 16 MiB up the rounding to 2 MiB wastes at most 1/8.
-constexpr size_t kHugePage = size_t{2} << 20, kHugeBlock = size_t{16} << 20;
-
+// 64-byte aligned; large blocks 2 MiB-aligned on huge pages (core/huge_pages.h).
 void* allocate_host(size_t bytes) {
-  if (bytes < kHugeBlock) return std::aligned_alloc(64, (bytes + 63) / 64 * 64);
+  if (!wants_huge_pages(bytes)) return std::aligned_alloc(64, (bytes + 63) / 64 * 64);
   const size_t rounded = (bytes + kHugePage - 1) / kHugePage * kHugePage;
   void* p = std::aligned_alloc(kHugePage, rounded);
-  if (p) madvise(p, rounded, MADV_HUGEPAGE);
+  if (p) advise_huge_pages(p, rounded);
   return p;
 }
 

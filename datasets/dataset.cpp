@@ -135,6 +135,14 @@ Dataset load_dataset(const std::string& name, const std::string& dir, const std:
   return load_idx_dataset(name, dir, split);
 }
 
+Dataset first_samples(const Dataset& d, int64_t n) {
+  if (n <= 0 || n >= d.size()) return d;
+  Dataset first = d;
+  first.images = d.images.rows(0, n);
+  first.labels = d.labels.rows(0, n);
+  return first;
+}
+
 std::pair<Dataset, Dataset> split_validation(const Dataset& train, double val_fraction, uint64_t seed) {
   const int64_t n = train.size();
   NNLAB_CHECK(val_fraction > 0.0 && val_fraction < 1.0, "validation fraction ", val_fraction,

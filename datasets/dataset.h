@@ -42,6 +42,10 @@ Dataset load_dataset(const std::string& name, const std::string& dir, const std:
 // (purpose Split), become the validation set; both parts keep the original sample order.
 std::pair<Dataset, Dataset> split_validation(const Dataset& train, double val_fraction, uint64_t seed);
 
+// The first n samples of `d` (views of its tensors, no copy): what --test-images keeps. n = 0
+// or at least d.size(): all of them.
+Dataset first_samples(const Dataset& d, int64_t n);
+
 // Default data directory for a data set: its copy installed by `nnlab data fetch` in the data
 // store (data_store.h), else the folder a Debian package fills (fashion-mnist:
 // /usr/share/datasets/fashion-mnist, named even when absent so the error says so), else "".

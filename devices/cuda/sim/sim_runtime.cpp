@@ -11,7 +11,6 @@
 // Each allocation belongs to the device that was current when it was made; work on another
 // device may use it only after cudaDeviceEnablePeerAccess, as on GPUs of one machine.
 #include <immintrin.h>
-#include <sys/mman.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -23,6 +22,7 @@
 #include <mutex>
 
 #include "core/error.h"
+#include "core/huge_pages.h"
 #include "devices/cpu/threads.h"
 #include "devices/cuda/sim/sim.h"
 #include "devices/cuda/sim/sim_runtime_state.h"
@@ -327,18 +327,16 @@ cudaError_t cudaMalloc(void** ptr, size_t bytes) {
     in_use += bytes;
   }
   void* p = nullptr;
-  // The exact size, so AddressSanitizer's red zone starts right after the last byte. A block of
-  // 16 MiB or more (a data set on the device) starts on a 2 MiB boundary and its whole 2 MiB
-  // pages are marked for transparent huge pages, as the host's (core/host_memory.cpp): the
-  // fill below then faults once per 2 MiB, not once per 4 KiB.
-  constexpr size_t kHugePage = size_t{2} << 20, kHugeBlock = size_t{16} << 20;
-  const bool huge = bytes >= kHugeBlock;
-  if (posix_memalign(&p, huge ? kHugePage : 256, std::max<size_t>(bytes, 1)) != 0) {
+  // The exact size, so AddressSanitizer's red zone starts right after the last byte. A large
+  // block (a data set on the device) on huge pages, as the host's (core/huge_pages.h): the fill
+  // below then faults once per 2 MiB, not once per 4 KiB.
+  const bool huge = nnlab::wants_huge_pages(bytes);
+  if (posix_memalign(&p, huge ? nnlab::kHugePage : 256, std::max<size_t>(bytes, 1)) != 0) {
     std::lock_guard<std::mutex> lock(nnlab::sim::g_memory_mutex);
     nnlab::sim::g_device_bytes_in_use[device] -= bytes;
     return fail_call(cudaErrorMemoryAllocation, "cudaMalloc: the host could not provide the memory");
   }
-  if (huge) madvise(p, bytes / kHugePage * kHugePage, MADV_HUGEPAGE);
+  if (huge) nnlab::advise_huge_pages(p, bytes);
   std::memset(p, 0xFF, bytes);
   nnlab::sim::register_region(p, bytes, nnlab::sim::MemoryKind::Device, device);
   *ptr = p;
