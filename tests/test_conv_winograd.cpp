@@ -75,6 +75,11 @@ TEST_CASE("Winograd F(2x2,3x3) and F(4x4,3x3) match the reference in every direc
       // 64 output channels: the filter gradient's products transpose V first (its 20 channels
       // and 50 tiles: whole 16 × 16 or 8 × 8 register blocks and their edges)
       geometry(2, 20, 64, 9, 9, 1, 1),
+      // 16 or 32 channels over rows of 16 or 32: the filter gradient takes its input tiles with
+      // the channels in the lanes (conv2d_winograd_channels.h), in each padding
+      geometry(2, 16, 8, 16, 16, 1, 1),
+      geometry(3, 32, 8, 13, 16, 0, 0),
+      geometry(1, 16, 12, 16, 32, 2, 2),
   };
   nnlab_test::for_each_cpu_isa([&](CpuIsa isa) {
     INFO("kernels: " << cpu_isa_name(isa));

@@ -36,9 +36,11 @@
 
 #include <algorithm>
 #include <numeric>
+#include <type_traits>
 
 #include "devices/cpu/bias_lanes.h"
 #include "devices/cpu/conv2d_winograd.h"
+#include "devices/cpu/conv2d_winograd_channels.h"
 #include "devices/cpu/conv2d_winograd_planes.h"
 #include "devices/cpu/dispatch.h"
 #include "devices/cpu/gemm_libxsmm.h"
@@ -91,6 +93,11 @@ void add_product_nt(long m, long n, long t, const float* a, const float* b, floa
 void add_product_nt(long m, long n, long t, const double* a, const double* b, double* c, double*) {
   cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasTrans, int(m), int(n), int(t), 1.0, a, int(t), b, int(t), 1.0, c,
               int(n));
+}
+//   C (m × n) += A (m × t) · B (t × n)   the same sum with B's channels innermost
+//                                        (conv2d_winograd_channels.h)
+void add_product_nn(long m, long n, long t, const float* a, const float* b, float* c) {
+  if (!libxsmm_gemm(false, false, m, n, t, 1.0f, a, b, 1.0f, c)) small_gemm_nn(m, n, t, a, b, c, true);
 }
 
 // Images per chunk: as many as keep `positions` transformed values per tile and channel
@@ -282,27 +289,46 @@ void backward_filter_planes(const Conv2dGeometry& g, WinogradTile tile, const Te
       const bool parallel = threads > 1 && chunks > 1;
       const long slots = parallel ? threads : 1, kc = g.k * g.c;
       const long chunk_tiles = chunk * t.per_plane();
+      // V[ξ] as (tiles × c), channels in the lanes, where float32 channels and rows fit.
+      const bool channel_lanes = std::is_same_v<T, float> && channel_lanes_fit(g.c, t);
+      const long block_floats = channel_lanes ? channel_block_floats(t) : 0;
       const long slot_floats = positions * (matrix_stride(g.c, chunk_tiles) + matrix_stride(g.k, chunk_tiles)) +
-                               2 * scratch_floats(t) + chunk_tiles * g.c + (pool ? g.p * g.q : 0);
+                               2 * scratch_floats(t) + chunk_tiles * g.c + (pool ? g.p * g.q : 0) + block_floats;
       Tensor workspace = Tensor::empty({slots * slot_floats}, x.dtype(), Device::cpu());
       Tensor partial = Tensor::zeros({slots * positions * kc}, x.dtype(), Device::cpu());
       Tensor sums = db ? Tensor::empty({g.n * g.k * kBiasSums}, dy.dtype(), Device::cpu()) : Tensor();
       const T* x_data = x.data<T>();
       const InputPlanes<T> dy_planes{dy.data<T>(), pool, pool ? argmax->data<int32_t>() : nullptr};
       T *ws = workspace.data<T>(), *part = partial.data<T>(), *sum_data = db ? sums.data<T>() : nullptr;
+      for (long sl = 0; sl < slots; ++sl) {  // each slot's channel block: its border stays zero
+        T* block = ws + (sl + 1) * slot_floats - block_floats;
+        std::fill(block, block + block_floats, T(0));
+      }
 #pragma omp parallel for schedule(static) if (parallel)
       for (long ck = 0; ck < chunks; ++ck) {
         const long first = ck * chunk, count = std::min(chunk, g.n - first), tiles = count * t.per_plane();
         const int slot = parallel ? omp_get_thread_num() : 0;
-        const long v_stride = matrix_stride(g.c, tiles), z_stride = matrix_stride(g.k, tiles);
-        T* v = ws + slot * slot_floats;      // n² × c × tiles
+        const long v_stride = channel_lanes ? tiles * g.c : matrix_stride(g.c, tiles);
+        const long z_stride = matrix_stride(g.k, tiles);
+        T* v = ws + slot * slot_floats;      // n² × c × tiles (channel lanes: n² × tiles × c)
         T* z = v + positions * v_stride;     // n² × k × tiles
         T* padded_x = z + positions * z_stride;  // zero borders, see place_plane
         T* padded_dy = padded_x + scratch_floats(t);
         T* v_transposed = padded_dy + scratch_floats(t);  // one V[ξ]ᵀ: tiles × c
         T* unpooled = v_transposed + chunk_tiles * g.c;    // a plane of dy from the pool's gradient
         std::fill(padded_x, padded_x + 2 * scratch_floats(t), T(0));
-        transform_inputs<Tile>(InputPlanes<T>{x_data}, g.c, t, first, count, padded_x, static_cast<T*>(nullptr), v);
+        if constexpr (std::is_same_v<T, float>) {
+          if (channel_lanes) {
+            float* block = ws + (slot + 1) * slot_floats - block_floats;
+            for (long i = 0; i < count; ++i)
+              for (long c0 = 0; c0 < g.c; c0 += kChannelLanes) {
+                place_channel_block(x_data + ((first + i) * g.c + c0) * g.h * g.w, t, block);
+                input_transform_channels<Tile>(block, t, i * t.per_plane(), g.c, c0, v, v_stride);
+              }
+          }
+        }
+        if (!channel_lanes)
+          transform_inputs<Tile>(InputPlanes<T>{x_data}, g.c, t, first, count, padded_x, static_cast<T*>(nullptr), v);
         for (long co = 0; co < g.k; ++co)  // increasing addresses (see kLanes)
           for (long i = 0; i < count; ++i) {
             const T* plane = dy_planes.plane((first + i) * g.k + co, g.p * g.q, unpooled);
@@ -313,8 +339,14 @@ void backward_filter_planes(const Conv2dGeometry& g, WinogradTile tile, const Te
             transform_output_grad_plane<Tile>(plane, t, padded_dy, z + co * tiles + i * t.per_plane(), z_stride);
           }
         T* s = part + slot * positions * kc;  // S[ξ] (k × c) += Z[ξ] · V[ξ]ᵀ
-        for (int xi = 0; xi < positions; ++xi)
+        for (int xi = 0; xi < positions; ++xi) {
+          if constexpr (std::is_same_v<T, float>)
+            if (channel_lanes) {
+              add_product_nn(g.k, g.c, tiles, z + xi * z_stride, v + xi * v_stride, s + xi * kc);
+              continue;
+            }
           add_product_nt(g.k, g.c, tiles, z + xi * z_stride, v + xi * v_stride, s + xi * kc, v_transposed);
+        }
       }
       T* dw_data = dw.data<T>();
 #pragma omp parallel for schedule(static) if (kc * positions > kParallelGrain)
