@@ -4,9 +4,10 @@
 # epoch with and without CUDA graphs, compare's cnn epochs against train's, the zoo against
 # PyTorch on the GPU (PyTorch's whole step as a CUDA graph, its fastest mode for these small
 # models; PYTORCH_MODE=eager for its eager mode), OpenBLAS's sgemm as nnlab runs it, the GEMM
-# ladder's kernels against cuBLAS, the zoo against PyTorch on the host's CPU at
-# 16 threads, real MNIST with the lenet5 recipe on the GPU, bf16's speed and accuracy against
-# fp32 on the GPU, the host's bf16 products, and the cnn's scaling over the host's threads.
+# ladder's kernels against cuBLAS, the zoo against PyTorch on the host's CPU at 16 threads
+# (with and without per-thread batch slices), real MNIST with the lenet5 recipe on the GPU,
+# bf16's speed and accuracy against fp32 on the GPU, the host's bf16 products, and the cnn's
+# scaling over the host's threads.
 #
 #     OUT=/some/folder scripts/gpu-bench.sh
 # STEPS (an extended regular expression) keeps only the steps whose names match, e.g.
@@ -61,6 +62,10 @@ step sgemm 20 "$build/nnlab" sgemm --threads 16 --size 1024
 step sgemm_ladder 60 "$build/nnlab" sgemm --device cuda --gemm-impl all --zoo --size 1024
 step bench_cpu16 110 "$python" scripts/bench.py --models mlp,cnn --rounds 1 --epochs 4 --threads 16 \
   --nnlab "$build/nnlab" --python "$python" --data-dir .deps/fashion-mnist --out "$logs/bench_cpu16.jsonl"
+# Issue 38: the same with every thread on its own slice of the batch (train --batch-slices).
+step bench_cpu16_slices 110 "$python" scripts/bench.py --models mlp,cnn --rounds 1 --epochs 4 --threads 16 \
+  --nnlab-args "--batch-slices 16" --nnlab "$build/nnlab" --python "$python" --data-dir .deps/fashion-mnist \
+  --out "$logs/bench_cpu16_slices.jsonl"
 # Crops and flips gathered on the device (Backend::gather_crop_flip) against the host's data
 # path: the ResNet-9 recipe on random CIFAR-shaped data, 2 epochs each way.
 for mode in on off; do
