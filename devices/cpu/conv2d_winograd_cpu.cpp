@@ -78,6 +78,9 @@ void product(long m, long n, long k, const double* a, const double* b, double* c
 // 1.06 ms, c4 2.39 → 2.06 ms; its c2 (m = 32, t = 256) 10% slower in one trial and no faster in
 // another, so there the dot products stay.
 // AVX2 has no small_gemm_nt (it would be OpenBLAS), so there every product is transposed.
+// This serves the shapes whose channels or rows do not fill 16-wide lanes (the cnn's 14×14
+// layer, resnet8's 8×8 ones) and float64; the others build V as (tiles × c) in the first place
+// (conv2d_winograd_channels.h) and sum through add_product_nn.
 #if defined(__AVX512F__)
 constexpr long kTransposeMinRows = 64;
 #else
