@@ -5,11 +5,11 @@
 //
 // Why: with tiles in the lanes (conv2d_winograd_planes.h) V[ξ] is (c × tiles), and the filter
 // gradient's product Z · Vᵀ then either ran as dot products along the tiles, each ending in a
-// horizontal sum (cifar-cnn's c2: a third of its filter gradient), or transposed every V[ξ]
-// first. Here the transpose happens once, on the way in: 16 channels of one image are
-// interleaved, row by row, into a zero-bordered block (16 × 16 register transposes,
-// transpose_blocks.h), and every tile then reads n × n vectors of 16 channels, each one
-// aligned load, with no phase split and no lanes left idle at the end of a row.
+// horizontal sum (cifar-cnn's c2), or transposed every V[ξ] first. Here the transpose happens
+// once, on the way in: 16 channels of one image are interleaved, row by row, into a
+// zero-bordered block (16 × 16 register transposes, transpose_blocks.h), and every tile then
+// reads n × n vectors of 16 channels, each one contiguous load, with no phase split and no
+// lanes left idle at the end of a row.
 //
 // Only files compiled once per instruction set include this header (see even_odd.h).
 #pragma once

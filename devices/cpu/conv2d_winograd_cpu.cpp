@@ -102,6 +102,10 @@ void add_product_nt(long m, long n, long t, const double* a, const double* b, do
 void add_product_nn(long m, long n, long t, const float* a, const float* b, float* c) {
   if (!libxsmm_gemm(false, false, m, n, t, 1.0f, a, b, 1.0f, c)) small_gemm_nn(m, n, t, a, b, c, true);
 }
+void add_product_nn(long m, long n, long t, const double* a, const double* b, double* c) {
+  cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, int(m), int(n), int(t), 1.0, a, int(t), b, int(n), 1.0, c,
+              int(n));
+}
 
 // Images per chunk: as many as keep `positions` transformed values per tile and channel
 // (`channels` of them, in and out) within kChunkBytes, then evened out so that every thread
@@ -296,7 +300,8 @@ void backward_filter_planes(const Conv2dGeometry& g, WinogradTile tile, const Te
       const bool channel_lanes = std::is_same_v<T, float> && channel_lanes_fit(g.c, t);
       const long block_floats = channel_lanes ? channel_block_floats(t) : 0;
       const long slot_floats = positions * (matrix_stride(g.c, chunk_tiles) + matrix_stride(g.k, chunk_tiles)) +
-                               2 * scratch_floats(t) + chunk_tiles * g.c + (pool ? g.p * g.q : 0) + block_floats;
+                               2 * scratch_floats(t) + (channel_lanes ? 0 : chunk_tiles * g.c) +
+                               (pool ? g.p * g.q : 0) + block_floats;
       Tensor workspace = Tensor::empty({slots * slot_floats}, x.dtype(), Device::cpu());
       Tensor partial = Tensor::zeros({slots * positions * kc}, x.dtype(), Device::cpu());
       Tensor sums = db ? Tensor::empty({g.n * g.k * kBiasSums}, dy.dtype(), Device::cpu()) : Tensor();
@@ -317,8 +322,9 @@ void backward_filter_planes(const Conv2dGeometry& g, WinogradTile tile, const Te
         T* z = v + positions * v_stride;     // n² × k × tiles
         T* padded_x = z + positions * z_stride;  // zero borders, see place_plane
         T* padded_dy = padded_x + scratch_floats(t);
-        T* v_transposed = padded_dy + scratch_floats(t);  // one V[ξ]ᵀ: tiles × c
-        T* unpooled = v_transposed + chunk_tiles * g.c;    // a plane of dy from the pool's gradient
+        // one V[ξ]ᵀ (tiles × c; none with channel lanes), then a plane of dy from the pool's gradient
+        T* v_transposed = padded_dy + scratch_floats(t);
+        T* unpooled = v_transposed + (channel_lanes ? 0 : chunk_tiles * g.c);
         std::fill(padded_x, padded_x + 2 * scratch_floats(t), T(0));
         if constexpr (std::is_same_v<T, float>) {
           if (channel_lanes) {
@@ -343,12 +349,10 @@ void backward_filter_planes(const Conv2dGeometry& g, WinogradTile tile, const Te
           }
         T* s = part + slot * positions * kc;  // S[ξ] (k × c) += Z[ξ] · V[ξ]ᵀ
         for (int xi = 0; xi < positions; ++xi) {
-          if constexpr (std::is_same_v<T, float>)
-            if (channel_lanes) {
-              add_product_nn(g.k, g.c, tiles, z + xi * z_stride, v + xi * v_stride, s + xi * kc);
-              continue;
-            }
-          add_product_nt(g.k, g.c, tiles, z + xi * z_stride, v + xi * v_stride, s + xi * kc, v_transposed);
+          if (channel_lanes)  // V[ξ] is already (tiles × c)
+            add_product_nn(g.k, g.c, tiles, z + xi * z_stride, v + xi * v_stride, s + xi * kc);
+          else
+            add_product_nt(g.k, g.c, tiles, z + xi * z_stride, v + xi * v_stride, s + xi * kc, v_transposed);
         }
       }
       T* dw_data = dw.data<T>();
