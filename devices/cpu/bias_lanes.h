@@ -19,6 +19,10 @@
 #error "bias_lanes.h is compiled per instruction set (NNLAB_ISA, CMakeLists.txt)"
 #endif
 
+#include <cstdint>
+
+#include "devices/cpu/lane_vectors.h"
+
 namespace nnlab::cpu::NNLAB_ISA {
 
 constexpr long kBiasLanes = 32;
@@ -56,6 +60,35 @@ void plane_bias_lanes(const T* dy, const T* y, T* dz, long in, T* lanes, T& tail
   for (long i = body; i < in; ++i)
     accumulate_row<T, Masked>(dy + i, Masked ? y + i : nullptr, Masked ? dz + i : nullptr, rest, 1);
   tail = rest[0];
+}
+
+// plane_bias_lanes (unmasked) of the p × q float plane a 2×2 max-pool's backward would make
+// from its gradient g and winners (p/2 × q/2; a winner is a flat index into the plane, −1 none),
+// without the plane: each run of 2L cells of a row is made in two vectors (winners g, the rest 0,
+// as the pool writes them) and added to the lanes those cells go to, so every lane sees the same
+// values in the same order. For planes whose rows are whole runs of 2L cells and fall on whole
+// runs of lanes (pooled_bias_fits); no tail then.
+inline bool pooled_bias_fits(long p, long q) {
+  return q % (2 * kVectorLanes<float>) == 0 && (q % kBiasLanes == 0 || kBiasLanes % q == 0) && p * q % kBiasLanes == 0;
+}
+inline void pooled_plane_bias_lanes(const float* g, const int32_t* winners, long p, long q, float* lanes, float& tail) {
+  constexpr long L = kVectorLanes<float>;
+  for (long l = 0; l < kBiasLanes; ++l) lanes[l] = 0.0f;
+  Vector<int32_t> left;  // a window's left cell, lane by lane: 2·l
+  for (long l = 0; l < L; ++l) left[l] = int32_t(2 * l);
+  const long windows = q / 2;
+  for (long r = 0; r < p; ++r)
+    for (long j = 0; j < windows; j += L) {
+      const long at = r / 2 * windows + j;
+      const Vector<float> grad = load(g + at);
+      const Vector<int32_t> won = load(winners + at), cell = int32_t(r * q + 2 * j) + left;
+      Vector<float> lo, hi;  // cells r·q + 2j …, in order
+      interleave(won == cell ? grad : Vector<float>{}, won == cell + 1 ? grad : Vector<float>{}, lo, hi);
+      float* to = lanes + (r * q + 2 * j) % kBiasLanes;
+      store(to, load(to) + lo);
+      store(to + L, load(to + L) + hi);
+    }
+  tail = 0.0f;
 }
 
 // Adds one image's plane sums into a channel's running sums (lane by lane, in image order).

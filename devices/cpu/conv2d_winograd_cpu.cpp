@@ -24,14 +24,14 @@
 // cells count as zero.
 //
 // Threads: images go in chunks sized so one chunk's transformed tiles stay in a core's L2
-// cache; chunks are spread over the OpenMP threads and each runs its products single-threaded.
-// Every output element comes from one chunk in a fixed order; the filter gradient sums
-// per-thread partials in thread order, so for a given thread count results repeat bit for bit.
+// cache; each thread takes the next chunk when it is free (a slower core takes fewer) and runs
+// its products single-threaded. Every output element comes from one chunk in a fixed order; the
+// filter gradient sums fixed runs of chunks into partials of their own and adds those in run
+// order, so for a given thread count results repeat bit for bit.
 //
 // Compiled once per instruction set (cpu_isa.h), into cpu::avx2 and cpu::avx512, each with its
 // own small_gemm and lane vectors; which shapes it serves (winograd_applies) and with which
 // tile (winograd_tile) is decided in conv2d_cpu.cpp.
-#include <cblas.h>
 #include <omp.h>
 
 #include <algorithm>
@@ -42,11 +42,10 @@
 #include "devices/cpu/conv2d_winograd.h"
 #include "devices/cpu/conv2d_winograd_channels.h"
 #include "devices/cpu/conv2d_winograd_planes.h"
+#include "devices/cpu/conv2d_winograd_products.h"
 #include "devices/cpu/dispatch.h"
-#include "devices/cpu/gemm_libxsmm.h"
 #include "devices/cpu/pool2d.h"
 #include "devices/cpu/small_gemm.h"
-#include "devices/cpu/transpose_blocks.h"
 
 namespace nnlab::cpu::NNLAB_ISA {
 
@@ -54,58 +53,7 @@ namespace {
 
 constexpr long kChunkBytes = 1L << 20;  // transformed tiles of one chunk: about a core's L2
 constexpr long kProductBlock = 32;      // columns of small_gemm.h's register blocks
-
-// The per-position products: float32 through libxsmm's generated kernels where it has one
-// (gemm_libxsmm.h; on one thread, inside the chunks' parallel region), else small_gemm.h's
-// register-blocked loops; float64 (gradcheck) through OpenBLAS. On one Zen 5 core
-// (scripts/bench_libxsmm.cpp) libxsmm ran cifar-cnn's 32 × 256 × 32 at 259 GFLOP/s against
-// small_gemm's 238, its 64 × 128 × 64 at 260 against 249, the cnn's 64 × 147 × 32 at 236
-// against 220.
-//   C (m × n)  = A (m × k) · B (k × n)
-void product(long m, long n, long k, const float* a, const float* b, float* c) {
-  if (!libxsmm_gemm(false, false, m, n, k, 1.0f, a, b, 0.0f, c)) small_gemm_nn(m, n, k, a, b, c, false);
-}
-void product(long m, long n, long k, const double* a, const double* b, double* c) {
-  cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, int(m), int(n), int(k), 1.0, a, int(k), b, int(n), 0.0, c,
-              int(n));
-}
-//   C (m × n) += A (m × t) · B (n × t)ᵀ
-// The filter gradient's product: its inner dimension is a chunk's tiles (128 on cifar-cnn's
-// 16 × 16 layers), short for dot products along it (small_gemm_nt), which end in a 16-lane sum
-// per element of C. Where each float of B feeds at least 2 · 64 flops, B goes into `scratch`
-// as t × n first (transpose_blocks.h) and libxsmm runs the product as NN, an outer product
-// per tile: on two Zen 5 threads (scripts/bench_conv.cpp) cifar-cnn's c3 filter gradient 1.25 →
-// 1.06 ms, c4 2.39 → 2.06 ms; its c2 (m = 32, t = 256) 10% slower in one trial and no faster in
-// another, so there the dot products stay.
-// AVX2 has no small_gemm_nt (it would be OpenBLAS), so there every product is transposed.
-// This serves the shapes whose channels or rows do not fill 16-wide lanes (the cnn's 14×14
-// layer, resnet8's 8×8 ones) and float64; the others build V as (tiles × c) in the first place
-// (conv2d_winograd_channels.h) and sum through add_product_nn.
-#if defined(__AVX512F__)
-constexpr long kTransposeMinRows = 64;
-#else
-constexpr long kTransposeMinRows = 1;
-#endif
-void add_product_nt(long m, long n, long t, const float* a, const float* b, float* c, float* scratch) {
-  if (m >= kTransposeMinRows) {
-    transpose_matrix(b, n, t, t, scratch, n);
-    if (libxsmm_gemm(false, false, m, n, t, 1.0f, a, scratch, 1.0f, c)) return;
-  }
-  small_gemm_nt(m, n, t, a, b, c, n, true, nullptr, false);
-}
-void add_product_nt(long m, long n, long t, const double* a, const double* b, double* c, double*) {
-  cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasTrans, int(m), int(n), int(t), 1.0, a, int(t), b, int(t), 1.0, c,
-              int(n));
-}
-//   C (m × n) += A (m × t) · B (t × n)   the same sum with B's channels innermost
-//                                        (conv2d_winograd_channels.h)
-void add_product_nn(long m, long n, long t, const float* a, const float* b, float* c) {
-  if (!libxsmm_gemm(false, false, m, n, t, 1.0f, a, b, 1.0f, c)) small_gemm_nn(m, n, t, a, b, c, true);
-}
-void add_product_nn(long m, long n, long t, const double* a, const double* b, double* c) {
-  cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, int(m), int(n), int(t), 1.0, a, int(t), b, int(n), 1.0, c,
-              int(n));
-}
+constexpr long kGroupsPerThread = 4;    // filter gradient: partial sums per thread, for balance
 
 // Images per chunk: as many as keep `positions` transformed values per tile and channel
 // (`channels` of them, in and out) within kChunkBytes, then evened out so that every thread
@@ -140,6 +88,27 @@ struct InputPlanes {
     return scratch;
   }
 };
+
+// The filter gradient's Z[ξ] of plane `at` of dY (p × q, t's output) into z (see
+// output_grad_transform), and with `sum` its bias sums (bias_lanes.h). pooled_tiles (float F(2×2)
+// whose tiles are the pool's windows, pooled_tiles_fit and pooled_bias_fits): both straight from
+// the pool's gradient and winners; otherwise from the plane, unpooled into `unpooled` first.
+template <typename Tile, typename T>
+void transform_dy_plane(const InputPlanes<T>& dy, long at, const Tiling& t, bool pooled_tiles, T* sum, T* padded_dy,
+                        T* unpooled, T* z, long z_stride) {
+  if constexpr (std::is_same_v<T, float>) {
+    if (pooled_tiles) {
+      const long pooled = dy.pool->p * dy.pool->q;
+      const float *grad = dy.x + at * pooled;
+      const int32_t* winners = dy.argmax + at * pooled;
+      if (sum) pooled_plane_bias_lanes(grad, winners, t.p, t.q, sum, sum[kBiasLanes]);
+      return output_grad_transform_pooled(grad, winners, t, z, z_stride);
+    }
+  }
+  const T* plane = dy.plane(at, t.p * t.q, unpooled);
+  if (sum) plane_bias_lanes<T, false>(plane, nullptr, nullptr, t.p * t.q, sum, sum[kBiasLanes]);
+  transform_output_grad_plane<Tile>(plane, t, padded_dy, z, z_stride);
+}
 
 // V[ξ][ch][tile] for images [first, first + count) of x (n, channels, h, w); tiles numbered
 // image-major, then row-major within the chunk; V[ξ] starts at v + ξ · matrix_stride.
@@ -181,7 +150,10 @@ void winograd_convolve(DType dtype, const InputPlanes<T>& x, long n, long cin, c
                            scratch_floats(t) + (out.pool ? plane_floats : 0) + (x.pool ? t.h * t.w : 0);
   Tensor workspace = Tensor::empty({(parallel ? threads : 1) * slot_floats}, dtype, Device::cpu());
   T* ws = static_cast<T*>(workspace.raw_data());
-#pragma omp parallel for schedule(static) if (parallel)
+  // One chunk at a time to whichever thread is free: each chunk writes its own outputs, so the
+  // order does not change a bit, and a core that runs slower (a busy hardware sibling, a
+  // hypervisor's other guest, a laptop's efficiency core) takes fewer chunks.
+#pragma omp parallel for schedule(dynamic, 1) if (parallel)
   for (long ck = 0; ck < chunks; ++ck) {
     const long first = ck * chunk, count = std::min(chunk, n - first), tiles = count * t.per_plane();
     const long v_stride = matrix_stride(cin, tiles), m_stride = matrix_stride(cout, tiles);
@@ -295,15 +267,23 @@ void backward_filter_planes(const Conv2dGeometry& g, WinogradTile tile, const Te
       const long chunks = (g.n + chunk - 1) / chunk, threads = omp_get_max_threads();
       const bool parallel = threads > 1 && chunks > 1;
       const long slots = parallel ? threads : 1, kc = g.k * g.c;
+      // Chunks go in `groups` fixed runs, each summing into a partial of its own, handed out one
+      // at a time to whichever thread is free (as in winograd_convolve): which thread runs a group
+      // does not change its sum, and the partials are added in group order.
+      const long groups = parallel ? std::min(chunks, kGroupsPerThread * threads) : 1;
+      const auto group_start = [&](long group) { return group * chunks / groups; };
       const long chunk_tiles = chunk * t.per_plane();
       // V[ξ] as (tiles × c), channels in the lanes, where float32 channels and rows fit.
       const bool channel_lanes = std::is_same_v<T, float> && channel_lanes_fit(g.c, t);
+      // Z[ξ] and the bias sums straight from a pool's gradient and winners, where they fit.
+      const bool pooled_tiles = std::is_same_v<T, float> && pool && pooled_tiles_fit(t, pool->p, pool->q) &&
+                                (!db || pooled_bias_fits(g.p, g.q));
       const long block_floats = channel_lanes ? channel_block_floats(t) : 0;
       const long slot_floats = positions * (matrix_stride(g.c, chunk_tiles) + matrix_stride(g.k, chunk_tiles)) +
                                2 * scratch_floats(t) + (channel_lanes ? 0 : chunk_tiles * g.c) +
                                (pool ? g.p * g.q : 0) + block_floats;
       Tensor workspace = Tensor::empty({slots * slot_floats}, x.dtype(), Device::cpu());
-      Tensor partial = Tensor::zeros({slots * positions * kc}, x.dtype(), Device::cpu());
+      Tensor partial = Tensor::zeros({groups * positions * kc}, x.dtype(), Device::cpu());
       Tensor sums = db ? Tensor::empty({g.n * g.k * kBiasSums}, dy.dtype(), Device::cpu()) : Tensor();
       const T* x_data = x.data<T>();
       const InputPlanes<T> dy_planes{dy.data<T>(), pool, pool ? argmax->data<int32_t>() : nullptr};
@@ -312,10 +292,9 @@ void backward_filter_planes(const Conv2dGeometry& g, WinogradTile tile, const Te
         T* block = ws + (sl + 1) * slot_floats - block_floats;
         std::fill(block, block + block_floats, T(0));
       }
-#pragma omp parallel for schedule(static) if (parallel)
-      for (long ck = 0; ck < chunks; ++ck) {
+      // Chunk ck on workspace slot `slot`: S[ξ] (k × c) += Z[ξ] · V[ξ]ᵀ into s.
+      const auto filter_chunk = [&](long ck, long slot, T* s) {
         const long first = ck * chunk, count = std::min(chunk, g.n - first), tiles = count * t.per_plane();
-        const int slot = parallel ? omp_get_thread_num() : 0;
         const long v_stride = channel_lanes ? tiles * g.c : matrix_stride(g.c, tiles);
         const long z_stride = matrix_stride(g.k, tiles);
         T* v = ws + slot * slot_floats;      // n² × c × tiles (channel lanes: n² × tiles × c)
@@ -340,28 +319,28 @@ void backward_filter_planes(const Conv2dGeometry& g, WinogradTile tile, const Te
           transform_inputs<Tile>(InputPlanes<T>{x_data}, g.c, t, first, count, padded_x, static_cast<T*>(nullptr), v);
         for (long co = 0; co < g.k; ++co)  // increasing addresses (see kLanes)
           for (long i = 0; i < count; ++i) {
-            const T* plane = dy_planes.plane((first + i) * g.k + co, g.p * g.q, unpooled);
-            if (sum_data) {
-              T* sum = sum_data + ((first + i) * g.k + co) * kBiasSums;
-              plane_bias_lanes<T, false>(plane, nullptr, nullptr, g.p * g.q, sum, sum[kBiasLanes]);
-            }
-            transform_output_grad_plane<Tile>(plane, t, padded_dy, z + co * tiles + i * t.per_plane(), z_stride);
+            const long at = (first + i) * g.k + co;
+            transform_dy_plane<Tile>(dy_planes, at, t, pooled_tiles, sum_data ? sum_data + at * kBiasSums : nullptr,
+                                     padded_dy, unpooled, z + co * tiles + i * t.per_plane(), z_stride);
           }
-        T* s = part + slot * positions * kc;  // S[ξ] (k × c) += Z[ξ] · V[ξ]ᵀ
         for (int xi = 0; xi < positions; ++xi) {
           if (channel_lanes)  // V[ξ] is already (tiles × c)
             add_product_nn(g.k, g.c, tiles, z + xi * z_stride, v + xi * v_stride, s + xi * kc);
           else
             add_product_nt(g.k, g.c, tiles, z + xi * z_stride, v + xi * v_stride, s + xi * kc, v_transposed);
         }
-      }
+      };
+#pragma omp parallel for schedule(dynamic, 1) if (parallel)
+      for (long group = 0; group < groups; ++group)
+        for (long ck = group_start(group); ck < group_start(group + 1); ++ck)
+          filter_chunk(ck, parallel ? omp_get_thread_num() : 0, part + group * positions * kc);
       T* dw_data = dw.data<T>();
 #pragma omp parallel for schedule(static) if (kc * positions > kParallelGrain)
-      for (long j = 0; j < kc; ++j) {  // sum the partials in slot order, then dW = Gᵀ S G
+      for (long j = 0; j < kc; ++j) {  // sum the partials in group order, then dW = Gᵀ S G
         T sum[positions];
         for (int xi = 0; xi < positions; ++xi) {
           sum[xi] = part[xi * kc + j];
-          for (long sl = 1; sl < slots; ++sl) sum[xi] += part[(sl * positions + xi) * kc + j];
+          for (long gr = 1; gr < groups; ++gr) sum[xi] += part[(gr * positions + xi) * kc + j];
         }
         filter_grad_tile<Tile>(sum, 1, dw_data + j * 9);
       }

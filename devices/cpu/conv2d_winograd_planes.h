@@ -211,6 +211,40 @@ void output_grad_transform(const T* dy, const Tiling& t, T* scratch, T* out, lon
   });
 }
 
+// Z = A dY Aᵀ for F(2×2) where dY is a 2×2 max-pool's gradient routed to its winners, made
+// straight from the pool's gradient g and winners (p/2 × q/2 each; a winner is a flat index
+// r·q + s into the p × q plane, −1 where the fused ReLU zeroed the window). Output tile (ty, tx)
+// is pool window (ty, tx), so its dY is g[ty, tx] at the winner and zero elsewhere: the tile is
+// made in registers and goes through output_grad_transform's A e Aᵀ, the same bits without the
+// unpooled plane written, read back and split into phase planes. For float rows of tiles that
+// fill whole vectors (pooled_tiles_fit).
+inline bool pooled_tiles_fit(const Tiling& t, long pooled_h, long pooled_w) {
+  return t.m == 2 && t.p == 2 * pooled_h && t.q == 2 * pooled_w && t.tw % kVectorLanes<float> == 0;
+}
+inline void output_grad_transform_pooled(const float* g, const int32_t* winners, const Tiling& t, float* out,
+                                         long stride) {
+  using Tile = WinogradF2;
+  constexpr int m = Tile::m, n = Tile::n;
+  constexpr long L = kVectorLanes<float>;
+  Vector<int32_t> left;  // a window's left column, lane by lane: 2·l
+  for (long l = 0; l < L; ++l) left[l] = int32_t(m * l);
+  for (long ty = 0; ty < t.th; ++ty)
+    for (long tx = 0; tx < t.tw; tx += L) {
+      const long at = ty * t.tw + tx;
+      const Vector<float> grad = load(g + at);
+      const Vector<int32_t> won = load(winners + at), corner = int32_t(m * (ty * t.q + tx)) + left;
+      Vector<float> e[m][m], u[n][m];  // the dY tiles, then A e
+      for (int r = 0; r < m; ++r)
+        for (int j = 0; j < m; ++j) e[r][j] = won == corner + int32_t(r * t.q + j) ? grad : Vector<float>{};
+      for (int b = 0; b < m; ++b) Tile::output_grad(&e[0][b], m, &u[0][b], m);  // A e: each column
+      for (int a = 0; a < n; ++a) {                                              // (A e) Aᵀ: each row
+        Vector<float> z[n];
+        Tile::output_grad(u[a], 1, z, 1);
+        for (int b = 0; b < n; ++b) store(out + (n * a + b) * stride + at, z[b]);
+      }
+    }
+}
+
 // The three, with or without paired rows as the plane's width asks.
 template <typename Tile, typename T>
 void transform_input_plane(const T* plane, const Tiling& t, T* scratch, T* out, long stride) {
