@@ -171,20 +171,22 @@ void channel_filter_sum(const T* in, const Bordered& b, const T* dy_transposed, 
 }
 
 // direct_backward_filter in the channel layout: per image, a bordered copy of x and dy
-// transposed to (p, q, k); per-thread partial sums added in thread order, so for a given
-// thread count results repeat bit for bit.
+// transposed to (p, q, k); partial sums of fixed runs of images added in run order
+// (balanced_loops.h), so for a given thread count results repeat bit for bit.
 template <typename T>
 void channel_backward_filter_typed(const Conv2dGeometry& g, const Bordered& b, const Tensor& dy, const Tensor& x,
                                    Tensor& dw, Tensor* db) {
-  const long threads = omp_get_max_threads(), pq = g.p * g.q, dyt_size = pq * g.k;
+  const long pq = g.p * g.q, dyt_size = pq * g.k;
   const long lane_size = g.k * g.c * g.r * g.s;  // (k / kChannelLanes, c, r, s, kChannelLanes)
-  Tensor work = Tensor::empty({threads * (b.size() + dyt_size)}, x.dtype(), x.device());
-  Tensor lanes = Tensor::zeros({threads * lane_size}, x.dtype(), x.device());
+  const bool parallel = images_in_parallel(g.n, g.k * pq * g.c * g.r * g.s);
+  const long runs = summing_runs(g.n, parallel);  // one set of lanes each (balanced_loops.h)
+  Tensor work = Tensor::empty({omp_get_max_threads() * (b.size() + dyt_size)}, x.dtype(), x.device());
+  Tensor lanes = Tensor::zeros({runs * lane_size}, x.dtype(), x.device());
   const T *x_data = x.data<T>(), *dy_data = dy.data<T>();
   T *ws = work.data<T>(), *acc = lanes.data<T>(), *dw_data = dw.data<T>();
   Tensor sums = db ? Tensor::empty({g.n * g.k * kBiasSums}, dy.dtype(), dy.device()) : Tensor();
   T* sum_data = db ? sums.data<T>() : nullptr;
-  for_each_image(g.n, g.k * pq * g.c * g.r * g.s, [&](long i, int slot) {
+  for_each_run(g.n, runs, parallel, [&](long i, int slot, long run) {
     T* in = ws + slot * (b.size() + dyt_size);
     T* transposed = in + b.size();
     copy_bordered(x_data + i * g.c * g.h * g.w, g.w, g.pad_w, b, in);
@@ -193,16 +195,17 @@ void channel_backward_filter_typed(const Conv2dGeometry& g, const Bordered& b, c
       for (long j = 0; j < pq; ++j) transposed[j * g.k + o] = dyi[o * pq + j];
     if (sum_data) image_bias_sums<T, false>(dyi, nullptr, nullptr, g.k, pq, sum_data + i * g.k * kBiasSums);
     if (g.s == 3)
-      channel_filter_sum<T, 3>(in, b, transposed, g, acc + slot * lane_size);
+      channel_filter_sum<T, 3>(in, b, transposed, g, acc + run * lane_size);
     else
-      channel_filter_sum<T, 5>(in, b, transposed, g, acc + slot * lane_size);
+      channel_filter_sum<T, 5>(in, b, transposed, g, acc + run * lane_size);
   });
-  // dw[o, ci, ri, si] = Σ_thread lanes[thread][o / kChannelLanes][ci][ri][si][o % kChannelLanes]
+  // dw[o, ci, ri, si] = Σ_run lanes[run][o / kChannelLanes][ci][ri][si][o % kChannelLanes]
   const long crs = g.c * g.r * g.s;
   for (long o = 0; o < g.k; ++o)
     for (long j = 0; j < crs; ++j) {
       T sum = T(0);
-      for (long t = 0; t < threads; ++t) sum += acc[t * lane_size + ((o / kChannelLanes) * crs + j) * kChannelLanes + o % kChannelLanes];
+      for (long run = 0; run < runs; ++run)
+        sum += acc[run * lane_size + ((o / kChannelLanes) * crs + j) * kChannelLanes + o % kChannelLanes];
       dw_data[o * crs + j] = sum;
     }
   if (db) bias_from_image_sums(sum_data, g.n, g.k, db->data<T>());

@@ -31,9 +31,9 @@
 // Rows of `in` are long enough that a chunk of an output row narrower than kLanes may read
 // past the row's end (zeros); those lanes are never stored.
 //
-// Threads: images are spread over the OpenMP threads (static schedule), each with its own
-// workspace; the filter gradient keeps per-thread partial sums (one per lane) that are added
-// in thread and lane order, so for a given thread count results repeat bit for bit.
+// Threads: each image goes to whichever thread is free (balanced_loops.h), with that thread's
+// workspace; the filter gradient keeps partial sums (one per lane) per fixed run of images,
+// added in run and lane order, so for a given thread count results repeat bit for bit.
 //
 // Compiled once per instruction set (cpu_isa.h), into cpu::avx2 and cpu::avx512; the AVX-512
 // build prefers 512-bit vectors (CMakeLists.txt). The shapes it serves (direct_applies) are
@@ -272,13 +272,15 @@ void backward_filter_rows(const Conv2dGeometry& g, const Tensor& dy, const Tenso
     const long kblocks = (g.k + kB - 1) / kB, qp = round_up(g.q, kLanes);
     const long dy_size = kblocks * kB * g.p * qp, lane_size = kblocks * g.c * g.r * g.s * kB * kLanes;
     const long unpooled_size = pool ? g.k * pq : 0, slot_floats = border.size() + dy_size + unpooled_size;
-    const long threads = omp_get_max_threads();
-    Tensor work = Tensor::empty({threads * slot_floats}, x.dtype(), x.device());
-    Tensor lanes = Tensor::zeros({threads * lane_size}, x.dtype(), x.device());
+    const long work_per_image = g.k * g.p * g.q * g.c * g.r * g.s;
+    const bool parallel = images_in_parallel(g.n, work_per_image);
+    const long runs = summing_runs(g.n, parallel);  // one set of lanes each (balanced_loops.h)
+    Tensor work = Tensor::empty({omp_get_max_threads() * slot_floats}, x.dtype(), x.device());
+    Tensor lanes = Tensor::zeros({runs * lane_size}, x.dtype(), x.device());
     const T *x_data = x.data<T>(), *dy_data = dy.data<T>();
     const int32_t* winners = pool ? argmax->data<int32_t>() : nullptr;
     T *ws = work.data<T>(), *acc = lanes.data<T>(), *dw_data = dw.data<T>();
-    for_each_image(g.n, g.k * g.p * g.q * g.c * g.r * g.s, [&](long i, int slot) {
+    for_each_run(g.n, runs, parallel, [&](long i, int slot, long run) {
       T* in = ws + slot * slot_floats;
       T* grad = in + border.size();
       copy_bordered(x_data + i * g.c * g.h * g.w, g.w, g.pad_w, border, in);
@@ -302,15 +304,15 @@ void backward_filter_rows(const Conv2dGeometry& g, const Tensor& dy, const Tenso
         }
       if (sum_data)  // the planes just copied, from the cache
         image_bias_sums<T, false>(planes, nullptr, nullptr, g.k, pq, sum_data + i * g.k * kBiasSums);
-      filter_sum<T, kB>(in, border, grad, kblocks, g.p, qp, g.r, g.s, acc + slot * lane_size);
+      filter_sum<T, kB>(in, border, grad, kblocks, g.p, qp, g.r, g.s, acc + run * lane_size);
     });
-    // dw[o, ci, ri, si] = Σ_thread Σ_lane lanes[thread][o / kB][ci][ri][si][o % kB][lane]
+    // dw[o, ci, ri, si] = Σ_run Σ_lane lanes[run][o / kB][ci][ri][si][o % kB][lane]
     const long crs = g.c * g.r * g.s;
     for (long o = 0; o < g.k; ++o)
       for (long j = 0; j < crs; ++j) {
         T sum = T(0);
-        for (long t = 0; t < threads; ++t) {
-          const T* l = acc + t * lane_size + (((o / kB) * crs + j) * kB + o % kB) * kLanes;
+        for (long run = 0; run < runs; ++run) {
+          const T* l = acc + run * lane_size + (((o / kB) * crs + j) * kB + o % kB) * kLanes;
           for (long v = 0; v < kLanes; ++v) sum += l[v];
         }
         dw_data[o * crs + j] = sum;

@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <type_traits>
 
+#include "devices/cpu/balanced_loops.h"
 #include "devices/cpu/bias_lanes.h"
 #include "devices/cpu/conv2d_direct.h"
 #include "devices/cpu/dispatch.h"
@@ -92,12 +93,15 @@ void with_channel_block(long channels, Body&& body) {
     body(std::integral_constant<long, kBlock>{});
 }
 
-// Runs body(i, slot) for every image, spread over the threads when there are enough.
+// Whether a loop over n images of `work_per_image` each is worth the threads.
+inline bool images_in_parallel(long n, long work_per_image) {
+  return omp_get_max_threads() > 1 && n > 1 && n * work_per_image > kParallelGrain;
+}
+// Runs body(i, slot) for every image, spread over the threads when there are enough, each image
+// to whichever thread is free (balanced_loops.h): for images that write outputs of their own.
 template <typename Body>
 void for_each_image(long n, long work_per_image, Body&& body) {
-  const bool parallel = omp_get_max_threads() > 1 && n > 1 && n * work_per_image > kParallelGrain;
-#pragma omp parallel for schedule(static) if (parallel)
-  for (long i = 0; i < n; ++i) body(i, parallel ? omp_get_thread_num() : 0);
+  for_each_item(n, images_in_parallel(n, work_per_image), body);
 }
 
 // The two kernels of the channel layout (conv2d_direct_channels_cpu.cpp), for the geometries

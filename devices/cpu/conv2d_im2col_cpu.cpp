@@ -18,18 +18,19 @@
 // dy) and keeps each image's cols (crs·pq, 225 KB for the cnn's second layer) in its core's
 // L2 cache between im2col and the GEMM.
 //
-// Threads: when the batch has at least as many images as threads, images are spread over
-// the OpenMP threads (static schedule) and OpenBLAS, called inside the parallel region, runs
+// Threads: when the batch has at least as many images as threads, each image goes to whichever
+// thread is free (balanced_loops.h) and OpenBLAS, called inside the parallel region, runs
 // single-threaded in each. A smaller batch is done one image at a time with a threaded GEMM
-// and threaded im2col/col2im instead. The filter gradient sums per-thread partial sums in
-// thread order, and col2im gives each thread whole (channel) planes, so for a given thread
-// count results repeat bit for bit.
+// and threaded im2col/col2im instead. The filter gradient sums partial sums of fixed runs of
+// images in run order, and col2im gives each thread whole (channel) planes, so for a given
+// thread count results repeat bit for bit.
 #include <cblas.h>
 
 #include <omp.h>
 
 #include <algorithm>
 
+#include "devices/cpu/balanced_loops.h"
 #include "devices/cpu/bias_lanes.h"
 #include "devices/cpu/conv2d_im2col.h"
 #include "devices/cpu/dispatch.h"
@@ -40,10 +41,14 @@ namespace nnlab::cpu {
 
 namespace {
 
-// bias_lanes.h's sums, as compiled for this library's baseline instruction set.
+// bias_lanes.h's sums and balanced_loops.h's loops, as compiled for this library's baseline
+// instruction set.
 using NNLAB_ISA::bias_from_image_sums;
 using NNLAB_ISA::image_bias_sums;
 using NNLAB_ISA::kBiasSums;
+using NNLAB_ISA::for_each_item;
+using NNLAB_ISA::for_each_run;
+using NNLAB_ISA::summing_runs;
 
 // Row-major C (m × n) = op(A) · op(B), or C += op(A) · op(B) when `accumulate`, as
 // Backend::gemm on raw pointers. `small`: small_gemm.h's loops, which have the NN form (= or
@@ -138,8 +143,7 @@ bool spread_images(const Conv2dGeometry& g, long threads) {
 // at a time on slot 0, leaving the threads to the GEMM and the loops inside body.
 template <typename Body>
 void for_each_image(long n, bool images_in_parallel, Body&& body) {
-#pragma omp parallel for schedule(static) if (images_in_parallel)
-  for (long i = 0; i < n; ++i) body(i, images_in_parallel ? omp_get_thread_num() : 0);
+  for_each_item(n, images_in_parallel, body);
 }
 
 }  // namespace
@@ -200,28 +204,28 @@ void im2col_backward_data(const Conv2dGeometry& g, const Tensor& dy, const Tenso
 namespace {
 
 // dW = Σ_i dz_i · im2col(x[i])ᵀ, where image_gradient(i, slot) gives dz_i (k, p·q) for image i
-// on workspace slot `slot`. Each thread sums its own images into a partial dW (the im2col is
-// recomputed rather than kept from the forward pass: one cheap pass, no state between
-// kernels); the partials are then added in thread order, so the sum's order is fixed.
+// on workspace slot `slot`. Each fixed run of images sums into a partial dW of its own (the
+// im2col is recomputed rather than kept from the forward pass: one cheap pass, no state
+// between kernels); the partials are then added in run order, so the sum's order is fixed.
 template <typename T, typename ImageGradient>
 void filter_gradient(const Conv2dGeometry& g, const T* x_data, bool small, DType dtype, T* dw_data,
                      ImageGradient&& image_gradient) {
   const long crs = g.c * g.r * g.s, pq = g.p * g.q, kcrs = g.k * crs, threads = omp_get_max_threads();
   const bool parallel_images = spread_images(g, threads);
-  const long slots = parallel_images ? threads : 1;
+  const long slots = parallel_images ? threads : 1, runs = summing_runs(g.n, parallel_images);
   Tensor cols = Tensor::empty({slots * crs * pq}, dtype, Device::cpu());
-  Tensor partial = Tensor::zeros({slots * kcrs}, dtype, Device::cpu());
+  Tensor partial = Tensor::zeros({runs * kcrs}, dtype, Device::cpu());
   T *workspace = cols.data<T>(), *part = partial.data<T>();
-  for_each_image(g.n, parallel_images, [&](long i, int slot) {
+  for_each_run(g.n, runs, parallel_images, [&](long i, int slot, long run) {
     T* c = workspace + slot * crs * pq;
     const T* dz = image_gradient(i, slot);
     im2col(g, x_data + i * g.c * g.h * g.w, c);
-    gemm_rm(small, false, true, g.k, crs, pq, dz, c, true, part + slot * kcrs);
+    gemm_rm(small, false, true, g.k, crs, pq, dz, c, true, part + run * kcrs);
   });
-#pragma omp parallel for schedule(static) if (kcrs * slots > kParallelGrain)
+#pragma omp parallel for schedule(static) if (kcrs * runs > kParallelGrain)
   for (long j = 0; j < kcrs; ++j) {
     T s = part[j];
-    for (long t = 1; t < slots; ++t) s += part[t * kcrs + j];
+    for (long run = 1; run < runs; ++run) s += part[run * kcrs + j];
     dw_data[j] = s;
   }
 }
