@@ -1,6 +1,7 @@
 // A Linear layer's two backward products in one call (Backend::linear_products): on two CPU
-// threads both run at once, one per thread, whole, so the bits must be those of the two gemm
-// calls on one thread (split over two, libxsmm's row blocks give other bits in the last place),
+// threads both run at once, one per thread, whole, or as one list of their column chunks shared
+// by the threads, so the bits must be those of the two gemm calls on one thread (split over
+// two, libxsmm's row blocks give other bits in the last place),
 // on the zoo's shapes (libxsmm's row blocks and column chunks, OpenBLAS past libxsmm's limits)
 // and odd ones; products too small to pair run as the two gemm calls.
 #include <catch2/catch.hpp>

@@ -74,17 +74,19 @@ void run_shares(long n, bool parallel, Body&& body) {
     for (long i = 0; i < n; ++i) body(i, 0);
     return;
   }
-  const int most = omp_get_max_threads();
+  // The shares are set before the region (no barrier inside it); a thread the team lacks
+  // leaves its share to the others.
+  const long most = omp_get_max_threads();
   std::unique_ptr<Share[]> shares(new Share[static_cast<size_t>(most)]);
-#pragma omp parallel num_threads(most)
+  for (long t = 0; t < most; ++t)
+    shares[t].bounds.store(Share::pack(uint32_t(t * n / most), uint32_t((t + 1) * n / most)));
+#pragma omp parallel num_threads(int(most))
   {
-    const long team = omp_get_num_threads(), me = omp_get_thread_num();
-    shares[me].bounds.store(Share::pack(uint32_t(me * n / team), uint32_t((me + 1) * n / team)));
-#pragma omp barrier
+    const long me = omp_get_thread_num();
     long piece;
     while (shares[me].take(false, piece)) body(piece, int(me));
-    for (long other = 1; other < team; ++other) {
-      Share& victim = shares[(me + other) % team];
+    for (long other = 1; other < most; ++other) {
+      Share& victim = shares[(me + other) % most];
       while (victim.take(true, piece)) body(piece, int(me));
     }
   }

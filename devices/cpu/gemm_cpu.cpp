@@ -9,8 +9,10 @@
 #include <omp.h>
 
 #include <algorithm>
+#include <atomic>
 #include <exception>
 
+#include "devices/cpu/balanced_loops.h"
 #include "devices/cpu/cpu_backend.h"
 #include "devices/cpu/cpu_isa.h"
 #include "devices/cpu/dispatch.h"
@@ -159,18 +161,29 @@ void CpuBackend::linear_forward(const Tensor& x, const Tensor& w, const Tensor* 
 }
 
 // dz: (n, out)  x: (n, in)  w: (out, in)   dx = dz · w  (n, in);  dw = dzᵀ · x  (out, in)
-// On two threads, the two products at once, one per thread, in one parallel region. A small
-// model's Linear layer has two products of the same size (n · out · in multiply-adds each), each
-// too small to split well over two threads (the mlp's second layer: 64 × 256 × 128), and split,
-// each had cost a parallel region of its own. Each product runs whole on its thread, as gemm
-// runs it on one thread, with those bits (tests/test_linear_backward.cpp); gemm on two threads
-// splits libxsmm's products into row blocks, whose last bits differ.
+// On two or more threads, the two products in one parallel region:
+// - Where libxsmm runs both in fixed column chunks (a wide layer: cifar-cnn's f1, 4096 inputs),
+//   the two products' chunks are one list of pieces (balanced_loops.h): each thread starts on
+//   its even share (on two threads, one takes dW's chunks and the other dx's), and a thread done
+//   early takes the other's last chunks, so a slower core does not hold the step. The chunks
+//   are the ones gemm runs on any thread count: the same bits.
+// - Otherwise on two threads, one product per thread. A small model's Linear layer has two
+//   products of the same size (n · out · in multiply-adds each), each too small to split well
+//   over two threads (the mlp's second layer: 64 × 256 × 128), and split, each had cost a
+//   parallel region of its own. Each product runs whole on its thread, as gemm runs it on one
+//   thread, with those bits (tests/test_linear_backward.cpp); gemm on two threads splits
+//   libxsmm's products into row blocks, whose last bits differ.
 void CpuBackend::linear_products(const Tensor& dz, const Tensor& x, const Tensor& w, Tensor* dx, Tensor* dw) {
   const int64_t n = x.dim(0), in = x.dim(1), out = w.dim(0);
   const bool floats = dz.dtype() == DType::Float32 && x.dtype() == DType::Float32 && w.dtype() == DType::Float32;
-  if (!dx || !dw || !floats || cpu_threads() != 2 || omp_in_parallel() || n == 0 || in == 0 || out == 0 ||
+  if (!dx || !dw || !floats || cpu_threads() < 2 || omp_in_parallel() || n == 0 || in == 0 || out == 0 ||
       2.0 * double(n) * double(in) * double(out) < kParallelFlops / 2)
     return Backend::linear_products(dz, x, w, dx, dw);
+  const bool bf16 = cpu::cpu_bf16_products();
+  const int64_t dw_chunks = bf16 ? 0 : cpu::libxsmm_column_chunks(true, out, in, n, 0.0f);
+  const int64_t dx_chunks = bf16 ? 0 : cpu::libxsmm_column_chunks(false, n, in, out, 0.0f);
+  const bool chunked = dw_chunks > 0 && dx_chunks > 0;
+  if (!chunked && cpu_threads() != 2) return Backend::linear_products(dz, x, w, dx, dw);
   NNLAB_CHECK(dx->dtype() == DType::Float32 && dw->dtype() == DType::Float32 && dx->numel() == n * in &&
                   dw->numel() == out * in && dz.numel() == n * out,
               "linear_products: gradients ", dx->describe(), ", ", dw->describe(), " do not fit dz ", dz.describe(),
@@ -178,10 +191,24 @@ void CpuBackend::linear_products(const Tensor& dz, const Tensor& x, const Tensor
   KernelTiming timing;  // nnlab explain: one record for the pair
   if (kernel_log_enabled())
     timing.attach(record_kernel("linear_backward", "NN " + dims_text({n, in, out}) + " beside TN " +
-                                                       dims_text({out, in, n}) + ", one per thread" +
-                                                       (cpu::cpu_bf16_products() ? ", bf16" : "")));
+                                                       dims_text({out, in, n}) +
+                                                       (chunked ? ", their 128-column chunks shared by the threads"
+                                                                : ", one per thread") +
+                                                       (bf16 ? ", bf16" : "")));
   const float *dz_data = dz.data<float>(), *x_data = x.data<float>(), *w_data = w.data<float>();
   float *dx_data = dx->data<float>(), *dw_data = dw->data<float>();
+  if (chunked) {
+    std::atomic<bool> refused{false};  // a chunk libxsmm_column_chunks had accepted
+    cpu::NNLAB_ISA::for_each_item(dw_chunks + dx_chunks, true, [&](long piece, int) {
+      const bool done = piece < dw_chunks
+                            ? cpu::libxsmm_gemm_chunk(true, out, in, n, dz_data, x_data, 0.0f, dw_data, piece)
+                            : cpu::libxsmm_gemm_chunk(false, n, in, out, dz_data, w_data, 0.0f, dx_data,
+                                                      piece - dw_chunks);
+      if (!done) refused = true;
+    });
+    NNLAB_CHECK(!refused, "libxsmm refused a column chunk of a Linear layer's backward products it had accepted");
+    return;
+  }
   // A loop of two, not a test of the thread number: a team given one thread still runs both. An
   // error may not leave the region (the program would end without a word): kept, rethrown after.
   std::exception_ptr error;

@@ -20,6 +20,10 @@ namespace nnlab::cpu {
 bool libxsmm_gemm(bool, bool, int64_t, int64_t, int64_t, float, const float*, const float*, float, float*) {
   return false;
 }
+int64_t libxsmm_column_chunks(bool, int64_t, int64_t, int64_t, float) { return 0; }
+bool libxsmm_gemm_chunk(bool, int64_t, int64_t, int64_t, const float*, const float*, float, float*, int64_t) {
+  return false;
+}
 
 #else
 
@@ -136,13 +140,40 @@ bool product_columns(bool trans_a, int64_t first, int64_t cols, int64_t m, int64
   return true;
 }
 
+// Whether op(A) · B (B stored k × n) runs in column chunks: a B past kLargeB with a C at least
+// 4× wider than tall (see libxsmm_gemm).
+bool by_column_chunks(int64_t m, int64_t n, int64_t k) {
+  return double(k) * double(n) * sizeof(float) > kLargeB && n >= 4 * m;
+}
+
+// Whether the sizes and scalars are libxsmm's at all (alpha 1 is the callers').
+bool within_limits(int64_t m, int64_t n, int64_t k, float beta) {
+  if (beta != 0.0f && beta != 1.0f) return false;
+  if (m > kLargestSide || n > kLargestSide || k > kLargestSide || m < 1 || n < 1 || k < 1) return false;
+  return double(m) * double(n) * double(k) <= kLargestProduct;
+}
+
 }  // namespace
+
+int64_t libxsmm_column_chunks(bool trans_a, int64_t m, int64_t n, int64_t k, float beta) {
+  if (!within_limits(m, n, k, beta) || !by_column_chunks(m, n, k)) return 0;
+  initialise();
+  const int64_t chunks = (n + kColumnChunk - 1) / kColumnChunk, last = n - (chunks - 1) * kColumnChunk;
+  for (const int64_t width : {std::min(kColumnChunk, n), last})
+    if (!block_kernel(trans_a, m, width, n, k, trans_a ? m : k, n, beta)) return 0;
+  return chunks;
+}
+
+bool libxsmm_gemm_chunk(bool trans_a, int64_t m, int64_t n, int64_t k, const float* a, const float* b, float beta,
+                        float* c, int64_t chunk) {
+  const int64_t first = chunk * kColumnChunk;
+  return product_columns(trans_a, first, std::min(kColumnChunk, n - first), m, n, k, a, trans_a ? m : k, b, n, beta,
+                         c);
+}
 
 bool libxsmm_gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, const float* a,
                   const float* b, float beta, float* c) {
-  if (alpha != 1.0f || (beta != 0.0f && beta != 1.0f)) return false;
-  if (m > kLargestSide || n > kLargestSide || k > kLargestSide || m < 1 || n < 1 || k < 1) return false;
-  if (double(m) * double(n) * double(k) > kLargestProduct) return false;
+  if (alpha != 1.0f || !within_limits(m, n, k, beta)) return false;
   initialise();
   // op(B) stored as k × n rows for libxsmm: a transposed B (stored n × k) is copied first.
   const double flops = 2.0 * static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(k);
@@ -175,7 +206,7 @@ bool libxsmm_gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, f
   // bits (one long kernel and its chunks differed in the last bit at k = 80). cifar-cnn's f1 on
   // 2 Zen 5 threads (best of 20 calls, three alternated runs): 265–267 GFLOP/s warm and 230–275
   // cold by rows, 409–415 and 373–375 by chunks (docs/benchmarks-history.md, 2026-11-26).
-  if (double(k) * double(n) * sizeof(float) > kLargeB && n >= 4 * m) {
+  if (by_column_chunks(m, n, k)) {
     const int64_t chunks = (n + kColumnChunk - 1) / kColumnChunk, last = n - (chunks - 1) * kColumnChunk;
     for (const int64_t width : {std::min(kColumnChunk, n), last})
       if (!block_kernel(trans_a, m, width, n, k, lda, ldb, beta)) return false;

@@ -31,4 +31,12 @@ namespace nnlab::cpu {
 bool libxsmm_gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, const float* a,
                   const float* b, float beta, float* c);
 
+// For callers that spread the chunks of several products over the threads at once (a Linear
+// layer's two backward products, gemm_cpu.cpp): how many column chunks libxsmm_gemm runs
+// C (m × n) = op(A) · B (+ beta · C) in, B not transposed (0 where it runs it otherwise, or
+// not at all); and chunk `chunk` of them, on the calling thread, as libxsmm_gemm computes it.
+int64_t libxsmm_column_chunks(bool trans_a, int64_t m, int64_t n, int64_t k, float beta);
+bool libxsmm_gemm_chunk(bool trans_a, int64_t m, int64_t n, int64_t k, const float* a, const float* b, float beta,
+                        float* c, int64_t chunk);
+
 }  // namespace nnlab::cpu
