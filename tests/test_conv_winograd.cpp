@@ -14,6 +14,7 @@
 #include "devices/cpu/conv2d_plan.h"
 #include "devices/cpu/conv2d_winograd.h"
 #include "devices/cpu/cpu_backend.h"
+#include "devices/cpu/threads.h"
 // lane_vectors.h as the AVX2 kernels have it (the header belongs to the kernels compiled once
 // per instruction set; the AVX-512 build's masked loads run inside the kernel tests above).
 // (Built without AVX, with -Wno-psabi: tests/CMakeLists.txt says why.)
@@ -91,6 +92,21 @@ TEST_CASE("Winograd F(2x2,3x3) and F(4x4,3x3) match the reference in every direc
         check_tile(g, tile, DType::Float32, tile == cpu::WinogradTile::F4x4 ? 2e-5 : 1e-6);
       }
   });
+}
+
+// The filter gradient sums its chunks of images in runs (balanced_loops.h), each run into a
+// partial of its own that its first chunk writes and the others add to: on one thread one run
+// of all the chunks, on two at most 8 runs.
+TEST_CASE("Winograd's filter gradient sums every chunk of a run on one thread and on two", "[conv2d][winograd]") {
+  const Conv2dGeometry g = geometry(10, 16, 16, 32, 32, 1, 1);  // channel lanes; 2 images a chunk
+  for (const int threads : {1, 2}) {
+    INFO(threads << " thread(s)");
+    set_cpu_threads(threads);
+    // 10 images' sums in one run on one thread: float32 errs by about 2e-6 of the scale; a
+    // chunk dropped, by O(1).
+    check_tile(g, cpu::WinogradTile::F2x2, DType::Float32, 1e-5);
+  }
+  set_cpu_threads(0);
 }
 
 TEST_CASE("Winograd takes the larger tile only where it measured faster", "[conv2d][winograd]") {

@@ -107,12 +107,15 @@ inline long summing_runs(long n, bool parallel) {
   return std::clamp(kRunsPerThread * long(omp_get_max_threads()), 1L, std::max(n, 1L));
 }
 
+// The first of n pieces in run r of `runs`.
+inline long run_start(long r, long n, long runs) { return r * n / runs; }
+
 // body(piece, slot, run) for pieces [0, n) in `runs` runs (summing_runs), run r being pieces
-// [r·n / runs, (r + 1)·n / runs) in order.
+// [run_start(r), run_start(r + 1)) in order.
 template <typename Body>
 void for_each_run(long n, long runs, bool parallel, Body&& body) {
   detail::run_shares(runs, parallel, [&](long r, int slot) {
-    for (long i = r * n / runs; i < (r + 1) * n / runs; ++i) body(i, slot, r);
+    for (long i = run_start(r, n, runs); i < run_start(r + 1, n, runs); ++i) body(i, slot, r);
   });
 }
 

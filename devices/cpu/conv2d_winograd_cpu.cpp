@@ -275,7 +275,9 @@ void backward_filter_planes(const Conv2dGeometry& g, WinogradTile tile, const Te
                                2 * scratch_floats(t) + (channel_lanes ? 0 : chunk_tiles * g.c) +
                                (pool ? g.p * g.q : 0) + block_floats;
       Tensor workspace = Tensor::empty({slots * slot_floats}, x.dtype(), Device::cpu());
-      Tensor partial = Tensor::zeros({runs * positions * kc}, x.dtype(), Device::cpu());
+      // With channel lanes a run's first chunk writes its partial (beta 0), so none is zeroed.
+      Tensor partial = channel_lanes ? Tensor::empty({runs * positions * kc}, x.dtype(), Device::cpu())
+                                     : Tensor::zeros({runs * positions * kc}, x.dtype(), Device::cpu());
       Tensor sums = db ? Tensor::empty({g.n * g.k * kBiasSums}, dy.dtype(), Device::cpu()) : Tensor();
       const T* x_data = x.data<T>();
       const InputPlanes<T> dy_planes{dy.data<T>(), pool, pool ? argmax->data<int32_t>() : nullptr};
@@ -284,8 +286,9 @@ void backward_filter_planes(const Conv2dGeometry& g, WinogradTile tile, const Te
         T* block = ws + (sl + 1) * slot_floats - block_floats;
         std::fill(block, block + block_floats, T(0));
       }
-      // Chunk ck on workspace slot `slot`: S[ξ] (k × c) += Z[ξ] · V[ξ]ᵀ into s.
-      const auto filter_chunk = [&](long ck, long slot, T* s) {
+      // Chunk ck on workspace slot `slot`: S[ξ] (k × c) += Z[ξ] · V[ξ]ᵀ into s (= with `opens`,
+      // a run's first chunk, where channel lanes leave s unzeroed).
+      const auto filter_chunk = [&](long ck, long slot, T* s, bool opens) {
         const long first = ck * chunk, count = std::min(chunk, g.n - first), tiles = count * t.per_plane();
         const long v_stride = channel_lanes ? tiles * g.c : matrix_stride(g.c, tiles);
         const long z_stride = matrix_stride(g.k, tiles);
@@ -316,14 +319,17 @@ void backward_filter_planes(const Conv2dGeometry& g, WinogradTile tile, const Te
                                      padded_dy, unpooled, z + co * tiles + i * t.per_plane(), z_stride);
           }
         for (int xi = 0; xi < positions; ++xi) {
-          if (channel_lanes)  // V[ξ] is already (tiles × c)
+          if (channel_lanes && opens)  // V[ξ] is already (tiles × c)
+            product(g.k, g.c, tiles, z + xi * z_stride, v + xi * v_stride, s + xi * kc);
+          else if (channel_lanes)
             add_product_nn(g.k, g.c, tiles, z + xi * z_stride, v + xi * v_stride, s + xi * kc);
           else
             add_product_nt(g.k, g.c, tiles, z + xi * z_stride, v + xi * v_stride, s + xi * kc, v_transposed);
         }
       };
-      for_each_run(chunks, runs, parallel,
-                   [&](long ck, int slot, long run) { filter_chunk(ck, slot, part + run * positions * kc); });
+      for_each_run(chunks, runs, parallel, [&](long ck, int slot, long run) {
+        filter_chunk(ck, slot, part + run * positions * kc, ck == run_start(run, chunks, runs));
+      });
       // The partials added into the first in run order, each a contiguous pass (reading all of
       // them per weight was 128 streams of loads at 8 runs: 1.4 ms of cifar-cnn's step), then
       // dW = Gᵀ S G.
