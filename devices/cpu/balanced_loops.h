@@ -38,6 +38,8 @@
 #include <cstdint>
 #include <memory>
 
+#include "devices/cpu/dispatch.h"
+
 namespace nnlab::cpu::NNLAB_ISA {
 
 // Runs per thread in for_each_run: with 4, a core at two thirds of the other's speed leaves
@@ -126,7 +128,7 @@ template <typename T>
 void add_partials(T* partial, long floats, long runs) {
   constexpr long kBlock = 4096;
   const long blocks = (floats + kBlock - 1) / kBlock;
-#pragma omp parallel for schedule(static) if (runs > 1 && blocks > 1 && floats * runs > (1L << 15))
+#pragma omp parallel for schedule(static) if (runs > 1 && blocks > 1 && floats * runs > kParallelGrain)
   for (long b = 0; b < blocks; ++b) {
     T* to = partial + b * kBlock;
     const long count = std::min(kBlock, floats - b * kBlock);
