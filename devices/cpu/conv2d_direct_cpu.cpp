@@ -31,9 +31,10 @@
 // Rows of `in` are long enough that a chunk of an output row narrower than kLanes may read
 // past the row's end (zeros); those lanes are never stored.
 //
-// Threads: each image goes to whichever thread is free (balanced_loops.h), with that thread's
-// workspace; the filter gradient keeps partial sums (one per lane) per fixed run of images,
-// added in run and lane order, so for a given thread count results repeat bit for bit.
+// Threads: each thread takes its even share of the images, then what another has left
+// (balanced_loops.h), each image in the running thread's workspace; the filter gradient keeps
+// partial sums (one per lane) per fixed run of images, added in run and lane order, so for a
+// given thread count results repeat bit for bit.
 //
 // Compiled once per instruction set (cpu_isa.h), into cpu::avx2 and cpu::avx512; the AVX-512
 // build prefers 512-bit vectors (CMakeLists.txt). The shapes it serves (direct_applies) are

@@ -97,8 +97,9 @@ void with_channel_block(long channels, Body&& body) {
 inline bool images_in_parallel(long n, long work_per_image) {
   return omp_get_max_threads() > 1 && n > 1 && n * work_per_image > kParallelGrain;
 }
-// Runs body(i, slot) for every image, spread over the threads when there are enough, each image
-// to whichever thread is free (balanced_loops.h): for images that write outputs of their own.
+// Runs body(i, slot) for every image, spread over the threads when there are enough (each its
+// even share, then what another has left: balanced_loops.h): for images that write outputs of
+// their own.
 template <typename Body>
 void for_each_image(long n, long work_per_image, Body&& body) {
   for_each_item(n, images_in_parallel(n, work_per_image), body);

@@ -18,8 +18,8 @@
 // dy) and keeps each image's cols (crs·pq, 225 KB for the cnn's second layer) in its core's
 // L2 cache between im2col and the GEMM.
 //
-// Threads: when the batch has at least as many images as threads, each image goes to whichever
-// thread is free (balanced_loops.h) and OpenBLAS, called inside the parallel region, runs
+// Threads: when the batch has at least as many images as threads, each thread takes its even
+// share of the images and then what another has left (balanced_loops.h), and OpenBLAS, called inside the parallel region, runs
 // single-threaded in each. A smaller batch is done one image at a time with a threaded GEMM
 // and threaded im2col/col2im instead. The filter gradient sums partial sums of fixed runs of
 // images in run order, and col2im gives each thread whole (channel) planes, so for a given
@@ -49,6 +49,7 @@ using NNLAB_ISA::kBiasSums;
 using NNLAB_ISA::for_each_item;
 using NNLAB_ISA::for_each_run;
 using NNLAB_ISA::summing_runs;
+using NNLAB_ISA::add_partials;
 
 // Row-major C (m × n) = op(A) · op(B), or C += op(A) · op(B) when `accumulate`, as
 // Backend::gemm on raw pointers. `small`: small_gemm.h's loops, which have the NN form (= or
@@ -222,12 +223,8 @@ void filter_gradient(const Conv2dGeometry& g, const T* x_data, bool small, DType
     im2col(g, x_data + i * g.c * g.h * g.w, c);
     gemm_rm(small, false, true, g.k, crs, pq, dz, c, true, part + run * kcrs);
   });
-#pragma omp parallel for schedule(static) if (kcrs * runs > kParallelGrain)
-  for (long j = 0; j < kcrs; ++j) {
-    T s = part[j];
-    for (long run = 1; run < runs; ++run) s += part[run * kcrs + j];
-    dw_data[j] = s;
-  }
+  add_partials(part, kcrs, runs);
+  std::copy(part, part + kcrs, dw_data);
 }
 
 }  // namespace

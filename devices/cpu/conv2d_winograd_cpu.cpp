@@ -24,10 +24,10 @@
 // cells count as zero.
 //
 // Threads: images go in chunks sized so one chunk's transformed tiles stay in a core's L2
-// cache; each thread takes the next chunk when it is free (balanced_loops.h) and runs its
-// products single-threaded. Every output element comes from one chunk in a fixed order; the
-// filter gradient sums fixed runs of chunks into partials of their own, added in run order, so
-// for a given thread count results repeat bit for bit.
+// cache; each thread takes its even share of the chunks, then what another has left
+// (balanced_loops.h), and runs their products single-threaded. Every output element comes
+// from one chunk in a fixed order; the filter gradient sums fixed runs of chunks into partials
+// of their own, added in run order, so for a given thread count results repeat bit for bit.
 //
 // Compiled once per instruction set (cpu_isa.h), into cpu::avx2 and cpu::avx512, each with its
 // own small_gemm and lane vectors; which shapes it serves (winograd_applies) and with which
@@ -154,7 +154,7 @@ void winograd_convolve(DType dtype, const InputPlanes<T>& x, long n, long cin, c
     const long first = ck * chunk, count = std::min(chunk, n - first), tiles = count * t.per_plane();
     const long v_stride = matrix_stride(cin, tiles), m_stride = matrix_stride(cout, tiles);
     T* v = ws + slot * slot_floats;        // n² × cin × tiles
-    T* m = v + positions * v_stride;                                    // n² × cout × tiles
+    T* m = v + positions * v_stride;       // n² × cout × tiles
     T* padded = m + positions * m_stride;  // zero border, see place_plane
     T* pool_plane = padded + scratch_floats(t);  // the plane on its way to the pool
     T* unpooled = pool_plane + (out.pool ? plane_floats : 0);  // an input plane from the pool's gradient
