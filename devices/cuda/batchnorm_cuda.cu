@@ -1,10 +1,17 @@
-// Batch normalisation on CUDA, the twin of devices/cpu/batchnorm_cpu.cpp: one block per
-// channel j computes the statistics of its m = n·h·w values in double, in a fixed order
-// (strided partials + a shared-memory tree), then normalises the channel. Two passes (mean,
-// then squared deviations) as on the CPU, to avoid Σx² − m·mean² cancelling.
+// Batch normalisation on CUDA, the twin of devices/cpu/batchnorm_cpu.cpp. Each channel j's
+// statistics over its m = n·h·w values are summed in double, in slices on a grid of (c, slices)
+// blocks in an order fixed by the shape (block_reduce.cuh: cuda::channel_slices), and in two
+// passes (mean, then squared deviations) as on the CPU, to avoid Σx² − m·mean² cancelling.
+// A block's statistics come from the partials of every slice of its channel, added in slice
+// order, so all blocks of a channel agree on them bit for bit.
 //
 //   mean = Σ x / m      var = Σ (x − mean)² / m      x̂ = (x − mean) / √(var + eps)
 //   y = γ · x̂ + β;  running ← (1 − momentum)·running + momentum·batch (unbiased var · m/(m−1))
+//
+// Training forward, three kernels: Σ x per slice; Σ (x − mean)² per slice; normalise (block
+// (j, 0) also writes the statistics). Backward, two: Σ dy and Σ dy·x̂ per slice; dx (block
+// (j, 0) also writes dγ and dβ). One block per channel, as these kernels once were, gave
+// resnet8's 16-channel layers 16 blocks for a 132-SM GPU.
 #include "devices/cuda/block_reduce.cuh"
 #include "devices/cuda/cuda_backend.h"
 #include "devices/cuda/cuda_context.h"
@@ -14,38 +21,59 @@ namespace nnlab {
 
 namespace {
 
-// x seen as (n, c, inner); element t of channel j (t < n·inner) sits at
-// ((t / inner)·c + j)·inner + t % inner.
-__device__ __forceinline__ int64_t channel_at(int64_t t, int64_t j, int64_t c, int64_t inner) {
-  return ((t / inner) * c + j) * inner + t % inner;
+// The mean and the 1/√(var + eps) of channel blockIdx.x from the slices' partial sums.
+struct ChannelStats {
+  double mean, var, invstd;
+};
+
+__device__ ChannelStats channel_stats(const double* sums, const double* squares, int64_t slices, int64_t m,
+                                      double eps) {
+  const int64_t j = blockIdx.x;
+  const double mean = cuda::sum_of_slices(sums, j, slices) / static_cast<double>(m);
+  const double var = cuda::sum_of_slices(squares, j, slices) / static_cast<double>(m);
+  return {mean, var, 1.0 / sqrt(var + eps)};
 }
 
 // ---- kernels ----------------------------------------------------------------------------
 
-// x, y: (n, c, inner)  γ, β, running_*, save_*: (c); block j handles channel j.
-__global__ void batchnorm_forward_train_kernel(const float* x, const float* gamma, const float* beta, float* rm,
-                                               float* rv, double momentum, double eps, float* y, float* save_mean,
-                                               float* save_invstd, int64_t n, int64_t c, int64_t inner) {
-  const int64_t j = blockIdx.x, m = n * inner;
-  double sum = 0.0;
-  for (int64_t t = threadIdx.x; t < m; t += blockDim.x) sum += x[channel_at(t, j, c, inner)];
-  const double mean = cuda::block_sum(sum) / static_cast<double>(m);
+// x: (n, c, inner); block (j, p): sums[j, p] = Σ x over slice p of channel j.
+__global__ void batchnorm_sum_kernel(const float* x, double* sums, int64_t c, int64_t inner,
+                                     cuda::ChannelSlices slices) {
+  double s = 0.0;
+  for (cuda::ChannelWalk v(slices, c, inner); v.more(); v.next()) s += x[v.at()];
+  s = cuda::block_sum(s);
+  if (threadIdx.x == 0) sums[blockIdx.x * slices.slices + blockIdx.y] = s;
+}
+
+// squares[j, p] = Σ (x − mean_j)² over slice p of channel j, mean_j from every slice's sum.
+__global__ void batchnorm_square_kernel(const float* x, const double* sums, double* squares, int64_t c,
+                                        int64_t inner, cuda::ChannelSlices slices) {
+  const double mean = cuda::sum_of_slices(sums, blockIdx.x, slices.slices) / static_cast<double>(slices.count);
   double sq = 0.0;
-  for (int64_t t = threadIdx.x; t < m; t += blockDim.x) {
-    const double d = x[channel_at(t, j, c, inner)] - mean;
+  for (cuda::ChannelWalk v(slices, c, inner); v.more(); v.next()) {
+    const double d = x[v.at()] - mean;
     sq += d * d;
   }
-  const double var = cuda::block_sum(sq) / static_cast<double>(m);
-  const double invstd = 1.0 / sqrt(var + eps);
-  if (threadIdx.x == 0) {
-    save_mean[j] = static_cast<float>(mean);
-    save_invstd[j] = static_cast<float>(invstd);
-    rm[j] = static_cast<float>((1 - momentum) * rm[j] + momentum * mean);
-    rv[j] = static_cast<float>((1 - momentum) * rv[j] + momentum * var * m / (m - 1));
+  sq = cuda::block_sum(sq);
+  if (threadIdx.x == 0) squares[blockIdx.x * slices.slices + blockIdx.y] = sq;
+}
+
+// y = (x − mean)·γ/√(var + eps) + β over slice p of channel j; γ, β, running_*, save_*: (c).
+__global__ void batchnorm_normalise_kernel(const float* x, const float* gamma, const float* beta, float* rm,
+                                           float* rv, double momentum, double eps, float* y, float* save_mean,
+                                           float* save_invstd, const double* sums, const double* squares, int64_t c,
+                                           int64_t inner, cuda::ChannelSlices slices) {
+  const int64_t j = blockIdx.x, m = slices.count;
+  const ChannelStats st = channel_stats(sums, squares, slices.slices, m, eps);
+  if (blockIdx.y == 0 && threadIdx.x == 0) {
+    save_mean[j] = static_cast<float>(st.mean);
+    save_invstd[j] = static_cast<float>(st.invstd);
+    rm[j] = static_cast<float>((1 - momentum) * rm[j] + momentum * st.mean);
+    rv[j] = static_cast<float>((1 - momentum) * rv[j] + momentum * st.var * m / (m - 1));
   }
-  const float fmean = static_cast<float>(mean), scale = static_cast<float>(gamma[j] * invstd), b = beta[j];
-  for (int64_t t = threadIdx.x; t < m; t += blockDim.x) {
-    const int64_t e = channel_at(t, j, c, inner);
+  const float fmean = static_cast<float>(st.mean), scale = static_cast<float>(gamma[j] * st.invstd), b = beta[j];
+  for (cuda::ChannelWalk v(slices, c, inner); v.more(); v.next()) {
+    const int64_t e = v.at();
     y[e] = (x[e] - fmean) * scale + b;
   }
 }
@@ -61,30 +89,46 @@ __global__ void batchnorm_forward_eval_kernel(const float* x, const float* gamma
   }
 }
 
-// x, dy, dx: (n, c, inner)  γ, save_*, dγ, dβ: (c); block j handles channel j.
-//   dβ = Σ dy      dγ = Σ dy · x̂      dx = γ · invstd · (dy − dβ/m − x̂ · dγ/m)
-__global__ void batchnorm_backward_kernel(const float* x, const float* dy, const float* gamma,
-                                          const float* save_mean, const float* save_invstd, float* dx,
-                                          float* dgamma, float* dbeta, int64_t n, int64_t c, int64_t inner) {
-  const int64_t j = blockIdx.x, m = n * inner;
+// x, dy: (n, c, inner)  save_*: (c); block (j, p): over slice p of channel j,
+//   sums[j, p] = Σ dy      products[j, p] = Σ dy · x̂
+__global__ void batchnorm_backward_sums_kernel(const float* x, const float* dy, const float* save_mean,
+                                               const float* save_invstd, double* sums, double* products, int64_t c,
+                                               int64_t inner, cuda::ChannelSlices slices) {
+  const int64_t j = blockIdx.x;
   const double mean = save_mean[j], invstd = save_invstd[j];
   double s_dy = 0.0, s_dy_xhat = 0.0;
-  for (int64_t t = threadIdx.x; t < m; t += blockDim.x) {
-    const int64_t e = channel_at(t, j, c, inner);
+  for (cuda::ChannelWalk v(slices, c, inner); v.more(); v.next()) {
+    const int64_t e = v.at();
     s_dy += dy[e];
     s_dy_xhat += dy[e] * (x[e] - mean) * invstd;
   }
   s_dy = cuda::block_sum(s_dy);
   s_dy_xhat = cuda::block_sum(s_dy_xhat);
   if (threadIdx.x == 0) {
+    sums[j * slices.slices + blockIdx.y] = s_dy;
+    products[j * slices.slices + blockIdx.y] = s_dy_xhat;
+  }
+}
+
+// dβ = Σ dy      dγ = Σ dy · x̂      dx = γ · invstd · (dy − dβ/m − x̂ · dγ/m)   over slice p of
+// channel j; block (j, 0) writes dγ and dβ.
+__global__ void batchnorm_backward_dx_kernel(const float* x, const float* dy, const float* gamma,
+                                             const float* save_mean, const float* save_invstd, const double* sums,
+                                             const double* products, float* dx, float* dgamma, float* dbeta,
+                                             int64_t c, int64_t inner, cuda::ChannelSlices slices) {
+  const int64_t j = blockIdx.x, m = slices.count;
+  const double s_dy = cuda::sum_of_slices(sums, j, slices.slices);
+  const double s_dy_xhat = cuda::sum_of_slices(products, j, slices.slices);
+  if (blockIdx.y == 0 && threadIdx.x == 0) {
     dbeta[j] = static_cast<float>(s_dy);
     dgamma[j] = static_cast<float>(s_dy_xhat);
   }
+  const double invstd = save_invstd[j];
   const float scale = static_cast<float>(gamma[j] * invstd), mean_dy = static_cast<float>(s_dy / m);
-  const float mean_dy_xhat = static_cast<float>(s_dy_xhat / m), fmean = static_cast<float>(mean),
+  const float mean_dy_xhat = static_cast<float>(s_dy_xhat / m), fmean = save_mean[j],
               finvstd = static_cast<float>(invstd);
-  for (int64_t t = threadIdx.x; t < m; t += blockDim.x) {
-    const int64_t e = channel_at(t, j, c, inner);
+  for (cuda::ChannelWalk v(slices, c, inner); v.more(); v.next()) {
+    const int64_t e = v.at();
     const float xhat = (x[e] - fmean) * finvstd;
     dx[e] = scale * (dy[e] - mean_dy - xhat * mean_dy_xhat);
   }
@@ -114,10 +158,21 @@ void CudaBackend::batchnorm_forward_train(const Tensor& x, const Tensor& gamma, 
   cuda::require_f32("batchnorm_forward_train", x);
   const ChannelLayout L = layout_of(x);
   NNLAB_CHECK(L.n * L.inner > 1, "batchnorm: training needs more than one value per channel, got ", x.describe());
-  cuda::launch("batchnorm_forward_train_kernel", batchnorm_forward_train_kernel, static_cast<unsigned>(L.c),
-               cuda::kThreads, ctx_->stream, cuda::ptr<float>(x), cuda::ptr<float>(gamma), cuda::ptr<float>(beta),
-               cuda::ptr<float>(running_mean), cuda::ptr<float>(running_var), momentum, eps, cuda::ptr<float>(y),
-               cuda::ptr<float>(save_mean), cuda::ptr<float>(save_invstd), L.n, L.c, L.inner);
+  if (!L.c) return;
+  const cuda::ChannelSlices slices = cuda::channel_slices(L.n * L.inner);
+  const dim3 grid(static_cast<unsigned>(L.c), static_cast<unsigned>(slices.slices));
+  cuda::Scratch partial(*ctx_->allocator, 2 * static_cast<size_t>(L.c * slices.slices) * sizeof(double));
+  double* sums = partial.as<double>();
+  double* squares = sums + L.c * slices.slices;
+  cuda::launch("batchnorm_sum_kernel", batchnorm_sum_kernel, grid, cuda::kThreads, ctx_->stream, cuda::ptr<float>(x),
+               sums, L.c, L.inner, slices);
+  cuda::launch("batchnorm_square_kernel", batchnorm_square_kernel, grid, cuda::kThreads, ctx_->stream,
+               cuda::ptr<float>(x), static_cast<const double*>(sums), squares, L.c, L.inner, slices);
+  cuda::launch("batchnorm_normalise_kernel", batchnorm_normalise_kernel, grid, cuda::kThreads, ctx_->stream,
+               cuda::ptr<float>(x), cuda::ptr<float>(gamma), cuda::ptr<float>(beta), cuda::ptr<float>(running_mean),
+               cuda::ptr<float>(running_var), momentum, eps, cuda::ptr<float>(y), cuda::ptr<float>(save_mean),
+               cuda::ptr<float>(save_invstd), static_cast<const double*>(sums), static_cast<const double*>(squares),
+               L.c, L.inner, slices);
 }
 
 void CudaBackend::batchnorm_forward_eval(const Tensor& x, const Tensor& gamma, const Tensor& beta,
@@ -138,10 +193,19 @@ void CudaBackend::batchnorm_backward(const Tensor& x, const Tensor& dy, const Te
   NNLAB_LOG_KERNEL("batchnorm_backward", x);  // nnlab explain: record the call
   cuda::require_f32("batchnorm_backward", x);
   const ChannelLayout L = layout_of(x);
-  cuda::launch("batchnorm_backward_kernel", batchnorm_backward_kernel, static_cast<unsigned>(L.c), cuda::kThreads,
-               ctx_->stream, cuda::ptr<float>(x), cuda::ptr<float>(dy), cuda::ptr<float>(gamma),
-               cuda::ptr<float>(save_mean), cuda::ptr<float>(save_invstd), cuda::ptr<float>(dx),
-               cuda::ptr<float>(dgamma), cuda::ptr<float>(dbeta), L.n, L.c, L.inner);
+  if (!L.c) return;  // an empty batch still writes dγ = dβ = 0 below
+  const cuda::ChannelSlices slices = cuda::channel_slices(L.n * L.inner);
+  const dim3 grid(static_cast<unsigned>(L.c), static_cast<unsigned>(slices.slices));
+  cuda::Scratch partial(*ctx_->allocator, 2 * static_cast<size_t>(L.c * slices.slices) * sizeof(double));
+  double* sums = partial.as<double>();
+  double* products = sums + L.c * slices.slices;
+  cuda::launch("batchnorm_backward_sums_kernel", batchnorm_backward_sums_kernel, grid, cuda::kThreads, ctx_->stream,
+               cuda::ptr<float>(x), cuda::ptr<float>(dy), cuda::ptr<float>(save_mean), cuda::ptr<float>(save_invstd),
+               sums, products, L.c, L.inner, slices);
+  cuda::launch("batchnorm_backward_dx_kernel", batchnorm_backward_dx_kernel, grid, cuda::kThreads, ctx_->stream,
+               cuda::ptr<float>(x), cuda::ptr<float>(dy), cuda::ptr<float>(gamma), cuda::ptr<float>(save_mean),
+               cuda::ptr<float>(save_invstd), static_cast<const double*>(sums), static_cast<const double*>(products),
+               cuda::ptr<float>(dx), cuda::ptr<float>(dgamma), cuda::ptr<float>(dbeta), L.c, L.inner, slices);
 }
 
 }  // namespace nnlab

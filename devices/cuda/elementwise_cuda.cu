@@ -30,10 +30,15 @@ __device__ __forceinline__ void binary_partials(BinaryOp op, float a, float b, f
 
 // ---- kernels ----------------------------------------------------------------------------
 
+// Element i of an operand of `count` elements broadcast over n: i % count. A full operand
+// (count = n) skips the modulo, a 64-bit division that costs a GPU dozens of instructions per
+// element (a residual connection's add is all full operands).
+__device__ __forceinline__ int64_t operand_at(int64_t i, int64_t count) { return i < count ? i : i % count; }
+
 // y: (n)  a: (na)  b: (nb), na and nb divide n     y[i] = a[i % na] op b[i % nb]
 __global__ void binary_forward_kernel(BinaryOp op, const float* a, int64_t na, const float* b, int64_t nb, float* y,
                                       int64_t n) {
-  NNLAB_GRID_STRIDE(i, n) y[i] = apply_binary(op, a[i % na], b[i % nb]);
+  NNLAB_GRID_STRIDE(i, n) y[i] = apply_binary(op, a[operand_at(i, na)], b[operand_at(i, nb)]);
 }
 
 // dy: (n)  full operands' gradients: (n)     da[i] = dy[i]·∂a,  db[i] = dy[i]·∂b
@@ -41,7 +46,7 @@ __global__ void binary_backward_full_kernel(BinaryOp op, const float* a, int64_t
                                             const float* dy, float* da, float* db, int64_t n) {
   NNLAB_GRID_STRIDE(i, n) {
     float pa = 0.0f, pb = 0.0f;
-    binary_partials(op, a[i % na], b[i % nb], pa, pb);
+    binary_partials(op, a[operand_at(i, na)], b[operand_at(i, nb)], pa, pb);
     if (da) da[i] = dy[i] * pa;
     if (db) db[i] = dy[i] * pb;
   }
@@ -57,7 +62,7 @@ __global__ void binary_backward_reduce_kernel(BinaryOp op, const float* a, int64
     for (int64_t o = 0; o < outer; ++o) {
       const int64_t i = o * inner + j;
       float pa = 0.0f, pb = 0.0f;
-      binary_partials(op, a[i % na], b[i % nb], pa, pb);
+      binary_partials(op, a[operand_at(i, na)], b[operand_at(i, nb)], pa, pb);
       sa += dy[i] * pa;
       sb += dy[i] * pb;
     }

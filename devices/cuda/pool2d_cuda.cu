@@ -6,6 +6,8 @@
 // Backward kernels gather instead of scatter: one thread per input cell sums the outputs
 // whose windows hold it, in increasing (i, j) order — the order in which the CPU adds them —
 // so there are no atomics and dx repeats bit for bit.
+#include <algorithm>
+
 #include "devices/cuda/cuda_backend.h"
 #include "devices/cuda/cuda_context.h"
 #include "devices/kernel_log.h"
@@ -14,26 +16,45 @@ namespace nnlab {
 
 namespace {
 
-struct Window {
-  int64_t h0, h1, w0, w1;  // input rows [h0, h1), columns [w0, w1)
-  int64_t divisor;
+// The geometry in the kernel's index type I: int32_t where every index of the call fits, else
+// int64_t. The window arithmetic divides about seven times per element (the element's plane,
+// row and column; the first and last windows holding it), and a GPU has no 64-bit divider: a
+// 64-bit division is a routine of dozens of instructions, a 32-bit one a handful.
+template <typename I>
+struct PoolDims {
+  I c, h, w, p, q, kernel_h, kernel_w, stride_h, stride_w, pad_h, pad_w;
+  bool relu;
+  explicit PoolDims(const Pool2dGeometry& g)
+      : c(I(g.c)), h(I(g.h)), w(I(g.w)), p(I(g.p)), q(I(g.q)), kernel_h(I(g.kernel_h)), kernel_w(I(g.kernel_w)),
+        stride_h(I(g.stride_h)), stride_w(I(g.stride_w)), pad_h(I(g.pad_h)), pad_w(I(g.pad_w)), relu(g.relu) {}
 };
 
-__device__ __forceinline__ Window window_of(const Pool2dGeometry& g, int64_t i, int64_t j) {
-  int64_t h0 = i * g.stride_h - g.pad_h, w0 = j * g.stride_w - g.pad_w;
-  int64_t h1 = min(h0 + g.kernel_h, g.h + g.pad_h), w1 = min(w0 + g.kernel_w, g.w + g.pad_w);
-  const int64_t divisor = (h1 - h0) * (w1 - w0);
-  return {max(h0, int64_t(0)), min(h1, g.h), max(w0, int64_t(0)), min(w1, g.w), divisor};
+template <typename I>
+struct Window {
+  I h0, h1, w0, w1;  // input rows [h0, h1), columns [w0, w1)
+  I divisor;
+};
+
+template <typename I>
+__device__ __forceinline__ Window<I> window_of(const PoolDims<I>& g, I i, I j) {
+  I h0 = i * g.stride_h - g.pad_h, w0 = j * g.stride_w - g.pad_w;
+  I h1 = min(h0 + g.kernel_h, g.h + g.pad_h), w1 = min(w0 + g.kernel_w, g.w + g.pad_w);
+  const I divisor = (h1 - h0) * (w1 - w0);
+  return {max(h0, I(0)), min(h1, g.h), max(w0, I(0)), min(w1, g.w), divisor};
 }
 
 // The outputs [lo, hi) along one axis whose windows hold input position r:
 // i·stride − pad ≤ r < i·stride − pad + kernel.
-__device__ __forceinline__ void outputs_holding(int64_t r, int64_t stride, int64_t pad, int64_t kernel, int64_t out,
-                                                int64_t& lo, int64_t& hi) {
-  const int64_t first = r + pad - kernel + 1;  // need i·stride ≥ first
+template <typename I>
+__device__ __forceinline__ void outputs_holding(I r, I stride, I pad, I kernel, I out, I& lo, I& hi) {
+  const I first = r + pad - kernel + 1;  // need i·stride ≥ first
   lo = first <= 0 ? 0 : (first + stride - 1) / stride;
   hi = min((r + pad) / stride + 1, out);
 }
+
+// One thread per element with a grid-stride loop, as NNLAB_GRID_STRIDE, in the index type I.
+#define NNLAB_POOL_GRID_STRIDE(I, e, total)                                                  \
+  for (I e = I(blockIdx.x) * I(blockDim.x) + I(threadIdx.x); e < (total); e += I(blockDim.x) * I(gridDim.x))
 
 // ---- kernels ----------------------------------------------------------------------------
 
@@ -43,16 +64,17 @@ __device__ __forceinline__ void outputs_holding(int64_t r, int64_t stride, int64
 // the whole window and rounding x + b is monotonic in x, so that is max(x + b), with one
 // addition per output instead of one per input. With the fused ReLU (g.relu) a window whose
 // max is not positive (or NaN) gives 0 and argmax −1: no cell of it receives a gradient.
-__global__ void maxpool2d_forward_kernel(Pool2dGeometry g, const float* x, const float* bias, float* y,
-                                         int32_t* argmax, int64_t total) {
-  NNLAB_GRID_STRIDE(o, total) {
-    const int64_t plane = o / (g.p * g.q), i = (o / g.q) % g.p, j = o % g.q;
-    const float* xp = x + plane * g.h * g.w;
-    const Window win = window_of(g, i, j);
+template <typename I>
+__global__ void maxpool2d_forward_kernel(PoolDims<I> g, const float* x, const float* bias, float* y, int32_t* argmax,
+                                         I total) {
+  NNLAB_POOL_GRID_STRIDE(I, o, total) {
+    const I plane = o / (g.p * g.q), i = (o / g.q) % g.p, j = o % g.q;
+    const float* xp = x + int64_t(plane) * g.h * g.w;
+    const Window<I> win = window_of(g, i, j);
     float best = -INFINITY;
-    int64_t best_at = win.h0 * g.w + win.w0;
-    for (int64_t r = win.h0; r < win.h1; ++r) {
-      for (int64_t s = win.w0; s < win.w1; ++s) {
+    I best_at = win.h0 * g.w + win.w0;
+    for (I r = win.h0; r < win.h1; ++r) {
+      for (I s = win.w0; s < win.w1; ++s) {
         const float v = xp[r * g.w + s];
         if (v > best || isnan(v)) {
           best = v;
@@ -72,50 +94,64 @@ __global__ void maxpool2d_forward_kernel(Pool2dGeometry g, const float* x, const
 
 // dy, argmax: (n, c, p, q)  dx: (n, c, h, w); one thread per input cell:
 // dx[r, s] = Σ dy[i, j] over the windows holding (r, s) whose argmax is r·w + s.
-__global__ void maxpool2d_backward_kernel(Pool2dGeometry g, const float* dy, const int32_t* argmax, float* dx,
-                                          int64_t total) {
-  NNLAB_GRID_STRIDE(e, total) {
-    const int64_t plane = e / (g.h * g.w), r = (e / g.w) % g.h, s = e % g.w;
+template <typename I>
+__global__ void maxpool2d_backward_kernel(PoolDims<I> g, const float* dy, const int32_t* argmax, float* dx, I total) {
+  NNLAB_POOL_GRID_STRIDE(I, e, total) {
+    const I plane = e / (g.h * g.w), r = (e / g.w) % g.h, s = e % g.w;
     const int32_t here = static_cast<int32_t>(r * g.w + s);
-    int64_t i0, i1, j0, j1;
+    I i0, i1, j0, j1;
     outputs_holding(r, g.stride_h, g.pad_h, g.kernel_h, g.p, i0, i1);
     outputs_holding(s, g.stride_w, g.pad_w, g.kernel_w, g.q, j0, j1);
-    const float* dyp = dy + plane * g.p * g.q;
-    const int32_t* ap = argmax + plane * g.p * g.q;
+    const float* dyp = dy + int64_t(plane) * g.p * g.q;
+    const int32_t* ap = argmax + int64_t(plane) * g.p * g.q;
     float sum = 0.0f;
-    for (int64_t i = i0; i < i1; ++i)
-      for (int64_t j = j0; j < j1; ++j)
+    for (I i = i0; i < i1; ++i)
+      for (I j = j0; j < j1; ++j)
         if (ap[i * g.q + j] == here) sum += dyp[i * g.q + j];
     dx[e] = sum;
   }
 }
 
 // x: (n, c, h, w)  y: (n, c, p, q)   y[i, j] = Σ over the window of x / divisor
-__global__ void avgpool2d_forward_kernel(Pool2dGeometry g, const float* x, float* y, int64_t total) {
-  NNLAB_GRID_STRIDE(o, total) {
-    const int64_t plane = o / (g.p * g.q), i = (o / g.q) % g.p, j = o % g.q;
-    const float* xp = x + plane * g.h * g.w;
-    const Window win = window_of(g, i, j);
+template <typename I>
+__global__ void avgpool2d_forward_kernel(PoolDims<I> g, const float* x, float* y, I total) {
+  NNLAB_POOL_GRID_STRIDE(I, o, total) {
+    const I plane = o / (g.p * g.q), i = (o / g.q) % g.p, j = o % g.q;
+    const float* xp = x + int64_t(plane) * g.h * g.w;
+    const Window<I> win = window_of(g, i, j);
     float sum = 0.0f;
-    for (int64_t r = win.h0; r < win.h1; ++r)
-      for (int64_t s = win.w0; s < win.w1; ++s) sum += xp[r * g.w + s];
+    for (I r = win.h0; r < win.h1; ++r)
+      for (I s = win.w0; s < win.w1; ++s) sum += xp[r * g.w + s];
     y[o] = sum / static_cast<float>(win.divisor);
   }
 }
 
 // dy: (n, c, p, q)  dx: (n, c, h, w)   dx[r, s] = Σ over the windows holding (r, s) of dy / divisor
-__global__ void avgpool2d_backward_kernel(Pool2dGeometry g, const float* dy, float* dx, int64_t total) {
-  NNLAB_GRID_STRIDE(e, total) {
-    const int64_t plane = e / (g.h * g.w), r = (e / g.w) % g.h, s = e % g.w;
-    int64_t i0, i1, j0, j1;
+template <typename I>
+__global__ void avgpool2d_backward_kernel(PoolDims<I> g, const float* dy, float* dx, I total) {
+  NNLAB_POOL_GRID_STRIDE(I, e, total) {
+    const I plane = e / (g.h * g.w), r = (e / g.w) % g.h, s = e % g.w;
+    I i0, i1, j0, j1;
     outputs_holding(r, g.stride_h, g.pad_h, g.kernel_h, g.p, i0, i1);
     outputs_holding(s, g.stride_w, g.pad_w, g.kernel_w, g.q, j0, j1);
-    const float* dyp = dy + plane * g.p * g.q;
+    const float* dyp = dy + int64_t(plane) * g.p * g.q;
     float sum = 0.0f;
-    for (int64_t i = i0; i < i1; ++i)
-      for (int64_t j = j0; j < j1; ++j) sum += dyp[i * g.q + j] / static_cast<float>(window_of(g, i, j).divisor);
+    for (I i = i0; i < i1; ++i)
+      for (I j = j0; j < j1; ++j) sum += dyp[i * g.q + j] / static_cast<float>(window_of(g, i, j).divisor);
     dx[e] = sum;
   }
+}
+
+// Runs launch(int32_t{}) where every index of a call over `total` elements (of the larger of
+// its input and output) fits 32 bits with a grid's stride to spare, else launch(int64_t{}).
+template <typename Launch>
+void with_index_type(const Pool2dGeometry& g, Launch launch) {
+  const int64_t cells = g.n * g.c * std::max(g.h * g.w, g.p * g.q);
+  const int64_t reach = std::max(g.h + 2 * g.pad_h + g.kernel_h, g.w + 2 * g.pad_w + g.kernel_w);  // largest index
+  if (cells <= (int64_t(1) << 30) && reach <= (int64_t(1) << 30))
+    launch(int32_t{});
+  else
+    launch(int64_t{});
 }
 
 }  // namespace
@@ -135,9 +171,12 @@ void CudaBackend::maxpool2d_bias_forward(const Pool2dGeometry& g, const Tensor& 
               " values for ", g.c, " channels");
   const int64_t total = g.n * g.c * g.p * g.q;
   if (!total) return;
-  cuda::launch("maxpool2d_forward_kernel", maxpool2d_forward_kernel, cuda::grid_for(*ctx_, total), cuda::kThreads,
-               ctx_->stream, g, cuda::ptr<float>(x), bias ? cuda::ptr<float>(*bias) : nullptr, cuda::ptr<float>(y),
-               cuda::ptr<int32_t>(argmax), total);
+  with_index_type(g, [&](auto index) {
+    using I = decltype(index);
+    cuda::launch("maxpool2d_forward_kernel", maxpool2d_forward_kernel<I>, cuda::grid_for(*ctx_, total), cuda::kThreads,
+                 ctx_->stream, PoolDims<I>(g), cuda::ptr<float>(x), bias ? cuda::ptr<float>(*bias) : nullptr,
+                 cuda::ptr<float>(y), cuda::ptr<int32_t>(argmax), I(total));
+  });
 }
 
 void CudaBackend::maxpool2d_backward(const Pool2dGeometry& g, const Tensor& dy, const Tensor& argmax, Tensor& dx) {
@@ -145,8 +184,12 @@ void CudaBackend::maxpool2d_backward(const Pool2dGeometry& g, const Tensor& dy, 
   cuda::require_f32("maxpool2d_backward", dy);
   const int64_t total = g.n * g.c * g.h * g.w;
   if (!total) return;
-  cuda::launch("maxpool2d_backward_kernel", maxpool2d_backward_kernel, cuda::grid_for(*ctx_, total), cuda::kThreads,
-               ctx_->stream, g, cuda::ptr<float>(dy), cuda::ptr<int32_t>(argmax), cuda::ptr<float>(dx), total);
+  with_index_type(g, [&](auto index) {
+    using I = decltype(index);
+    cuda::launch("maxpool2d_backward_kernel", maxpool2d_backward_kernel<I>, cuda::grid_for(*ctx_, total),
+                 cuda::kThreads, ctx_->stream, PoolDims<I>(g), cuda::ptr<float>(dy), cuda::ptr<int32_t>(argmax),
+                 cuda::ptr<float>(dx), I(total));
+  });
 }
 
 void CudaBackend::avgpool2d_forward(const Pool2dGeometry& g, const Tensor& x, Tensor& y) {
@@ -154,8 +197,11 @@ void CudaBackend::avgpool2d_forward(const Pool2dGeometry& g, const Tensor& x, Te
   cuda::require_f32("avgpool2d_forward", x);
   const int64_t total = g.n * g.c * g.p * g.q;
   if (!total) return;
-  cuda::launch("avgpool2d_forward_kernel", avgpool2d_forward_kernel, cuda::grid_for(*ctx_, total), cuda::kThreads,
-               ctx_->stream, g, cuda::ptr<float>(x), cuda::ptr<float>(y), total);
+  with_index_type(g, [&](auto index) {
+    using I = decltype(index);
+    cuda::launch("avgpool2d_forward_kernel", avgpool2d_forward_kernel<I>, cuda::grid_for(*ctx_, total), cuda::kThreads,
+                 ctx_->stream, PoolDims<I>(g), cuda::ptr<float>(x), cuda::ptr<float>(y), I(total));
+  });
 }
 
 void CudaBackend::avgpool2d_backward(const Pool2dGeometry& g, const Tensor& dy, Tensor& dx) {
@@ -163,8 +209,11 @@ void CudaBackend::avgpool2d_backward(const Pool2dGeometry& g, const Tensor& dy, 
   cuda::require_f32("avgpool2d_backward", dy);
   const int64_t total = g.n * g.c * g.h * g.w;
   if (!total) return;
-  cuda::launch("avgpool2d_backward_kernel", avgpool2d_backward_kernel, cuda::grid_for(*ctx_, total), cuda::kThreads,
-               ctx_->stream, g, cuda::ptr<float>(dy), cuda::ptr<float>(dx), total);
+  with_index_type(g, [&](auto index) {
+    using I = decltype(index);
+    cuda::launch("avgpool2d_backward_kernel", avgpool2d_backward_kernel<I>, cuda::grid_for(*ctx_, total),
+                 cuda::kThreads, ctx_->stream, PoolDims<I>(g), cuda::ptr<float>(dy), cuda::ptr<float>(dx), I(total));
+  });
 }
 
 }  // namespace nnlab

@@ -29,43 +29,28 @@ __global__ void bias_forward_kernel(float* y, const float* b, int64_t c, int64_t
 // (Masked true: a ReLU's backward fused with the bias gradient, relu_bias_backward); both sum in
 // the same order, so the fused kernel gives the two kernels' bits.
 //
-// Pass 1, block (j, p): channel j's values are e = o·inner + i for e < count = outer·inner;
-// block p of `chunks` sums the slice e ∈ [p·len, (p+1)·len), its threads taking neighbouring e
-// (neighbouring i, so their reads are coalesced), and writes partial[j, p]. One block per
-// channel, as this kernel once was, left most of the GPU idle: cnn's c1 has 32 channels of
-// 64·784 values, 32 blocks for a 132-SM H200, and its backward took 0.13 ms.
+// Pass 1, block (j, p): the sum of slice p of channel j (cuda::channel_slices), into
+// partial[j, p]. Pass 2: db[j] = Σ_p partial[j, p], p in order.
 template <bool Masked>
 __global__ void bias_backward_partial_kernel(const float* dy, const float* y, float* dz, double* partial, int64_t c,
-                                             int64_t inner, int64_t outer, int64_t len) {
-  const int64_t j = blockIdx.x, p = blockIdx.y, chunks = gridDim.y;
-  const int64_t end = min((p + 1) * len, outer * inner);
+                                             int64_t inner, cuda::ChannelSlices slices) {
   double s = 0.0;
-  int64_t e = p * len + threadIdx.x;
-  // (o, i) of e, advanced by blockDim each round without a division per value.
-  int64_t o = e / inner, i = e % inner;
-  const int64_t step_o = blockDim.x / inner, step_i = blockDim.x % inner;
-  for (; e < end; e += blockDim.x) {
-    const int64_t at = (o * c + j) * inner + i;
-    float v = dy[at];
+  for (cuda::ChannelWalk v(slices, c, inner); v.more(); v.next()) {
+    const int64_t at = v.at();
+    float d = dy[at];
     if (Masked) {
-      v = y[at] > 0.0f ? v : 0.0f;
-      dz[at] = v;
+      d = y[at] > 0.0f ? d : 0.0f;
+      dz[at] = d;
     }
-    s += v;
-    o += step_o, i += step_i;
-    if (i >= inner) i -= inner, ++o;
+    s += d;
   }
   s = cuda::block_sum(s);
-  if (threadIdx.x == 0) partial[j * chunks + p] = s;
+  if (threadIdx.x == 0) partial[blockIdx.x * slices.slices + blockIdx.y] = s;
 }
 
-// partial: (c, chunks)  db: (c)   pass 2: db[j] = Σ_p partial[j, p], p in order
-__global__ void bias_backward_final_kernel(const double* partial, int64_t chunks, float* db, int64_t c) {
-  NNLAB_GRID_STRIDE(j, c) {
-    double s = 0.0;
-    for (int64_t p = 0; p < chunks; ++p) s += partial[j * chunks + p];
-    db[j] = static_cast<float>(s);
-  }
+// partial: (c, slices)  db: (c)
+__global__ void bias_backward_final_kernel(const double* partial, int64_t slices, float* db, int64_t c) {
+  NNLAB_GRID_STRIDE(j, c) db[j] = static_cast<float>(cuda::sum_of_slices(partial, j, slices));
 }
 
 // ---- the reduction ladder: the Linear bias gradient, four ways (--reduce-impl) ------------
@@ -197,19 +182,18 @@ const char* ladder_kernel_name(ReduceImpl rung) {
 
 // ---- launchers --------------------------------------------------------------------------
 
-// db (and with Masked, dz) from dy: (outer, c, inner). The slices per channel depend on the
-// shape alone (at least 4096 values each, at most 64 slices), so the order of the sum is fixed.
+// db (and with Masked, dz) from dy: (outer, c, inner), in slices fixed by the shape.
 template <bool Masked>
 void launch_bias_backward(cuda::Context& ctx, const char* name, const Tensor& dy, const float* y, float* dz,
                           Tensor& db, int64_t inner) {
-  const int64_t c = db.numel(), outer = dy.numel() / (c * inner), count = outer * inner;
-  const int64_t chunks = std::min<int64_t>(std::max<int64_t>(count / 4096, 1), 64);
-  const int64_t len = (count + chunks - 1) / chunks;
-  cuda::Scratch partial(*ctx.allocator, static_cast<size_t>(c * chunks) * sizeof(double));
-  cuda::launch(name, bias_backward_partial_kernel<Masked>, dim3(static_cast<unsigned>(c), static_cast<unsigned>(chunks)),
-               cuda::kThreads, ctx.stream, cuda::ptr<float>(dy), y, dz, partial.as<double>(), c, inner, outer, len);
+  const int64_t c = db.numel();
+  const cuda::ChannelSlices slices = cuda::channel_slices(dy.numel() / c);
+  cuda::Scratch partial(*ctx.allocator, static_cast<size_t>(c * slices.slices) * sizeof(double));
+  cuda::launch(name, bias_backward_partial_kernel<Masked>,
+               dim3(static_cast<unsigned>(c), static_cast<unsigned>(slices.slices)), cuda::kThreads, ctx.stream,
+               cuda::ptr<float>(dy), y, dz, partial.as<double>(), c, inner, slices);
   cuda::launch("bias_backward_final_kernel", bias_backward_final_kernel, cuda::grid_for(ctx, c), cuda::kThreads,
-               ctx.stream, static_cast<const double*>(partial.as<double>()), chunks, cuda::ptr<float>(db), c);
+               ctx.stream, static_cast<const double*>(partial.as<double>()), slices.slices, cuda::ptr<float>(db), c);
 }
 
 // The rung of the ladder `rung` names, for dy: (rows, c).

@@ -194,7 +194,12 @@ TEST_CASE("gpu: a convolution with its bias and ReLU fused in cuDNN matches the 
 }
 
 TEST_CASE("gpu: batch normalisation, training, evaluation and backward", "[gpu][batchnorm]") {
-  for (const Shape& s : std::vector<Shape>{{2, 1}, {4, 3, 5, 5}, {2, 16, 1, 1}, {64, 32, 14, 14}, {3, 7, 9, 2}}) {
+  // Each channel's statistics are summed in slices of at least 4096 values, at most 64
+  // (cuda::channel_slices): one slice; 3 with a shorter last one (64·14·14 = 12,544 values);
+  // 2 whose boundary falls inside a plane longer than a block (9·1000); resnet8's first layer
+  // (16 slices of 64·32·32); the cap (300,000 values: 64 slices).
+  for (const Shape& s : std::vector<Shape>{{2, 1}, {4, 3, 5, 5}, {2, 16, 1, 1}, {64, 32, 14, 14}, {3, 7, 9, 2},
+                                           {9, 3, 10, 100}, {64, 16, 32, 32}, {300, 2, 1000}}) {
     const int64_t c = s[1];
     Tensor x = fresh_tensor(s, 2.0, 5.0), gamma = fresh_tensor({c}, 0.5, 1.5), beta = fresh_tensor({c});
     Tensor rm = fresh_tensor({c}), rv = fresh_tensor({c}, 0.5, 1.5);
