@@ -82,6 +82,11 @@ done
 for model in mlp cnn lenet5 cifar-cnn resnet8; do
   step "explain_$model" 40 "$build/nnlab" explain --model "$model" --device cuda
 done
+# The first layers' direct kernels (conv2d_direct_cuda.cu) against cuDNN on the same layers:
+# c1's device times in explain_cnn / explain_lenet5 above against these.
+for model in cnn lenet5; do
+  step "explain_${model}_cudnn" 40 "$build/nnlab" explain --model "$model" --device cuda --conv-impl cudnn
+done
 # Issue 35's bf16 goals: the cnn at batch 512 with bf16 products (>= 600k img/s), and bf16
 # within 0.3 points of fp32 (cnn, 4 epochs, mean of 5 seeds) on the GPU.
 for math in fp32 bf16; do

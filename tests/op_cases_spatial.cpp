@@ -86,15 +86,22 @@ void add_conv(std::vector<OpCase>& cases) {
       {"1x1 kernel", 2, 4, 3, 3, 5, 1, 1, 1, 1, 0, 0, true},
       {"kernel as large as the padded image", 2, 2, 3, 3, 3, 5, 5, 1, 1, 1, 1, true},
   };
+  // Two first layers (no input gradient; on CUDA nnlab's direct kernels, filter gradient
+  // included), with and without a bias.
+  const Conv first_layers[] = {{"first layer 3x3 3 channels", 2, 3, 4, 7, 6, 3, 3, 1, 1, 1, 1, true},
+                               {"first layer 5x5 pad 2 1 channel no bias", 2, 1, 3, 6, 5, 5, 5, 1, 1, 2, 2, false}};
   // Every geometry as conv2d; the first four also with a ReLU epilogue: im2col,
-  // the no-bias path, Winograd and the direct loops.
-  for (size_t i = 0; i < 2 * std::size(convs); ++i) {
-    const Conv& k = convs[i % std::size(convs)];
+  // the no-bias path, Winograd and the direct loops; then the first layers with it.
+  const size_t plain = 2 * std::size(convs);
+  for (size_t i = 0; i < plain + std::size(first_layers); ++i) {
+    const bool first_layer = i >= plain;
+    const Conv& k = first_layer ? first_layers[i - plain] : convs[i % std::size(convs)];
     const bool relu = i >= std::size(convs);
-    if (relu && i % std::size(convs) >= 4) continue;
+    if (relu && !first_layer && i % std::size(convs) >= 4) continue;
     OpCase c;
     c.name = std::string(relu ? "conv2d relu epilogue " : "conv2d ") + k.name;
     c.inputs = {{{k.n, k.c, k.h, k.w}}, {{k.k, k.c, k.r, k.s}}};
+    c.inputs[0].grad = !first_layer;
     if (k.bias) c.inputs.push_back({{k.k}});
     c.run = [k, relu](const std::vector<Tensor>& t) {
       const Tensor b = k.bias ? t[2] : Tensor();
@@ -113,15 +120,27 @@ void add_conv(std::vector<OpCase>& cases) {
 }
 
 // The convolution with a max-pool and ReLU epilogue: the references of
-// the three composed. Two geometries: Winograd's 3×3 (which pools each plane as it makes it)
-// and lenet5's 5×5 with padding 2 (direct loops), each with a 2×2 pool of stride 2.
+// the three composed. Geometries: Winograd's 3×3 (which pools each plane as it makes it),
+// lenet5's 5×5 with padding 2 (direct loops; on CUDA nnlab's direct kernels), and two first
+// layers (no input gradient: on CUDA the filter gradient straight from the pool's), one of
+// them with odd planes whose last row and column no window holds; each with a 2×2 pool of
+// stride 2.
 void add_conv_pool(std::vector<OpCase>& cases) {
-  const Conv convs[] = {{"3x3 stride 1 8 channels (Winograd)", 2, 8, 8, 6, 8, 3, 3, 1, 1, 1, 1, true},
-                        {"5x5 lenet-like pad 2 (direct loops)", 2, 1, 6, 8, 6, 5, 5, 1, 1, 2, 2, true}};
-  for (const Conv& k : convs) {
+  struct Pooled {
+    Conv conv;
+    bool input_grad;
+  };
+  const Pooled convs[] = {{{"3x3 stride 1 8 channels (Winograd)", 2, 8, 8, 6, 8, 3, 3, 1, 1, 1, 1, true}, true},
+                          {{"5x5 lenet-like pad 2 (direct loops)", 2, 1, 6, 8, 6, 5, 5, 1, 1, 2, 2, true}, true},
+                          {{"3x3 pad 1 first layer 1 channel", 3, 1, 4, 8, 6, 3, 3, 1, 1, 1, 1, true}, false},
+                          {{"3x3 pad 0 first layer 3 channels odd planes", 2, 3, 5, 9, 11, 3, 3, 1, 1, 0, 0, true},
+                           false}};
+  for (const Pooled& pooled : convs) {
+    const Conv& k = pooled.conv;
     OpCase c;
     c.name = std::string("conv2d max-pool epilogue ") + k.name;
     c.inputs = {{{k.n, k.c, k.h, k.w}}, {{k.k, k.c, k.r, k.s}}, {{k.k}}};
+    c.inputs[0].grad = pooled.input_grad;
     c.run = [k](const std::vector<Tensor>& t) { return nnlab::conv2d(t[0], t[1], t[2], 1, k.pad_h, nnlab::Epilogue::relu_max_pool(2)); };
     c.reference = [k](const HostInputs& in) {
       const Reference conv = naive_conv2d(k, in);

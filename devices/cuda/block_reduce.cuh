@@ -26,14 +26,14 @@ __device__ T block_sum(T v) {
 // (t / inner, j, t % inner), are cut into `slices` runs of `len` consecutive t, each summed by
 // one block into a partial of its own, and the partials are added in slice order. One block
 // per channel left most of the GPU idle (cnn's c1: 32 blocks on a 132-SM H200). The slices
-// depend on the shape alone (at least 4096 values each, at most 64), so the order of every sum
-// is fixed and a run repeats bit for bit on any GPU.
+// depend on the shape alone (at least min_len values each, at most 64), so the order of every
+// sum is fixed and a run repeats bit for bit on any GPU.
 struct ChannelSlices {
   int64_t count, slices, len;
 };
 
-inline ChannelSlices channel_slices(int64_t count) {
-  const int64_t slices = count / 4096 < 1 ? 1 : (count / 4096 > 64 ? 64 : count / 4096);
+inline ChannelSlices channel_slices(int64_t count, int64_t min_len = 4096) {
+  const int64_t fit = count / min_len, slices = fit < 1 ? 1 : (fit > 64 ? 64 : fit);
   return {count, slices, (count + slices - 1) / slices};
 }
 
@@ -55,6 +55,8 @@ class ChannelWalk {
         step_i_(blockDim.x % inner) {}
   __device__ bool more() const { return t_ < end_; }
   __device__ int64_t at() const { return (o_ * c_ + j_) * inner_ + i_; }
+  __device__ int64_t outer() const { return o_; }  // the value's (t / inner, ·, t % inner)
+  __device__ int64_t inner() const { return i_; }
   __device__ void next() {
     t_ += blockDim.x, o_ += step_o_, i_ += step_i_;
     if (i_ >= inner_) i_ -= inner_, ++o_;

@@ -181,6 +181,13 @@ bool use_reference(const Tensor& x) {
   return conv_impl() == ConvImpl::Reference;
 }
 
+// --conv-impl auto on a shallow layer with a ReLU (and max-pool) epilogue: nnlab's direct
+// kernels (conv2d_direct_cuda.cu) instead of cuDNN's.
+bool use_direct(const Tensor& x, const Conv2dGeometry& g, const ConvEpilogue& e) {
+  check_conv_impl(conv_impl(), x.device());
+  return conv_impl() == ConvImpl::Auto && cuda::direct_applies(g, e);
+}
+
 // nnlab explain: "cudnnConvolutionForward algo=1 x 64×32×14×14 w 64×32×3×3"
 size_t log_cudnn(const char* call, int algo, const Conv2dGeometry& g) {
   return record_kernel(call, "algo=" + std::to_string(algo) + " x " + dims_text({g.n, g.c, g.h, g.w}) + " w " +
@@ -224,14 +231,21 @@ bool convolve_bias_relu(cuda::Context& c, const Conv2dGeometry& g, const Tensor&
 
 }  // namespace
 
-// A convolution with a ReLU epilogue and a bias: one fused cuDNN call where cuDNN runs it
-// (convolve_bias_relu). With a max-pool (and ReLU) epilogue and a bias: the bias is added after the
+// A shallow layer (at most 32 taps, stride 1) with a ReLU or ReLU + max-pool epilogue: nnlab's
+// direct kernels (use_direct). Otherwise, with a ReLU epilogue and a bias: one fused cuDNN call
+// where cuDNN runs it (convolve_bias_relu). With a max-pool (and ReLU) epilogue and a bias: the bias is added after the
 // pool, by the pool's kernel (maxpool2d_bias_forward: max(z + b) = max(z) + b for a bias that
 // is constant over each window), so the convolution's output is written once, by cuDNN, and
 // neither read nor written again by cudnnAddTensor. The rest is Backend::conv2d_forward's.
 void CudaBackend::conv2d_forward(const Conv2dGeometry& g, const ConvEpilogue& e, const Tensor& x, const Tensor& w,
                                  const Tensor* b, Tensor& y, Tensor* argmax) {
   const bool bias = b && b->defined();
+  if (use_direct(x, g, e)) {
+    cuda::require_f32("conv2d_forward", x);
+    NNLAB_CHECK(argmax || e.kind != ConvEpilogue::Kind::ReluMaxPool,
+                "conv2d_forward: a max-pool epilogue needs its argmax tensor");
+    return cuda::conv2d_direct_forward(*ctx_, g, e, x, w, bias ? b : nullptr, y, argmax);
+  }
   if (e.kind == ConvEpilogue::Kind::Relu && bias && !use_reference(x)) {
     cuda::require_f32("conv2d_forward", x);
     if (convolve_bias_relu(*ctx_, g, x, w, *b, y)) return;
@@ -242,6 +256,19 @@ void CudaBackend::conv2d_forward(const Conv2dGeometry& g, const ConvEpilogue& e,
   Tensor z = Tensor::empty({g.n, g.k, g.p, g.q}, x.dtype(), x.device());
   convolve(g, x, w, nullptr, z);
   maxpool2d_bias_forward(e.pool, z, b, y, *argmax);
+}
+
+// A shallow first layer with a ReLU (and max-pool) epilogue, no dx wanted: its filter gradient
+// and bias straight from dy and the epilogue's saved tensor, one kernel and its final sums; the
+// convolution's gradient dz is never stored. The rest is Backend::conv2d_backward's.
+void CudaBackend::conv2d_backward(const Conv2dGeometry& g, const ConvEpilogue& e, const Tensor& dy,
+                                  const Tensor& saved, const Tensor& x, const Tensor& w, Tensor& dx, Tensor& dw,
+                                  Tensor& db) {
+  if (!dx.defined() && dw.defined() && use_direct(dy, g, e)) {
+    cuda::require_f32("conv2d_backward", dy);
+    return cuda::conv2d_direct_backward_filter(*ctx_, g, e, dy, saved, x, dw, db.defined() ? &db : nullptr);
+  }
+  Backend::conv2d_backward(g, e, dy, saved, x, w, dx, dw, db);
 }
 
 // y = conv(x, w) (+ b broadcast over (n, ·, p, q))

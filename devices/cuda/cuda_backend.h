@@ -118,11 +118,13 @@ class CudaBackend final : public Backend {
   void sgd_step_all(const std::vector<SgdSlot>& slots, const SgdParams& hp, Tensor* skip_flag) override;
   void adam_step_all(const std::vector<AdamSlot>& slots, const AdamParams& hp, const Tensor* skip_flag) override;
 
-
   // conv2d_cuda.cu: with a ReLU epilogue one fused cuDNN call; with a max-pool epilogue, the
-  // bias is added by the pool's kernel
+  // bias is added by the pool's kernel; a shallow layer with either epilogue runs nnlab's
+  // direct kernels (conv2d_direct_cuda.cu), and a first one's filter gradient too
   void conv2d_forward(const Conv2dGeometry& g, const ConvEpilogue& e, const Tensor& x, const Tensor& w,
                       const Tensor* b, Tensor& y, Tensor* argmax) override;
+  void conv2d_backward(const Conv2dGeometry& g, const ConvEpilogue& e, const Tensor& dy, const Tensor& saved,
+                       const Tensor& x, const Tensor& w, Tensor& dx, Tensor& dw, Tensor& db) override;
 
   // pool2d_cuda.cu
   void maxpool2d_forward(const Pool2dGeometry& g, const Tensor& x, Tensor& y, Tensor& argmax) override;

@@ -174,6 +174,16 @@ void conv2d_reference_backward_data(Context& c, const Conv2dGeometry& g, const T
 void conv2d_reference_backward_filter(Context& c, const Conv2dGeometry& g, const Tensor& dy, const Tensor& x,
                                       Tensor& dw);
 
+// conv2d_direct_cuda.cu: a shallow convolution (c·r·s ≤ 32, stride 1) with its ReLU epilogue,
+// or its ReLU and non-overlapping max-pool epilogue, in one kernel; and its filter gradient
+// (and bias) straight from dy and the epilogue's saved tensor (y for the ReLU, argmax for the
+// pool). Run by conv2d_cuda.cu under --conv-impl auto where direct_applies.
+bool direct_applies(const Conv2dGeometry& g, const ConvEpilogue& e);
+void conv2d_direct_forward(Context& c, const Conv2dGeometry& g, const ConvEpilogue& e, const Tensor& x,
+                           const Tensor& w, const Tensor* b, Tensor& y, Tensor* argmax);
+void conv2d_direct_backward_filter(Context& c, const Conv2dGeometry& g, const ConvEpilogue& e, const Tensor& dy,
+                                   const Tensor& saved, const Tensor& x, Tensor& dw, Tensor* db);
+
 // gemm_ladder_cuda.cu: nnlab's own GEMM kernels (naive, tiled, registers), run by
 // CudaBackend::gemm when --gemm-impl names one (devices/gemm_impl.h); m, n, k ≥ 1.
 // C(m×n) = alpha · op(A)(m×k) · op(B)(k×n) + beta · C, row-major, as Backend::gemm.
