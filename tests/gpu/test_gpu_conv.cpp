@@ -1,9 +1,12 @@
 // CUDA kernels against their CPU twins: convolution (cuDNN), pooling, a convolution with its
 // pool fused, batch normalisation, dropout, and the Philox generator (host and device words
 // bit-identical).
+#include <algorithm>
+
 #include "gpu/gpu_support.h"
 
 #include "core/philox.h"
+#include "devices/conv_impl.h"
 #include "devices/cuda/cuda_backend.h"
 #include "devices/kernel_log.h"
 #include "conv_support.h"
@@ -164,6 +167,57 @@ TEST_CASE("gpu: a convolution with its max-pool and ReLU fused matches the CPU's
     CHECK(!gpu_no_dx.defined());
     require_allclose(gdw, dw, 1e-5, sum_atol, "first layer's pooled convolution's dw");
     require_allclose(gdb, db, 1e-5, sum_atol, "first layer's pooled convolution's db");
+  }
+}
+
+// Which kernels a first layer runs on CUDA: nnlab's direct kernels under --conv-impl auto for
+// a shallow layer with a ReLU or ReLU + max-pool epilogue (forward, and the filter gradient
+// where no dx is wanted), cuDNN under --conv-impl cudnn and for a pool whose windows overlap.
+// The values are the same either way (the test above and the op table), so only the log tells.
+TEST_CASE("gpu: shallow first layers run the direct kernels under auto and cuDNN's when asked", "[gpu][conv2d]") {
+  struct ImplGuard {
+    ~ImplGuard() { set_conv_impl(ConvImpl::Auto); }
+  } guard;
+  const Conv2dGeometry g = conv_geometry(3, 1, 12, 12, 6, 5, 5, 1, 1, 2, 2);  // lenet5's c1 on 12×12
+  const auto families = [&](ConvEpilogue e, bool want_dx) {
+    const Shape ys = e.kind == ConvEpilogue::Kind::ReluMaxPool ? Shape{g.n, g.k, e.pool.p, e.pool.q}
+                                                               : Shape{g.n, g.k, g.p, g.q};
+    const Tensor x = on_gpu(fresh_tensor({g.n, g.c, g.h, g.w})), w = on_gpu(fresh_tensor({g.k, g.c, g.r, g.s}));
+    const Tensor b = on_gpu(fresh_tensor({g.k}));
+    Tensor y = gpu_empty(ys), arg = gpu_empty(ys, DType::Int32);
+    Tensor dx = want_dx ? gpu_empty({g.n, g.c, g.h, g.w}) : Tensor(), dw = gpu_empty({g.k, g.c, g.r, g.s});
+    Tensor db = gpu_empty({g.k});
+    std::vector<std::string> names;
+    KernelLogScope log;
+    gpu().conv2d_forward(g, e, x, w, &b, y, &arg);
+    gpu().conv2d_backward(g, e, on_gpu(fresh_tensor(ys)), e.kind == ConvEpilogue::Kind::ReluMaxPool ? arg : y, x, w,
+                          dx, dw, db);
+    for (const KernelCall& call : take_kernel_calls()) names.push_back(call.family);
+    return names;
+  };
+  ConvEpilogue relu, pooled, overlapping;
+  relu.kind = ConvEpilogue::Kind::Relu;
+  pooled.kind = overlapping.kind = ConvEpilogue::Kind::ReluMaxPool;
+  pooled.pool = pool_geometry(3, 6, 12, 12, 2, 2, 2, 2, 0, 0);
+  overlapping.pool = pool_geometry(3, 6, 12, 12, 3, 3, 2, 2, 0, 0);
+  pooled.pool.relu = overlapping.pool.relu = true;
+  using Names = std::vector<std::string>;
+  CHECK(families(pooled, false) ==
+        Names{"direct conv2d fwd + ReLU + max-pool", "direct conv2d bwd filter, through the ReLU + max-pool"});
+  CHECK(families(relu, false) == Names{"direct conv2d fwd + ReLU", "direct conv2d bwd filter, through the ReLU"});
+  // With dx wanted: the direct forward, then the pool's backward and cuDNN's gradients.
+  const Names with_dx = families(pooled, true);
+  REQUIRE(!with_dx.empty());
+  CHECK(with_dx.front() == "direct conv2d fwd + ReLU + max-pool");
+  CHECK(std::count(with_dx.begin(), with_dx.end(), "cudnnConvolutionBackwardFilter") == 1);
+  CHECK(std::count(with_dx.begin(), with_dx.end(), "cudnnConvolutionBackwardData") == 1);
+  const Names cudnn_overlap = families(overlapping, false);
+  CHECK(std::count(cudnn_overlap.begin(), cudnn_overlap.end(), "cudnnConvolutionForward") == 1);
+  set_conv_impl(ConvImpl::Cudnn);
+  for (const ConvEpilogue& e : {pooled, relu}) {
+    const Names named = families(e, false);
+    for (const std::string& name : named) CHECK(name.rfind("direct conv2d", 0) == std::string::npos);
+    CHECK(std::count(named.begin(), named.end(), "cudnnConvolutionBackwardFilter") == 1);
   }
 }
 
