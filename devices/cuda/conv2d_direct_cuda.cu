@@ -64,19 +64,19 @@ DirectDims dims_of(const Conv2dGeometry& g, const ConvEpilogue& e) {
           pooled ? int(e.pool.q) : int(g.q)};
 }
 
-// z at conv output (py, px) of image xn for filter wk, taps in (c, r, s) order.
-__device__ __forceinline__ float direct_output(const DirectDims& d, const float* xn, const float* wk, int py, int px) {
-  float z = 0.0f;
+// visit(t, v) for each tap t = (c·r + ri)·s + si of conv output (py, px) whose input
+// v = xn[c, py + ri − pad_h, px + si − pad_w] lies inside the image (the padding is zero).
+template <typename Visit>
+__device__ __forceinline__ void for_each_tap(const DirectDims& d, const float* xn, int py, int px, Visit visit) {
   for (int c = 0; c < d.c; ++c)
     for (int r = 0; r < d.r; ++r) {
       const int yy = py + r - d.pad_h;
       if (yy < 0 || yy >= d.h) continue;
       for (int s = 0; s < d.s; ++s) {
         const int xx = px + s - d.pad_w;
-        if (xx >= 0 && xx < d.w) z += wk[(c * d.r + r) * d.s + s] * xn[(c * d.h + yy) * d.w + xx];
+        if (xx >= 0 && xx < d.w) visit((c * d.r + r) * d.s + s, xn[(c * d.h + yy) * d.w + xx]);
       }
     }
-  return z;
 }
 
 // ---- kernels ----------------------------------------------------------------------------
@@ -94,7 +94,8 @@ __global__ void conv2d_direct_forward_kernel(DirectDims d, const float* x, const
     int best_at = i * d.window_h * d.q + j * d.window_w;
     for (int py = i * d.window_h; py < i * d.window_h + d.window_h; ++py)
       for (int px = j * d.window_w; px < j * d.window_w + d.window_w; ++px) {
-        const float z = direct_output(d, xn, wk, py, px);
+        float z = 0.0f;
+        for_each_tap(d, xn, py, px, [&](int t, float in) { z += wk[t] * in; });
         if (z > best || isnan(z)) {
           best = z;
           best_at = py * d.q + px;
@@ -112,10 +113,10 @@ __global__ void conv2d_direct_forward_kernel(DirectDims d, const float* x, const
 
 // Block (k, p): over slice p of channel k's outputs of y, each cell of z with a gradient (Pooled:
 // the window's winner in argmax; else the cell itself where y > 0) adds dy times the taps it saw,
-// and dy itself: partial[(k·slices + p)·(taps + 1) + t], t = taps for the bias. The block's
+// and dy itself: partial[(k·(taps + 1) + t)·slices + p], t = taps for the bias. The block's
 // threads then meet once: each writes its sums to shared memory, and thread t adds value t's
-// kFilterThreads sums in thread order (one barrier for all taps, where a tree per tap would
-// meet 7 times per tap).
+// kFilterThreads sums in thread order (one barrier for all the taps, where block_sum's tree
+// would meet about ten times for each).
 template <bool Pooled>
 __global__ void conv2d_direct_filter_partial_kernel(DirectDims d, const float* dy, const int32_t* argmax,
                                                     const float* y, const float* x, double* partial,
@@ -134,13 +135,7 @@ __global__ void conv2d_direct_filter_partial_kernel(DirectDims d, const float* d
     }
     const double g = dy[at];
     const int py = cell / d.q, px = cell % d.q;
-    const float* xn = x + v.outer() * d.c * d.h * d.w;
-    for (int c = 0, t = 0; c < d.c; ++c)
-      for (int r = 0; r < d.r; ++r)
-        for (int s = 0; s < d.s; ++s, ++t) {
-          const int yy = py + r - d.pad_h, xx = px + s - d.pad_w;
-          if (yy >= 0 && yy < d.h && xx >= 0 && xx < d.w) acc[t] += g * xn[(c * d.h + yy) * d.w + xx];
-        }
+    for_each_tap(d, x + v.outer() * d.c * d.h * d.w, py, px, [&](int t, float in) { acc[t] += g * in; });
     acc[taps] += g;
   }
   __shared__ double sums[kFilterThreads * kSumStride];  // sums[thread · kSumStride + t]
@@ -149,7 +144,7 @@ __global__ void conv2d_direct_filter_partial_kernel(DirectDims d, const float* d
   if (int(threadIdx.x) <= taps) {
     double total = 0.0;
     for (int i = 0; i < kFilterThreads; ++i) total += sums[i * kSumStride + threadIdx.x];
-    partial[(int64_t(blockIdx.x) * slices.slices + blockIdx.y) * (taps + 1) + threadIdx.x] = total;
+    partial[(int64_t(blockIdx.x) * (taps + 1) + threadIdx.x) * slices.slices + blockIdx.y] = total;
   }
 }
 
@@ -158,8 +153,7 @@ __global__ void conv2d_direct_filter_final_kernel(const double* partial, int64_t
                                                   float* dw, float* db) {
   NNLAB_GRID_STRIDE(e, int64_t(k_count) * (taps + 1)) {
     const int64_t k = e / (taps + 1), t = e % (taps + 1);
-    double s = 0.0;
-    for (int64_t p = 0; p < slices; ++p) s += partial[(k * slices + p) * (taps + 1) + t];
+    const double s = sum_of_slices(partial, e, slices);  // value e = k·(taps + 1) + t
     if (t < taps)
       dw[k * taps + t] = static_cast<float>(s);
     else if (db)

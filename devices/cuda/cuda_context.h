@@ -134,9 +134,14 @@ inline unsigned grid_for(const Context& c, int64_t n) {
   return static_cast<unsigned>(blocks < 1 ? 1 : (blocks > c.resident_blocks ? c.resident_blocks : blocks));
 }
 
-#define NNLAB_GRID_STRIDE(i, n) \
-  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < (n); \
-       i += static_cast<int64_t>(blockDim.x) * gridDim.x)
+#define NNLAB_GRID_STRIDE(i, n) NNLAB_GRID_STRIDE_AS(int64_t, i, n)
+
+// The same loop in the index type I: int32_t where the caller knows every index fits (a GPU
+// has no 64-bit divider, so index arithmetic with divisions costs several times as much in
+// int64_t; pool2d_cuda.cu).
+#define NNLAB_GRID_STRIDE_AS(I, i, n) \
+  for (I i = static_cast<I>(blockIdx.x) * static_cast<I>(blockDim.x) + static_cast<I>(threadIdx.x); i < (n); \
+       i += static_cast<I>(blockDim.x) * static_cast<I>(gridDim.x))
 
 // Scratch memory from the caching allocator for the length of one launcher. Handing it
 // back before the kernels ran is safe: everything runs in order on one stream.

@@ -52,10 +52,6 @@ __device__ __forceinline__ void outputs_holding(I r, I stride, I pad, I kernel, 
   hi = min((r + pad) / stride + 1, out);
 }
 
-// One thread per element with a grid-stride loop, as NNLAB_GRID_STRIDE, in the index type I.
-#define NNLAB_POOL_GRID_STRIDE(I, e, total)                                                  \
-  for (I e = I(blockIdx.x) * I(blockDim.x) + I(threadIdx.x); e < (total); e += I(blockDim.x) * I(gridDim.x))
-
 // ---- kernels ----------------------------------------------------------------------------
 
 // x: (n, c, h, w)  bias: (c) or null  y, argmax: (n, c, p, q); one thread per output. First
@@ -67,7 +63,7 @@ __device__ __forceinline__ void outputs_holding(I r, I stride, I pad, I kernel, 
 template <typename I>
 __global__ void maxpool2d_forward_kernel(PoolDims<I> g, const float* x, const float* bias, float* y, int32_t* argmax,
                                          I total) {
-  NNLAB_POOL_GRID_STRIDE(I, o, total) {
+  NNLAB_GRID_STRIDE_AS(I, o, total) {
     const I plane = o / (g.p * g.q), i = (o / g.q) % g.p, j = o % g.q;
     const float* xp = x + int64_t(plane) * g.h * g.w;
     const Window<I> win = window_of(g, i, j);
@@ -96,7 +92,7 @@ __global__ void maxpool2d_forward_kernel(PoolDims<I> g, const float* x, const fl
 // dx[r, s] = Σ dy[i, j] over the windows holding (r, s) whose argmax is r·w + s.
 template <typename I>
 __global__ void maxpool2d_backward_kernel(PoolDims<I> g, const float* dy, const int32_t* argmax, float* dx, I total) {
-  NNLAB_POOL_GRID_STRIDE(I, e, total) {
+  NNLAB_GRID_STRIDE_AS(I, e, total) {
     const I plane = e / (g.h * g.w), r = (e / g.w) % g.h, s = e % g.w;
     const int32_t here = static_cast<int32_t>(r * g.w + s);
     I i0, i1, j0, j1;
@@ -115,7 +111,7 @@ __global__ void maxpool2d_backward_kernel(PoolDims<I> g, const float* dy, const 
 // x: (n, c, h, w)  y: (n, c, p, q)   y[i, j] = Σ over the window of x / divisor
 template <typename I>
 __global__ void avgpool2d_forward_kernel(PoolDims<I> g, const float* x, float* y, I total) {
-  NNLAB_POOL_GRID_STRIDE(I, o, total) {
+  NNLAB_GRID_STRIDE_AS(I, o, total) {
     const I plane = o / (g.p * g.q), i = (o / g.q) % g.p, j = o % g.q;
     const float* xp = x + int64_t(plane) * g.h * g.w;
     const Window<I> win = window_of(g, i, j);
@@ -129,7 +125,7 @@ __global__ void avgpool2d_forward_kernel(PoolDims<I> g, const float* x, float* y
 // dy: (n, c, p, q)  dx: (n, c, h, w)   dx[r, s] = Σ over the windows holding (r, s) of dy / divisor
 template <typename I>
 __global__ void avgpool2d_backward_kernel(PoolDims<I> g, const float* dy, float* dx, I total) {
-  NNLAB_POOL_GRID_STRIDE(I, e, total) {
+  NNLAB_GRID_STRIDE_AS(I, e, total) {
     const I plane = e / (g.h * g.w), r = (e / g.w) % g.h, s = e % g.w;
     I i0, i1, j0, j1;
     outputs_holding(r, g.stride_h, g.pad_h, g.kernel_h, g.p, i0, i1);

@@ -2,8 +2,6 @@
 // partials, then a shared-memory tree; see block_reduce.cuh): no float atomics, so a run
 // repeats bit for bit. Totals accumulate in double, as on the CPU. The Linear bias gradient
 // also has a ladder of four teaching kernels, chosen by --reduce-impl (devices/reduce_impl.h).
-#include <algorithm>
-
 #include "devices/cuda/block_reduce.cuh"
 #include "devices/cuda/cuda_backend.h"
 #include "devices/cuda/cuda_context.h"
