@@ -84,7 +84,22 @@ fi
 
 # test: 2 ranks on 2 "hosts" against one process, same options and seed.
 options=(--model mlp --epochs 1 --max-steps 100 --batch 64 --seed 11 --threads 1)
-"${mpirun_two_hosts[@]}" "$nnlab" train "${options[@]}" >"$work/two.txt" 2>&1 || { cat "$work/two.txt"; exit 1; }
+# Open MPI 4.1's run-time now and then reports a rank that did call MPI_Finalize as "exiting
+# improperly" once the job is over (a race between the rank's exit and its daemon learning of
+# the finalize; open-mpi/ompi issues 7833, 9389, 12607), most often on a loaded machine. When
+# that message is the only fault, rank 0 having finished the run, the run is made once more;
+# a rank that really skips MPI_Finalize fails both times.
+two_hosts_run() { "${mpirun_two_hosts[@]}" "$nnlab" train "${options[@]}" >"$work/two.txt" 2>&1; }
+if ! two_hosts_run; then
+  if grep -q "exiting improperly" "$work/two.txt" && grep -q "final test accuracy" "$work/two.txt"; then
+    echo "mpi-netns: Open MPI reported a rank exiting improperly after the run ended; running it once more:"
+    grep -B1 -A1 "exiting improperly" "$work/two.txt"
+    two_hosts_run || { cat "$work/two.txt"; exit 1; }
+  else
+    cat "$work/two.txt"
+    exit 1
+  fi
+fi
 "$nnlab" train "${options[@]}" >"$work/one.txt" 2>&1 || { cat "$work/one.txt"; exit 1; }
 grep -E "data parallel|final test accuracy" "$work/two.txt"
 grep "final test accuracy" "$work/one.txt"
