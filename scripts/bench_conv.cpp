@@ -1,5 +1,5 @@
-// Micro-benchmark of the CPU convolution kernels on the convolution layers of cnn, lenet5 and
-// cifar-cnn at batch 64 (and, where Winograd applies, both its algorithms):
+// Micro-benchmark of the CPU convolution kernels on the convolution layers of cnn, lenet5,
+// cifar-cnn and resnet8 (its stride-1 3×3 layers) at batch 64 (and, where Winograd applies, both its algorithms):
 // forward, backward data and backward filter in GFLOP/s, beside the rate of one plain sgemm
 // of the forward's shape (the practical peak the kernels can approach) and of the per-image
 // alternative (one small sgemm per image, images spread over the threads).
@@ -43,6 +43,27 @@ std::pair<double, double> time_it(int reps, const std::function<void()>& f) {
   return {s.front(), s[s.size() / 2]};
 }
 
+// The same for two functions run in turn, a then b, b then a, ... after a warm-up of each.
+std::pair<std::pair<double, double>, std::pair<double, double>> time_alternated(int reps, const std::function<void()>& a,
+                                                                               const std::function<void()>& b) {
+  a(), b(), a(), b();
+  std::vector<double> sa, sb;
+  const auto once = [](const std::function<void()>& f, std::vector<double>& s) {
+    const auto t0 = std::chrono::steady_clock::now();
+    f();
+    s.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+  };
+  for (int i = 0; i < reps; ++i) {
+    if (i % 2 == 0) once(a, sa), once(b, sb);
+    else once(b, sb), once(a, sa);
+  }
+  const auto best_median = [](std::vector<double>& s) {
+    std::sort(s.begin(), s.end());
+    return std::make_pair(s.front(), s[s.size() / 2]);
+  };
+  return {best_median(sa), best_median(sb)};
+}
+
 void report(const char* what, double flops, std::pair<double, double> t) {
   std::printf("  %-28s %8.3f ms best %8.3f ms median   %6.1f GFLOP/s best %6.1f median\n", what, 1e3 * t.first,
               1e3 * t.second, flops / t.first * 1e-9, flops / t.second * 1e-9);
@@ -72,16 +93,22 @@ void bench_layer(const char* name, Conv2dGeometry g, int reps) {
   report("backward filter", flops,
          time_it(reps, [&] { be.conv2d_backward(g, plain, dy, none, x, w, none, dw, none); }));
   const cpu::ConvDirection forward = cpu::ConvDirection::Forward;
-  if (cpu::plan_conv(g, forward, DType::Float32, ConvImpl::Auto).algorithm == cpu::ConvAlgorithm::Winograd)
-    // both Winograd algorithms, whichever the plan chose
-    for (const cpu::WinogradTile tile : {cpu::WinogradTile::F2x2, cpu::WinogradTile::F4x4}) {
-      const std::string name = cpu::winograd_tile_name(tile);
-      report((name + " forward").c_str(), flops, time_it(reps, [&] { cpu::winograd_forward(g, tile, x, w, &b, y, false); }));
-      report((name + " bwd data").c_str(), flops,
-             time_it(reps, [&] { cpu::winograd_backward_data(g, tile, dy, w, dx); }));
-      report((name + " bwd filter").c_str(), flops,
-             time_it(reps, [&] { cpu::winograd_backward_filter(g, tile, dy, x, dw, nullptr); }));
-    }
+  if (cpu::plan_conv(g, forward, DType::Float32, ConvImpl::Auto).algorithm == cpu::ConvAlgorithm::Winograd) {
+    // Both Winograd algorithms, whichever the plan chose, timed in alternation (one run of each
+    // per repetition) so that a machine's slow spell falls on both: the ratio of their medians
+    // is what the plan's choice rests on.
+    using cpu::WinogradTile;
+    const auto compare = [&](const char* what, const std::function<void(WinogradTile)>& f) {
+      const auto [f2, f4] = time_alternated(reps, [&] { f(WinogradTile::F2x2); }, [&] { f(WinogradTile::F4x4); });
+      report((std::string("F(2×2,3×3) ") + what).c_str(), flops, f2);
+      report((std::string("F(4×4,3×3) ") + what).c_str(), flops, f4);
+      std::printf("  %-28s %8.2f (median F(4×4) / median F(2×2))\n", (std::string(what) + " ratio").c_str(),
+                  f4.second / f2.second);
+    };
+    compare("forward", [&](WinogradTile t) { cpu::winograd_forward(g, t, x, w, &b, y, false); });
+    compare("bwd data", [&](WinogradTile t) { cpu::winograd_backward_data(g, t, dy, w, dx); });
+    compare("bwd filter", [&](WinogradTile t) { cpu::winograd_backward_filter(g, t, dy, x, dw, nullptr); });
+  }
 
   // The forward's GEMM alone: W (k × crs) · cols (crs × n·pq).
   std::vector<float> cols(crs * g.n * pq, 0.5f), out(g.k * g.n * pq);
@@ -119,5 +146,8 @@ int main(int argc, char** argv) {
   run("cifar-cnn c2", Conv2dGeometry{64, 32, 32, 32, 32, 3, 3, 1, 1, 1, 1, 0, 0});
   run("cifar-cnn c3", Conv2dGeometry{64, 32, 16, 16, 64, 3, 3, 1, 1, 1, 1, 0, 0});
   run("cifar-cnn c4", Conv2dGeometry{64, 64, 16, 16, 64, 3, 3, 1, 1, 1, 1, 0, 0});
+  run("resnet8 layer1", Conv2dGeometry{64, 16, 32, 32, 16, 3, 3, 1, 1, 1, 1, 0, 0});
+  run("resnet8 layer2", Conv2dGeometry{64, 32, 16, 16, 32, 3, 3, 1, 1, 1, 1, 0, 0});
+  run("resnet8 layer3", Conv2dGeometry{64, 64, 8, 8, 64, 3, 3, 1, 1, 1, 1, 0, 0});
   return 0;
 }

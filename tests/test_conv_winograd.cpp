@@ -110,19 +110,24 @@ TEST_CASE("Winograd's filter gradient sums every chunk of a run on one thread an
 }
 
 TEST_CASE("Winograd takes the larger tile only where it measured faster", "[conv2d][winograd]") {
-  // the plan's rule (conv2d_plan.cpp): F(4×4, 3×3) for the forward and data gradient from 28×28 outputs;
-  // filter gradients, cifar-cnn's 16×16 and the cnn's 14×14 planes keep F(2×2, 3×3).
+  // the plan's rule (conv2d_plan.cpp): F(4×4, 3×3) for the forward and data gradient from 28×28
+  // outputs, or from 16×16 in whole 4×4 tiles; filter gradients and the cnn's 14×14 planes keep
+  // F(2×2, 3×3).
   using cpu::ConvDirection;
   using cpu::WinogradTile;
   const Conv2dGeometry c2 = geometry(64, 32, 32, 32, 32, 1, 1), c4 = geometry(64, 64, 64, 16, 16, 1, 1);
-  const Conv2dGeometry cnn = geometry(64, 32, 64, 14, 14, 1, 1);
-  CHECK(cpu::plan_conv(c2, ConvDirection::Forward, DType::Float32, ConvImpl::Auto).tile == WinogradTile::F4x4);
-  CHECK(cpu::plan_conv(c2, ConvDirection::BackwardData, DType::Float32, ConvImpl::Auto).tile == WinogradTile::F4x4);
-  CHECK(cpu::plan_conv(c2, ConvDirection::BackwardFilter, DType::Float32, ConvImpl::Auto).tile == WinogradTile::F2x2);
-  for (ConvDirection d : {ConvDirection::Forward, ConvDirection::BackwardData, ConvDirection::BackwardFilter}) {
-    CHECK(cpu::plan_conv(c4, d, DType::Float32, ConvImpl::Auto).tile == WinogradTile::F2x2);
-    CHECK(cpu::plan_conv(cnn, d, DType::Float32, ConvImpl::Auto).tile == WinogradTile::F2x2);
+  const Conv2dGeometry cnn = geometry(64, 32, 64, 14, 14, 1, 1), odd = geometry(8, 16, 16, 29, 29, 1, 1);
+  const Conv2dGeometry narrow = geometry(8, 16, 16, 18, 18, 1, 1), small = geometry(8, 64, 64, 8, 8, 1, 1);
+  for (const Conv2dGeometry& wide : {c2, c4, odd}) {
+    CHECK(cpu::plan_conv(wide, ConvDirection::Forward, DType::Float32, ConvImpl::Auto).tile == WinogradTile::F4x4);
+    CHECK(cpu::plan_conv(wide, ConvDirection::BackwardData, DType::Float32, ConvImpl::Auto).tile ==
+          WinogradTile::F4x4);
+    CHECK(cpu::plan_conv(wide, ConvDirection::BackwardFilter, DType::Float32, ConvImpl::Auto).tile ==
+          WinogradTile::F2x2);
   }
+  for (ConvDirection d : {ConvDirection::Forward, ConvDirection::BackwardData, ConvDirection::BackwardFilter})
+    for (const Conv2dGeometry& g : {cnn, narrow, small})
+      CHECK(cpu::plan_conv(g, d, DType::Float32, ConvImpl::Auto).tile == WinogradTile::F2x2);
   CHECK(std::string(cpu::winograd_tile_name(WinogradTile::F4x4)) == "F(4×4,3×3)");
 }
 

@@ -22,10 +22,17 @@ bool winograd_applies(const Conv2dGeometry& g) {
          g.c >= kWinogradMinChannels && g.k >= kWinogradMinChannels && g.p >= 1 && g.q >= 1;
 }
 
-// F(4×4) saves more multiplies but costs more per transform and wastes more of a plane whose
-// side is not a multiple of 4; its filter gradient reduces over 4× fewer tiles per product.
+// F(4×4) does 2.25 products per output against F(2×2)'s 4, but costs more per transform and
+// pads a plane whose side is not a multiple of 4 with outputs nobody wants. Measured alternated
+// (scripts/bench_conv.cpp 31 2, AMD EPYC Zen 5 on 2 threads, 4 runs, 2026-12-02; median F(4×4)
+// / median F(2×2)): the forward and data gradient took 0.77–0.96 on cifar-cnn's 32×32 and 16×16
+// planes (once 1.11) and 0.81–0.99 on resnet8's; on the cnn's 14×14 (31% padding) 0.99–1.23.
+// The filter gradient came and went with the host's state (0.85–1.41 on cifar-cnn), as on
+// 2026-11-25, when F(4×4)'s transformed filters and tiles overflowing a core's 1 MB L2 were the
+// likely cause; it keeps F(2×2).
 WinogradTile winograd_tile(const Conv2dGeometry& g, ConvDirection direction) {
-  const bool wide = g.p >= 28 && g.q >= 28;
+  const bool whole_tiles = g.p % 4 == 0 && g.q % 4 == 0;
+  const bool wide = (g.p >= 28 && g.q >= 28) || (g.p >= 16 && g.q >= 16 && whole_tiles);
   return wide && direction != ConvDirection::BackwardFilter ? WinogradTile::F4x4 : WinogradTile::F2x2;
 }
 
@@ -81,8 +88,8 @@ ConvPlan decide(const Conv2dGeometry& g, ConvDirection direction, DType dtype, C
     plan.tile = winograd_tile(g, direction);
     plan.pools = fusable_pool;
     plan.reason = "3×3, stride 1, ≥ 8 channels in and out: fewer multiplies outweigh the transforms";
-    plan.reason += plan.tile == WinogradTile::F4x4 ? "; F(4×4) for output planes of ≥ 28×28"
-                                                   : "; F(2×2) for filter gradients and planes under 28×28";
+    plan.reason += plan.tile == WinogradTile::F4x4 ? "; F(4×4) for planes of ≥ 28×28, or ≥ 16×16 in whole tiles"
+                                                   : "; F(2×2) for filter gradients and smaller planes";
   } else if (requested == ConvImpl::Auto && direct_applies(g, direction)) {
     plan.algorithm = ConvAlgorithm::Direct;
     plan.layout = direct_layout(g, direction);
