@@ -1,8 +1,9 @@
 // Micro-benchmark of the CPU convolution kernels on the convolution layers of cnn, lenet5,
-// cifar-cnn and resnet8 (its stride-1 3×3 layers) at batch 64 (and, where Winograd applies, both its algorithms):
-// forward, backward data and backward filter in GFLOP/s, beside the rate of one plain sgemm
-// of the forward's shape (the practical peak the kernels can approach) and of the per-image
-// alternative (one small sgemm per image, images spread over the threads).
+// cifar-cnn and resnet8 (its stride-1 3×3 layers) at batch 64: forward, backward data and
+// backward filter in GFLOP/s, beside the rate of one plain sgemm of the forward's shape (the
+// practical peak the kernels can approach) and of the per-image alternative (one small sgemm
+// per image, images spread over the threads). Where Winograd applies, both its algorithms,
+// timed in alternation, with the ratio of their medians.
 //
 // It times the kernel table directly — the one place outside autograd/ops that does, because
 // it measures the kernels themselves. Build by hand after building the library:
@@ -30,17 +31,25 @@ using namespace nnlab;
 
 namespace {
 
+// One timed run of f, its seconds appended to s.
+void time_once(const std::function<void()>& f, std::vector<double>& s) {
+  const auto t0 = std::chrono::steady_clock::now();
+  f();
+  s.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+}
+
+// The best and the median of s.
+std::pair<double, double> best_median(std::vector<double>& s) {
+  std::sort(s.begin(), s.end());
+  return {s.front(), s[s.size() / 2]};
+}
+
 // Best and median seconds of `reps` timed runs after two warm-up runs.
 std::pair<double, double> time_it(int reps, const std::function<void()>& f) {
   f(), f();
   std::vector<double> s;
-  for (int i = 0; i < reps; ++i) {
-    const auto t0 = std::chrono::steady_clock::now();
-    f();
-    s.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
-  }
-  std::sort(s.begin(), s.end());
-  return {s.front(), s[s.size() / 2]};
+  for (int i = 0; i < reps; ++i) time_once(f, s);
+  return best_median(s);
 }
 
 // The same for two functions run in turn, a then b, b then a, ... after a warm-up of each.
@@ -48,19 +57,10 @@ std::pair<std::pair<double, double>, std::pair<double, double>> time_alternated(
                                                                                const std::function<void()>& b) {
   a(), b(), a(), b();
   std::vector<double> sa, sb;
-  const auto once = [](const std::function<void()>& f, std::vector<double>& s) {
-    const auto t0 = std::chrono::steady_clock::now();
-    f();
-    s.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
-  };
   for (int i = 0; i < reps; ++i) {
-    if (i % 2 == 0) once(a, sa), once(b, sb);
-    else once(b, sb), once(a, sa);
+    if (i % 2 == 0) time_once(a, sa), time_once(b, sb);
+    else time_once(b, sb), time_once(a, sa);
   }
-  const auto best_median = [](std::vector<double>& s) {
-    std::sort(s.begin(), s.end());
-    return std::make_pair(s.front(), s[s.size() / 2]);
-  };
   return {best_median(sa), best_median(sb)};
 }
 
