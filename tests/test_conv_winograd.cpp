@@ -110,20 +110,16 @@ TEST_CASE("Winograd's filter gradient sums every chunk of a run on one thread an
 }
 
 TEST_CASE("Winograd takes the larger tile only where it measured faster", "[conv2d][winograd]") {
-  // the plan's rule (conv2d_plan.cpp): F(4×4, 3×3) for the forward and data gradient from 28×28
-  // outputs, or from 16×16 in whole 4×4 tiles; filter gradients and the cnn's 14×14 planes keep
-  // F(2×2, 3×3).
+  // the plan's rule (conv2d_plan.cpp): F(4×4, 3×3) in every direction from 28×28 outputs, or
+  // from 16×16 in whole 4×4 tiles; the cnn's 14×14 planes and smaller ones keep F(2×2, 3×3).
   using cpu::ConvDirection;
   using cpu::WinogradTile;
   const Conv2dGeometry c2 = geometry(64, 32, 32, 32, 32, 1, 1), c4 = geometry(64, 64, 64, 16, 16, 1, 1);
   const Conv2dGeometry cnn = geometry(64, 32, 64, 14, 14, 1, 1), odd = geometry(8, 16, 16, 29, 29, 1, 1);
   const Conv2dGeometry narrow = geometry(8, 16, 16, 18, 18, 1, 1), small = geometry(8, 64, 64, 8, 8, 1, 1);
   for (const Conv2dGeometry& wide : {c2, c4, odd}) {
-    CHECK(cpu::plan_conv(wide, ConvDirection::Forward, DType::Float32, ConvImpl::Auto).tile == WinogradTile::F4x4);
-    CHECK(cpu::plan_conv(wide, ConvDirection::BackwardData, DType::Float32, ConvImpl::Auto).tile ==
-          WinogradTile::F4x4);
-    CHECK(cpu::plan_conv(wide, ConvDirection::BackwardFilter, DType::Float32, ConvImpl::Auto).tile ==
-          WinogradTile::F2x2);
+    for (ConvDirection d : {ConvDirection::Forward, ConvDirection::BackwardData, ConvDirection::BackwardFilter})
+      CHECK(cpu::plan_conv(wide, d, DType::Float32, ConvImpl::Auto).tile == WinogradTile::F4x4);
   }
   for (ConvDirection d : {ConvDirection::Forward, ConvDirection::BackwardData, ConvDirection::BackwardFilter})
     for (const Conv2dGeometry& g : {cnn, narrow, small})

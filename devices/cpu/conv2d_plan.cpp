@@ -27,13 +27,14 @@ bool winograd_applies(const Conv2dGeometry& g) {
 // (scripts/bench_conv.cpp 31 2, AMD EPYC Zen 5 on 2 threads, 4 runs, 2026-12-02; median F(4×4)
 // / median F(2×2)): the forward and data gradient took 0.77–0.96 on cifar-cnn's 32×32 and 16×16
 // planes (once 1.11) and 0.81–0.99 on resnet8's; on the cnn's 14×14 (31% padding) 0.99–1.23.
-// The filter gradient came and went with the host's state (0.85–1.41 on cifar-cnn), as on
-// 2026-11-25, when F(4×4)'s transformed filters and tiles overflowing a core's 1 MB L2 were the
-// likely cause; it keeps F(2×2).
-WinogradTile winograd_tile(const Conv2dGeometry& g, ConvDirection direction) {
+// The filter gradient alone came and went with the host's state (0.85–1.41 on cifar-cnn, its
+// partial sums 2.25 times F(2×2)'s); in the whole step, once its last transform ran a vector of
+// filters at a time, cifar-cnn's step took 0.90–0.94 of F(2×2)'s (ratios of medians, 8–10
+// alternated pairs of `nnlab explain`, one and two threads, 2026-12-02), so it takes F(4×4) too.
+WinogradTile winograd_tile(const Conv2dGeometry& g) {
   const bool whole_tiles = g.p % 4 == 0 && g.q % 4 == 0;
   const bool wide = (g.p >= 28 && g.q >= 28) || (g.p >= 16 && g.q >= 16 && whole_tiles);
-  return wide && direction != ConvDirection::BackwardFilter ? WinogradTile::F4x4 : WinogradTile::F2x2;
+  return wide ? WinogradTile::F4x4 : WinogradTile::F2x2;
 }
 
 bool direct_applies(const Conv2dGeometry& g, ConvDirection direction) {
@@ -85,11 +86,11 @@ ConvPlan decide(const Conv2dGeometry& g, ConvDirection direction, DType dtype, C
     plan.reason = "--conv-impl reference: the definition as loops";
   } else if (requested == ConvImpl::Auto && winograd_applies(g)) {
     plan.algorithm = ConvAlgorithm::Winograd;
-    plan.tile = winograd_tile(g, direction);
+    plan.tile = winograd_tile(g);
     plan.pools = fusable_pool;
     plan.reason = "3×3, stride 1, ≥ 8 channels in and out: fewer multiplies outweigh the transforms";
     plan.reason += plan.tile == WinogradTile::F4x4 ? "; F(4×4) for planes of ≥ 28×28, or ≥ 16×16 in whole tiles"
-                                                   : "; F(2×2) for filter gradients and smaller planes";
+                                                   : "; F(2×2) for smaller planes";
   } else if (requested == ConvImpl::Auto && direct_applies(g, direction)) {
     plan.algorithm = ConvAlgorithm::Direct;
     plan.layout = direct_layout(g, direction);

@@ -335,8 +335,7 @@ void backward_filter_planes(const Conv2dGeometry& g, WinogradTile tile, const Te
       // dW = Gᵀ S G.
       add_partials(part, positions * kc, runs);
       T* dw_data = dw.data<T>();
-#pragma omp parallel for schedule(static) if (kc * positions > kParallelGrain)
-      for (long j = 0; j < kc; ++j) filter_grad_tile<Tile>(part + j, kc, dw_data + j * 9);
+      filter_grad_tiles<Tile>(kc, part, kc, dw_data);
       if (db) bias_from_image_sums(sum_data, g.n, g.k, db->data<T>());
     });
   });
