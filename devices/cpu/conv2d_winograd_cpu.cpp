@@ -117,11 +117,17 @@ template <typename Tile, typename T>
 void transform_inputs(const InputPlanes<T>& x, long channels, const Tiling& t, long first, long count, T* scratch,
                       T* plane_scratch, T* v) {
   const long tiles = count * t.per_plane(), stride = matrix_stride(channels, tiles);
+  const auto transform = [&](long ch, long i) {
+    const T* plane = x.plane((first + i) * channels + ch, t.h * t.w, plane_scratch);
+    transform_input_plane<Tile>(plane, t, scratch, v + ch * tiles + i * t.per_plane(), stride);
+  };
+  if (!rows_overhang<T>(t)) {  // image by image: each image's planes are one stream of memory
+    for (long i = 0; i < count; ++i)
+      for (long ch = 0; ch < channels; ++ch) transform(ch, i);
+    return;
+  }
   for (long ch = 0; ch < channels; ++ch)  // increasing addresses (see kLanes)
-    for (long i = 0; i < count; ++i) {
-      const T* plane = x.plane((first + i) * channels + ch, t.h * t.w, plane_scratch);
-      transform_input_plane<Tile>(plane, t, scratch, v + ch * tiles + i * t.per_plane(), stride);
-    }
+    for (long i = 0; i < count; ++i) transform(ch, i);
 }
 
 // Where the forward's output planes go: y (n, cout, p, q) itself, or, pooled (pool set), one
@@ -312,12 +318,18 @@ void backward_filter_planes(const Conv2dGeometry& g, WinogradTile tile, const Te
         }
         if (!channel_lanes)
           transform_inputs<Tile>(InputPlanes<T>{x_data}, g.c, t, first, count, padded_x, static_cast<T*>(nullptr), v);
-        for (long co = 0; co < g.k; ++co)  // increasing addresses (see kLanes)
-          for (long i = 0; i < count; ++i) {
-            const long at = (first + i) * g.k + co;
-            transform_dy_plane<Tile>(dy_planes, at, t, pooled_tiles, sum_data ? sum_data + at * kBiasSums : nullptr,
-                                     padded_dy, unpooled, z + co * tiles + i * t.per_plane(), z_stride);
-          }
+        const auto transform_dy = [&](long co, long i) {
+          const long at = (first + i) * g.k + co;
+          transform_dy_plane<Tile>(dy_planes, at, t, pooled_tiles, sum_data ? sum_data + at * kBiasSums : nullptr,
+                                   padded_dy, unpooled, z + co * tiles + i * t.per_plane(), z_stride);
+        };
+        if (!rows_overhang<T>(t)) {  // image by image, as transform_inputs
+          for (long i = 0; i < count; ++i)
+            for (long co = 0; co < g.k; ++co) transform_dy(co, i);
+        } else {
+          for (long co = 0; co < g.k; ++co)  // increasing addresses (see kLanes)
+            for (long i = 0; i < count; ++i) transform_dy(co, i);
+        }
         for (int xi = 0; xi < positions; ++xi) {
           if (channel_lanes && opens)  // V[ξ] is already (tiles × c)
             product(g.k, g.c, tiles, z + xi * z_stride, v + xi * v_stride, s + xi * kc);

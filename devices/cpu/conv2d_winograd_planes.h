@@ -88,6 +88,14 @@ bool pairs_rows(const Tiling& t) {
   return t.tw <= kVectorLanes<T> / 2;
 }
 
+// Whether a plane's transforms store past its own tiles: rows whose tiles do not fill whole
+// groups of kLanes, or whole halves of a vector where rows are paired. Where they do not,
+// planes may be transformed in any order.
+template <typename T>
+bool rows_overhang(const Tiling& t) {
+  return pairs_rows<T>(t) ? t.tw % (kVectorLanes<T> / 2) != 0 : t.tw % kLanes != 0;
+}
+
 // Calls visit(lower, upper, upper_inside) for every group of one plane, in increasing tile
 // order. A pair without a second row (odd th) repeats the first (upper = lower, so reads stay
 // inside the buffers), and upper_inside is false: its results are not stored.
