@@ -72,19 +72,23 @@ TEST_CASE("fuse_epilogues runs a Conv2d, a max-pool and its ReLU as one op", "[c
 
 TEST_CASE("conv2d with a max-pool epilogue equals conv2d, then max_pool2d_relu, bit for bit", "[conv2d][pool2d][ops]") {
   struct Case {
-    int64_t n, c, hw, k, pad, pool_kernel, pool_stride;
+    int64_t n, c, hw, k, pad, pool_kernel, pool_stride, w = 0;  // w: the width where not hw
   };
-  // Winograd, pooled plane by plane: cifar-cnn's c2 (F(4×4) on 32×32) and c4 (F(2×2) on 16×16),
-  // the cnn's 14×14, an odd 9×9 plane (its last row and column in no window). The two kernels
-  // one after the other: a 3×3 pool with stride 2, and 3 input channels (the direct kernel).
-  const std::vector<Case> cases = {{2, 8, 32, 8, 1, 2, 2}, {3, 16, 16, 12, 1, 2, 2}, {3, 8, 14, 16, 1, 2, 2},
-                                   {2, 8, 9, 8, 1, 2, 2},  {2, 8, 12, 8, 1, 3, 2},  {3, 3, 16, 8, 1, 2, 2}};
+  // Winograd, pooled plane by plane: cifar-cnn's c2 (F(4×4) on 32×32: filter gradient tiles from
+  // the pool's gradient, 8 tiles a row) and c4 (F(4×4) on 16×16: the same, rows paired), a 14×16
+  // plane (F(2×2), tiles from the pool's gradient), the cnn's 14×14, an odd 9×9 plane (its last
+  // row and column in no window). The two kernels one after the other: a 3×3 pool with stride
+  // 2, and 3 input channels (the direct kernel).
+  const std::vector<Case> cases = {{2, 8, 32, 8, 1, 2, 2},     {3, 16, 16, 12, 1, 2, 2}, {2, 8, 14, 8, 1, 2, 2, 16},
+                                   {3, 8, 14, 16, 1, 2, 2},    {2, 8, 9, 8, 1, 2, 2},    {2, 8, 12, 8, 1, 3, 2},
+                                   {3, 3, 16, 8, 1, 2, 2}};
   std::set<std::string> kernels;
   for_each_setting([&](const std::string& setting, DType dtype) {
     for (const Case& c : cases) {
-      INFO(setting << c.n << "×" << c.c << "×" << c.hw << "² → " << c.k << " pad " << c.pad << ", pool "
-                   << c.pool_kernel << " stride " << c.pool_stride);
-      Tensor x = random_tensor({c.n, c.c, c.hw, c.hw}, kPoolFusionSeed, 1, dtype);
+      const int64_t width = c.w ? c.w : c.hw;
+      INFO(setting << c.n << "×" << c.c << "×" << c.hw << "×" << width << " → " << c.k << " pad " << c.pad
+                   << ", pool " << c.pool_kernel << " stride " << c.pool_stride);
+      Tensor x = random_tensor({c.n, c.c, c.hw, width}, kPoolFusionSeed, 1, dtype);
       Tensor w = random_tensor({c.k, c.c, 3, 3}, kPoolFusionSeed, 2, dtype);
       Tensor b = random_tensor({c.k}, kPoolFusionSeed, 3, dtype);
       for (Tensor* t : {&x, &w, &b}) t->set_requires_grad(true);

@@ -90,8 +90,8 @@ struct InputPlanes {
 };
 
 // The filter gradient's Z[ξ] of plane `at` of dY (p × q, t's output) into z (see
-// output_grad_transform), and with `sum` its bias sums (bias_lanes.h). pooled_tiles (float F(2×2)
-// whose tiles are the pool's windows, pooled_tiles_fit and pooled_bias_fits): both straight from
+// output_grad_transform), and with `sum` its bias sums (bias_lanes.h). pooled_tiles (float rows of
+// tiles that cover whole windows, pooled_tiles_fit and pooled_bias_fits): both straight from
 // the pool's gradient and winners; otherwise from the plane, unpooled into `unpooled` first.
 template <typename Tile, typename T>
 void transform_dy_plane(const InputPlanes<T>& dy, long at, const Tiling& t, bool pooled_tiles, T* sum, T* padded_dy,
