@@ -43,6 +43,7 @@
 #include "devices/cpu/conv2d_winograd.h"
 #include "devices/cpu/conv2d_winograd_channels.h"
 #include "devices/cpu/conv2d_winograd_planes.h"
+#include "devices/cpu/conv2d_winograd_pooled.h"
 #include "devices/cpu/conv2d_winograd_products.h"
 #include "devices/cpu/dispatch.h"
 #include "devices/cpu/pool2d.h"
@@ -73,8 +74,9 @@ long chunk_images(long n, long positions, long channels, long tiles_per_image, l
 
 // Where a kernel's input planes come from: a tensor (n, channels, h, w) itself, or, pooled (pool
 // set), a 2×2 max-pool's gradient and winners (n, channels, h/2, w/2), each plane routed to its
-// winners (the pool's backward) into a scratch plane as the kernel reaches it: the unpooled
-// gradient is never stored.
+// winners (the pool's backward) into a scratch plane as the kernel reaches it, or, where every
+// cell is in a window, straight into the transform's phase planes (conv2d_winograd_pooled.h):
+// the unpooled gradient is never stored.
 template <typename T>
 struct InputPlanes {
   const T* x;
@@ -117,9 +119,18 @@ template <typename Tile, typename T>
 void transform_inputs(const InputPlanes<T>& x, long channels, const Tiling& t, long first, long count, T* scratch,
                       T* plane_scratch, T* v) {
   const long tiles = count * t.per_plane(), stride = matrix_stride(channels, tiles);
+  const bool pooled_phases = std::is_same_v<T, float> && x.pool && pooled_planes_fit(t.h, t.w, x.pool->p, x.pool->q);
   const auto transform = [&](long ch, long i) {
-    const T* plane = x.plane((first + i) * channels + ch, t.h * t.w, plane_scratch);
-    transform_input_plane<Tile>(plane, t, scratch, v + ch * tiles + i * t.per_plane(), stride);
+    const long at = (first + i) * channels + ch;
+    T* to = v + ch * tiles + i * t.per_plane();
+    if constexpr (std::is_same_v<T, float>) {
+      if (pooled_phases) {  // the phase planes straight from the pool's gradient
+        const long pooled = x.pool->p * x.pool->q;
+        place_pooled_plane<Tile::m>(x.x + at * pooled, x.argmax + at * pooled, t.h, t.w, t.pad_h, t.pad_w, t, scratch);
+        return transform_placed_input<Tile>(t, scratch, to, stride);
+      }
+    }
+    transform_input_plane<Tile>(x.plane(at, t.h * t.w, plane_scratch), t, scratch, to, stride);
   };
   if (!rows_overhang<T>(t)) {  // image by image: each image's planes are one stream of memory
     for (long i = 0; i < count; ++i)

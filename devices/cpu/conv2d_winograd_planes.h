@@ -129,11 +129,12 @@ void store_group(T* lower, T* upper, bool upper_inside, const Vector<T>& v) {
 // ---- the transforms of one plane ---------------------------------------------------------------
 // V = Bᵀ d B for every tile of one plane (h × w); V[ξ] of tile (ty, tx) goes to
 // out[ξ · stride + ty · tw + tx].
+// placed_input_transform: the same from phase planes already in `scratch` (the pool's
+// backward places them itself, conv2d_winograd_pooled.h).
 template <typename Tile, bool paired, typename T>
-void input_transform(const T* plane, const Tiling& t, T* scratch, T* out, long stride) {
+void placed_input_transform(const Tiling& t, const T* scratch, T* out, long stride) {
   constexpr int m = Tile::m, n = Tile::n;
   const long cols = phase_cols(t), planes = phase_floats(t);
-  place_plane<m>(plane, t.h, t.w, t.pad_h, t.pad_w, t, scratch);
   for_each_group<paired, T>(t, [&](TileAt lower, TileAt upper, bool upper_inside) {
     const T* from[2] = {scratch + m * lower.ty * cols + lower.tx, scratch + m * upper.ty * cols + upper.tx};
     T* to[2] = {out + lower.ty * t.tw + lower.tx, out + upper.ty * t.tw + upper.tx};
@@ -228,83 +229,16 @@ void output_grad_transform(const T* dy, const Tiling& t, T* scratch, T* out, lon
   });
 }
 
-// Z = A dY Aᵀ where dY is a 2×2 max-pool's gradient routed to its winners, made straight from
-// the pool's gradient g and winners (p/2 × q/2 each; a winner is a flat index r·q + s into the
-// p × q plane, −1 where the fused ReLU zeroed the window). An m × m output tile covers (m/2)²
-// whole windows, so each of its cells is g at its window where it won and zero elsewhere: the
-// tile is made in registers and goes through output_grad_transform's A e Aᵀ, the same bits
-// without the unpooled plane written, read back and split into phase planes.
-// F(2×2): a tile is one window, a vector one row's L windows. F(4×4): a tile takes two windows
-// from each of two pooled rows, which come apart into their even and odd columns
-// (deinterleave); a vector holds L tiles of one row (2L windows), or, paired on a 16-wide
-// plane, L/2 tiles of each of two rows. For float rows of tiles that fill whole vectors, or
-// whole halves where paired (pooled_tiles_fit).
-inline bool pooled_tiles_fit(const Tiling& t, long pooled_h, long pooled_w) {
-  constexpr long L = kVectorLanes<float>;
-  const bool whole = t.m == 2 ? t.tw % L == 0 : pairs_rows<float>(t) ? t.tw == L / 2 : t.tw % L == 0;
-  return whole && t.p == 2 * pooled_h && t.q == 2 * pooled_w;
-}
-
-inline void output_grad_transform_pooled_f2(const float* g, const int32_t* winners, const Tiling& t, float* out,
-                                            long stride) {
-  constexpr int m = WinogradF2::m;
-  constexpr long L = kVectorLanes<float>;
-  Vector<int32_t> left;  // a window's left column, lane by lane: 2·l
-  for (long l = 0; l < L; ++l) left[l] = int32_t(m * l);
-  for (long ty = 0; ty < t.th; ++ty)
-    for (long tx = 0; tx < t.tw; tx += L) {
-      const long at = ty * t.tw + tx;
-      const Vector<float> grad = load(g + at);
-      const Vector<int32_t> won = load(winners + at), corner = int32_t(m * (ty * t.q + tx)) + left;
-      Vector<float> e[m][m];  // the dY tiles
-      for (int r = 0; r < m; ++r)
-        for (int j = 0; j < m; ++j) e[r][j] = won == corner + int32_t(r * t.q + j) ? grad : Vector<float>{};
-      float* const to[2] = {out + at, out + at};
-      store_grad_tiles<WinogradF2, false>(e, to, true, stride);
-    }
-}
-
-template <bool paired>
-void output_grad_transform_pooled_f4(const float* g, const int32_t* winners, const Tiling& t, float* out,
-                                     long stride) {
-  constexpr int m = WinogradF4::m;
-  constexpr long L = kVectorLanes<float>;
-  const long windows = t.q / 2;  // a pooled row
-  for_each_group<paired, float>(t, [&](TileAt lower, TileAt upper, bool upper_inside) {
-    Vector<int32_t> corner;  // each lane's tile's top-left cell, a flat index into the plane
-    for (long l = 0; l < L; ++l) {
-      const TileAt& at = paired && l >= L / 2 ? upper : lower;
-      corner[l] = int32_t(m * (at.ty * t.q + at.tx + (paired ? l % (L / 2) : l)));
-    }
-    Vector<float> e[m][m];  // the dY tiles
-    for (int a = 0; a < 2; ++a) {  // the tiles' upper, then lower windows: pooled row 2·ty + a
-      const long lo = (2 * lower.ty + a) * windows + 2 * lower.tx;
-      const long hi = paired ? (2 * upper.ty + a) * windows + 2 * upper.tx : lo + L;
-      Vector<float> grad[2];  // windows 2·tx and 2·tx + 1 of each lane's tile
-      Vector<int32_t> won[2];
-      deinterleave(load(g + lo), load(g + hi), grad[0], grad[1]);
-      deinterleave(load(winners + lo), load(winners + hi), won[0], won[1]);
-      for (int r = 2 * a; r < 2 * a + 2; ++r)
-        for (int j = 0; j < m; ++j)
-          e[r][j] = won[j / 2] == corner + int32_t(r * t.q + j) ? grad[j / 2] : Vector<float>{};
-    }
-    float* const to[2] = {out + lower.ty * t.tw + lower.tx, out + upper.ty * t.tw + upper.tx};
-    store_grad_tiles<WinogradF4, paired>(e, to, upper_inside, stride);
-  });
-}
-
-inline void output_grad_transform_pooled(const float* g, const int32_t* winners, const Tiling& t, float* out,
-                                         long stride) {
-  if (t.m == 2) return output_grad_transform_pooled_f2(g, winners, t, out, stride);
-  if (pairs_rows<float>(t)) return output_grad_transform_pooled_f4<true>(g, winners, t, out, stride);
-  output_grad_transform_pooled_f4<false>(g, winners, t, out, stride);
-}
-
 // The three, with or without paired rows as the plane's width asks.
 template <typename Tile, typename T>
+void transform_placed_input(const Tiling& t, const T* scratch, T* out, long stride) {
+  if (pairs_rows<T>(t)) return placed_input_transform<Tile, true>(t, scratch, out, stride);
+  placed_input_transform<Tile, false>(t, scratch, out, stride);
+}
+template <typename Tile, typename T>
 void transform_input_plane(const T* plane, const Tiling& t, T* scratch, T* out, long stride) {
-  if (pairs_rows<T>(t)) return input_transform<Tile, true>(plane, t, scratch, out, stride);
-  input_transform<Tile, false>(plane, t, scratch, out, stride);
+  place_plane<Tile::m>(plane, t.h, t.w, t.pad_h, t.pad_w, t, scratch);
+  transform_placed_input<Tile>(t, scratch, out, stride);
 }
 template <typename Tile, typename T>
 void transform_output_plane(const T* in, long stride, const Tiling& t, T bias, T* y) {

@@ -58,6 +58,8 @@ inline Vector<T> load_first(const T* from, long count) {
   const __mmask8 lanes = __mmask8((1u << count) - 1);
   if constexpr (std::is_same_v<T, float>)
     return Vector<T>(_mm256_maskz_loadu_ps(lanes, from));
+  else if constexpr (std::is_same_v<T, int32_t>)
+    return Vector<T>(_mm256_maskz_loadu_epi32(lanes, from));
   else
     return Vector<T>(_mm256_maskz_loadu_pd(lanes, from));
 #else
