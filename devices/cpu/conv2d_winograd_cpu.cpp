@@ -132,13 +132,7 @@ void transform_inputs(const InputPlanes<T>& x, long channels, const Tiling& t, l
     }
     transform_input_plane<Tile>(x.plane(at, t.h * t.w, plane_scratch), t, scratch, to, stride);
   };
-  if (!rows_overhang<T>(t)) {  // image by image: each image's planes are one stream of memory
-    for (long i = 0; i < count; ++i)
-      for (long ch = 0; ch < channels; ++ch) transform(ch, i);
-    return;
-  }
-  for (long ch = 0; ch < channels; ++ch)  // increasing addresses (see kLanes)
-    for (long i = 0; i < count; ++i) transform(ch, i);
+  for_each_plane<T>(t, count, channels, transform);
 }
 
 // Where the forward's output planes go: y (n, cout, p, q) itself, or, pooled (pool set), one
@@ -334,13 +328,7 @@ void backward_filter_planes(const Conv2dGeometry& g, WinogradTile tile, const Te
           transform_dy_plane<Tile>(dy_planes, at, t, pooled_tiles, sum_data ? sum_data + at * kBiasSums : nullptr,
                                    padded_dy, unpooled, z + co * tiles + i * t.per_plane(), z_stride);
         };
-        if (!rows_overhang<T>(t)) {  // image by image, as transform_inputs
-          for (long i = 0; i < count; ++i)
-            for (long co = 0; co < g.k; ++co) transform_dy(co, i);
-        } else {
-          for (long co = 0; co < g.k; ++co)  // increasing addresses (see kLanes)
-            for (long i = 0; i < count; ++i) transform_dy(co, i);
-        }
+        for_each_plane<T>(t, count, g.k, transform_dy);
         for (int xi = 0; xi < positions; ++xi) {
           if (channel_lanes && opens)  // V[ξ] is already (tiles × c)
             product(g.k, g.c, tiles, z + xi * z_stride, v + xi * v_stride, s + xi * kc);

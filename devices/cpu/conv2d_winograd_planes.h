@@ -96,6 +96,20 @@ bool rows_overhang(const Tiling& t) {
   return pairs_rows<T>(t) ? t.tw % (kVectorLanes<T> / 2) != 0 : t.tw % kLanes != 0;
 }
 
+// Calls body(channel, image) for every plane of a chunk's `images` × `channels`: image by image,
+// each image's planes one stream of memory, where no row overhangs; else channel by channel,
+// in increasing addresses of the transformed tiles, so the next plane overwrites an overhang.
+template <typename T, typename Body>
+void for_each_plane(const Tiling& t, long images, long channels, Body body) {
+  if (!rows_overhang<T>(t)) {
+    for (long i = 0; i < images; ++i)
+      for (long ch = 0; ch < channels; ++ch) body(ch, i);
+    return;
+  }
+  for (long ch = 0; ch < channels; ++ch)
+    for (long i = 0; i < images; ++i) body(ch, i);
+}
+
 // Calls visit(lower, upper, upper_inside) for every group of one plane, in increasing tile
 // order. A pair without a second row (odd th) repeats the first (upper = lower, so reads stay
 // inside the buffers), and upper_inside is false: its results are not stored.

@@ -64,7 +64,7 @@ void place_pooled_plane(const float* g, const int32_t* winners, long h, long w, 
 inline bool pooled_tiles_fit(const Tiling& t, long pooled_h, long pooled_w) {
   constexpr long L = kVectorLanes<float>;
   const bool whole = t.m == 2 ? t.tw % L == 0 : pairs_rows<float>(t) ? t.tw == L / 2 : t.tw % L == 0;
-  return whole && t.p == 2 * pooled_h && t.q == 2 * pooled_w;
+  return whole && pooled_planes_fit(t.p, t.q, pooled_h, pooled_w);
 }
 
 inline void output_grad_transform_pooled_f2(const float* g, const int32_t* winners, const Tiling& t, float* out,
