@@ -61,7 +61,7 @@ void add_train_options(CLI::App& app, TrainConfig& c) {
                  "AVX-512 BF16 (Linear layers' and matmul's products on bf16 inputs, float32 sums; convolutions in fp32)")
       ->capture_default_str();
   app.add_flag("--deterministic", c.deterministic,
-               "CUDA: deterministic cuDNN algorithms only (a run repeats bit for bit)");
+               "CUDA: deterministic cuDNN algorithms, chosen by heuristics, not timing (a run repeats bit for bit)");
   app.add_option("--log-interval", c.log_interval, "Steps between progress updates")->capture_default_str();
   app.add_option("--max-steps", c.max_steps, "Stop after this many training steps in all (0 = no limit)");
   app.add_option("--metrics", c.metrics, "Write run records to this file, one JSON object per line");

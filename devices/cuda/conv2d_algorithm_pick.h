@@ -1,6 +1,7 @@
 // Which cuDNN convolution algorithm nnlab runs, picked from cudnnFind*AlgorithmEx's timed
-// results: pure host logic over cuDNN's result structs, in a header of its own so the GPU
-// test executable checks it on made-up result arrays (on the simulator, without a GPU).
+// results (with --deterministic, cudnnGet*Algorithm_v7's ranked ones): pure host logic over
+// cuDNN's result structs, in a header of its own so the GPU test executable checks it on
+// made-up result arrays (on the simulator, without a GPU).
 #pragma once
 #include <cudnn.h>
 
@@ -36,7 +37,7 @@ inline bool is_inaccurate(cudnnConvolutionBwdFilterAlgo_t a) {
   return a == CUDNN_CONVOLUTION_BWD_FILTER_ALGO_WINOGRAD_NONFUSED;
 }
 
-// The fastest timed candidate (cuDNN sorts them by time) that the math mode allows:
+// The first candidate (cuDNN sorts them fastest first) that the math mode allows:
 // never an inaccurate one, strict float32 unless `tf32`, and with `deterministic` only
 // deterministic algorithms that are neither Winograd nor FFT. Throws, naming the geometry, when none qualifies.
 template <typename Perf>

@@ -97,6 +97,10 @@ struct ForwardDirection {
     return cudnnFindConvolutionForwardAlgorithmEx(h, p.x_desc, in0, p.w_desc, in1, p.fwd_desc, p.y_desc, out,
                                                   requested, count, perf, ws, ws_bytes);
   }
+  static cudnnStatus_t heuristic(cudnnHandle_t h, const cuda::ConvPlan& p, int requested, int* count, Perf* perf) {
+    return cudnnGetConvolutionForwardAlgorithm_v7(h, p.x_desc, p.w_desc, p.fwd_desc, p.y_desc, requested, count,
+                                                  perf);
+  }
   static void keep(cuda::ConvPlan& p, const Perf& best) {
     p.fwd_algo = best.algo, p.fwd_workspace = best.memory, p.have_fwd = true;
   }
@@ -120,6 +124,10 @@ struct BackwardDataDirection {
                             int requested, int* count, Perf* perf, void* ws, size_t ws_bytes) {
     return cudnnFindConvolutionBackwardDataAlgorithmEx(h, p.w_desc, in0, p.y_desc, in1, p.bwd_data_desc, p.x_desc,
                                                        out, requested, count, perf, ws, ws_bytes);
+  }
+  static cudnnStatus_t heuristic(cudnnHandle_t h, const cuda::ConvPlan& p, int requested, int* count, Perf* perf) {
+    return cudnnGetConvolutionBackwardDataAlgorithm_v7(h, p.w_desc, p.y_desc, p.bwd_data_desc, p.x_desc, requested,
+                                                       count, perf);
   }
   static void keep(cuda::ConvPlan& p, const Perf& best) {
     p.bwd_data_algo = best.algo, p.bwd_data_workspace = best.memory, p.have_bwd_data = true;
@@ -145,30 +153,42 @@ struct BackwardFilterDirection {
     return cudnnFindConvolutionBackwardFilterAlgorithmEx(h, p.x_desc, in0, p.y_desc, in1, p.bwd_filter_desc, p.w_desc,
                                                          out, requested, count, perf, ws, ws_bytes);
   }
+  static cudnnStatus_t heuristic(cudnnHandle_t h, const cuda::ConvPlan& p, int requested, int* count, Perf* perf) {
+    return cudnnGetConvolutionBackwardFilterAlgorithm_v7(h, p.x_desc, p.y_desc, p.bwd_filter_desc, p.w_desc,
+                                                         requested, count, perf);
+  }
   static void keep(cuda::ConvPlan& p, const Perf& best) {
     p.bwd_filter_algo = best.algo, p.bwd_filter_workspace = best.memory, p.have_bwd_filter = true;
   }
 };
 
-// Times the candidates once for this geometry and keeps the fastest the math mode allows.
-// The workspace to time them with is what the hungriest wants, within the limit. Find returns
-// (algorithm, math type) pairs, so the request is sized by cuDNN's own maximum count, not by
-// the number of algorithms.
+// Chooses once for this geometry, and keeps the fastest candidate the math mode allows.
+// Normally the candidates are timed (cudnnFind*AlgorithmEx), with the workspace the hungriest
+// wants within the limit. Timings vary from run to run, and so may the winner, whose sums
+// differ in the last bit from another's: --deterministic asks cuDNN's heuristics instead
+// (cudnnGet*Algorithm_v7), which rank by the geometry alone, so every run takes the same
+// algorithms and repeats bit for bit. Both return (algorithm, math type) pairs, so the
+// request is sized by cuDNN's own maximum count, not by the number of algorithms.
 template <typename Direction>
 void choose_algorithm(cuda::Context& c, cuda::ConvPlan& pl, const Conv2dGeometry& g, const Tensor& in0,
                       const Tensor& in1, Tensor& out) {
-  size_t ws = 0;
-  for (int a = 0; a < Direction::algo_count; ++a) {
-    size_t bytes = 0;
-    if (Direction::workspace(c.cudnn, pl, a, &bytes) == CUDNN_STATUS_SUCCESS && bytes <= kWorkspaceLimit)
-      ws = std::max(ws, bytes);
-  }
-  cuda::Scratch scratch(*c.allocator, ws);
   int requested = 0, count = 0;
   NNLAB_CUDNN_CHECK(Direction::max_results(c.cudnn, &requested));
   std::vector<typename Direction::Perf> perf(static_cast<size_t>(std::max(requested, 1)));
-  NNLAB_CUDNN_CHECK(Direction::find(c.cudnn, pl, in0.raw_data(), in1.raw_data(), out.raw_data(), requested, &count,
-                                    perf.data(), scratch.as<void>(), ws));
+  size_t ws = kWorkspaceLimit;
+  if (cuda_deterministic()) {
+    NNLAB_CUDNN_CHECK(Direction::heuristic(c.cudnn, pl, requested, &count, perf.data()));
+  } else {
+    ws = 0;
+    for (int a = 0; a < Direction::algo_count; ++a) {
+      size_t bytes = 0;
+      if (Direction::workspace(c.cudnn, pl, a, &bytes) == CUDNN_STATUS_SUCCESS && bytes <= kWorkspaceLimit)
+        ws = std::max(ws, bytes);
+    }
+    cuda::Scratch scratch(*c.allocator, ws);
+    NNLAB_CUDNN_CHECK(Direction::find(c.cudnn, pl, in0.raw_data(), in1.raw_data(), out.raw_data(), requested, &count,
+                                      perf.data(), scratch.as<void>(), ws));
+  }
   const auto& best = cuda::pick_algorithm(perf.data(), count, ws, cuda_math_tf32(), cuda_deterministic(),
                                           Direction::name, g);
   NNLAB_CUDNN_CHECK(cudnnSetConvolutionMathType(Direction::desc(pl), math_for(best)));

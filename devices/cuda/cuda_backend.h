@@ -36,8 +36,9 @@ void set_cuda_math_mode(int mode);
 int cuda_math_mode();
 bool cuda_math_tf32();  // TF32 or bf16: tensor cores allowed (cuDNN's convolutions in TF32)
 bool cuda_math_bf16();  // bf16: cuBLAS and cuBLASLt's products on bf16 tensor cores
-// true: cuDNN only deterministic algorithms, never Winograd or FFT, so a run repeats bit for
-// bit and matches the CPU's direct/im2col arithmetic as closely as float32 allows.
+// true: cuDNN only deterministic algorithms, never Winograd or FFT, chosen by cuDNN's
+// heuristics instead of by timing, so a run repeats bit for bit and matches the CPU's
+// direct/im2col arithmetic as closely as float32 allows.
 void set_cuda_deterministic(bool on);
 bool cuda_deterministic();
 

@@ -32,15 +32,15 @@ std::string checkpoint_tensor_bytes(const std::string& path) {
   return file.substr(8 + header);
 }
 
-// One 6-step `nnlab train --device cuda` run per mode (extra options) with `args`, each
-// run's output checked to name what the mode turns on; then every mode's losses must equal
-// the first mode's, step for step, bit for bit, and so must its test accuracy and, with
-// same_checkpoints, the tensors of its last checkpoint (only where every kernel is the same
-// from run to run: cuDNN's algorithms are chosen by timing, and may differ in the last bit).
+// One 6-step `nnlab train --device cuda --deterministic` run per mode (extra options) with
+// `args`, each run's output checked to name what the mode turns on; then every mode's losses
+// must equal the first mode's, step for step, bit for bit, and so must its test accuracy and
+// the tensors of its last checkpoint. --deterministic because cuDNN's
+// algorithms are otherwise chosen by timing: two runs may choose differently, and two
+// algorithms' sums differ in the last bit (in CI, the cnn's losses once parted at step 6).
 // Batches of 8: what is under test is each mode's mechanism, which any batch shows, and on
 // the simulator under the sanitizers a step costs in proportion to its batch.
-void require_losses_equal_across_modes(const std::string& args, const std::vector<std::string>& modes,
-                                       bool same_checkpoints = false) {
+void require_losses_equal_across_modes(const std::string& args, const std::vector<std::string>& modes) {
   namespace fs = std::filesystem;
   const fs::path dir = fs::temp_directory_path() / ("nnlab_graphs_" + std::to_string(::getpid()));
   fs::create_directories(dir);
@@ -49,7 +49,7 @@ void require_losses_equal_across_modes(const std::string& args, const std::vecto
   for (size_t m = 0; m < modes.size(); ++m) {
     const std::string metrics = (dir / (std::to_string(m) + ".jsonl")).string();
     const fs::path checkpoints = dir / std::to_string(m);
-    const nnlab_test::CliResult r = nnlab_test::run_cli("train --device cuda --batch 8 --max-steps 6 --epochs 1 "
+    const nnlab_test::CliResult r = nnlab_test::run_cli("train --device cuda --deterministic --batch 8 --max-steps 6 --epochs 1 "
                                                         "--test-images 64 --metrics-every 1 --metrics " +
                                                         metrics + " --checkpoint-dir " + checkpoints.string() + " " +
                                                         args + " " + modes[m]);
@@ -77,7 +77,7 @@ void require_losses_equal_across_modes(const std::string& args, const std::vecto
   for (size_t m = 1; m < modes.size(); ++m) {
     INFO(modes[0] << " against " << modes[m]);
     CHECK(accuracies[m] == accuracies[0]);
-    if (same_checkpoints) CHECK(states[m] == states[0]);  // weights, optimizer state, BatchNorm's statistics
+    CHECK(states[m] == states[0]);  // weights, optimizer state, BatchNorm's statistics
   }
 }
 
@@ -167,9 +167,9 @@ TEST_CASE("gpu: train with --cuda-graphs on gives eager mode's losses step for s
 // capture would part the losses from step 3.
 TEST_CASE("gpu: a graph holding the update follows the schedule step by step", "[gpu][graphs][cli]") {
   require_losses_equal_across_modes("--model mlp --optimizer sgd --momentum 0.9 --nesterov --schedule onecycle",
-                                    {"--cuda-graphs off", "--cuda-graphs on"}, true);
+                                    {"--cuda-graphs off", "--cuda-graphs on"});
   require_losses_equal_across_modes("--model mlp --optimizer adamw --schedule onecycle",
-                                    {"--cuda-graphs off", "--cuda-graphs on"}, true);
+                                    {"--cuda-graphs off", "--cuda-graphs on"});
 }
 
 // A fault inside a replayed step is named as eager mode names it: the check in the graph reads
@@ -311,6 +311,5 @@ TEST_CASE("gpu: the warm-up before the first epoch changes no loss and no runnin
   require_losses_equal_across_modes("--conv-impl reference --model-file " + std::string(NNLAB_TEST_DIR) +
                                         "/../docs/examples/conv-bn-dropout.json",
                                     {"--no-warm-up --cuda-graphs off", "--cuda-graphs off", "--no-warm-up --cuda-graphs on",
-                                     "--cuda-graphs on"},
-                                    true);
+                                     "--cuda-graphs on"});
 }

@@ -5,6 +5,7 @@
 // pointer handed to a kernel and a copy whose direction does not match its pointers.
 #include <cudnn.h>
 
+#include <utility>
 #include <vector>
 
 #include "autograd/ops.h"
@@ -86,6 +87,64 @@ TEST_CASE("gpu: cuDNN's descriptors give the output shape nnlab's conv2d compute
     cudnnDestroyFilterDescriptor(w_desc);
     cudnnDestroyTensorDescriptor(x_desc);
   }
+}
+
+// --deterministic ranks by cuDNN's heuristics, not by timing: for the same geometry they must
+// answer the same list every time, in all three directions, with a runnable algorithm first
+// (timed Find may not: its order follows the clock, and two algorithms' sums differ in the
+// last bit, which is how the losses of two runs once parted in CI).
+TEST_CASE("gpu: cuDNN's heuristics rank a geometry's algorithms the same way every time", "[gpu][conv2d][cudnn]") {
+  cudnnHandle_t h;
+  cudnnTensorDescriptor_t x_desc, y_desc;
+  cudnnFilterDescriptor_t w_desc;
+  cudnnConvolutionDescriptor_t conv_desc;
+  REQUIRE(cudnnCreate(&h) == CUDNN_STATUS_SUCCESS);
+  REQUIRE(cudnnCreateTensorDescriptor(&x_desc) == CUDNN_STATUS_SUCCESS);
+  REQUIRE(cudnnCreateTensorDescriptor(&y_desc) == CUDNN_STATUS_SUCCESS);
+  REQUIRE(cudnnCreateFilterDescriptor(&w_desc) == CUDNN_STATUS_SUCCESS);
+  REQUIRE(cudnnCreateConvolutionDescriptor(&conv_desc) == CUDNN_STATUS_SUCCESS);
+  // x (8, 6, 14, 14), w (16, 6, 5, 5), no padding: y (8, 16, 10, 10), the cnn's second layer.
+  REQUIRE(cudnnSetTensor4dDescriptor(x_desc, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, 8, 6, 14, 14) ==
+          CUDNN_STATUS_SUCCESS);
+  REQUIRE(cudnnSetTensor4dDescriptor(y_desc, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, 8, 16, 10, 10) ==
+          CUDNN_STATUS_SUCCESS);
+  REQUIRE(cudnnSetFilter4dDescriptor(w_desc, CUDNN_DATA_FLOAT, CUDNN_TENSOR_NCHW, 16, 6, 5, 5) == CUDNN_STATUS_SUCCESS);
+  REQUIRE(cudnnSetConvolution2dDescriptor(conv_desc, 0, 0, 1, 1, 1, 1, CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT) ==
+          CUDNN_STATUS_SUCCESS);
+  int fwd_max = 0, data_max = 0, filter_max = 0;
+  REQUIRE(cudnnGetConvolutionForwardAlgorithmMaxCount(h, &fwd_max) == CUDNN_STATUS_SUCCESS);
+  REQUIRE(cudnnGetConvolutionBackwardDataAlgorithmMaxCount(h, &data_max) == CUDNN_STATUS_SUCCESS);
+  REQUIRE(cudnnGetConvolutionBackwardFilterAlgorithmMaxCount(h, &filter_max) == CUDNN_STATUS_SUCCESS);
+  std::vector<std::pair<int, int>> first_order;
+  for (int round = 0; round < 2; ++round) {
+    std::vector<cudnnConvolutionFwdAlgoPerf_t> fwd(static_cast<size_t>(fwd_max));
+    std::vector<cudnnConvolutionBwdDataAlgoPerf_t> data(static_cast<size_t>(data_max));
+    std::vector<cudnnConvolutionBwdFilterAlgoPerf_t> filter(static_cast<size_t>(filter_max));
+    int counts[3] = {0, 0, 0};
+    REQUIRE(cudnnGetConvolutionForwardAlgorithm_v7(h, x_desc, w_desc, conv_desc, y_desc, fwd_max, &counts[0],
+                                                   fwd.data()) == CUDNN_STATUS_SUCCESS);
+    REQUIRE(cudnnGetConvolutionBackwardDataAlgorithm_v7(h, w_desc, y_desc, conv_desc, x_desc, data_max, &counts[1],
+                                                        data.data()) == CUDNN_STATUS_SUCCESS);
+    REQUIRE(cudnnGetConvolutionBackwardFilterAlgorithm_v7(h, x_desc, y_desc, conv_desc, w_desc, filter_max,
+                                                          &counts[2], filter.data()) == CUDNN_STATUS_SUCCESS);
+    for (int count : counts) REQUIRE(count > 0);
+    CHECK(fwd[0].status == CUDNN_STATUS_SUCCESS);
+    CHECK(data[0].status == CUDNN_STATUS_SUCCESS);
+    CHECK(filter[0].status == CUDNN_STATUS_SUCCESS);
+    // Each direction's list as (algorithm, math type) pairs, in rank order.
+    std::vector<std::pair<int, int>> order;
+    for (int i = 0; i < counts[0]; ++i) order.emplace_back(int(fwd[size_t(i)].algo), int(fwd[size_t(i)].mathType));
+    for (int i = 0; i < counts[1]; ++i) order.emplace_back(int(data[size_t(i)].algo), int(data[size_t(i)].mathType));
+    for (int i = 0; i < counts[2]; ++i)
+      order.emplace_back(int(filter[size_t(i)].algo), int(filter[size_t(i)].mathType));
+    if (round == 0) first_order = order;
+    CHECK(order == first_order);
+  }
+  cudnnDestroyConvolutionDescriptor(conv_desc);
+  cudnnDestroyFilterDescriptor(w_desc);
+  cudnnDestroyTensorDescriptor(y_desc);
+  cudnnDestroyTensorDescriptor(x_desc);
+  cudnnDestroy(h);
 }
 
 TEST_CASE("gpu: gemm with an empty inner dimension is C = beta·C, as on the CPU", "[gpu][gemm]") {

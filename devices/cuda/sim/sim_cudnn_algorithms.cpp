@@ -232,6 +232,39 @@ cudnnStatus_t find(const char* call, Direction dir, cudnnHandle_t handle, const 
   return CUDNN_STATUS_SUCCESS;
 }
 
+// cudnnGetConvolution*Algorithm_v7: cuDNN's heuristics, which rank the algorithms by the
+// geometry alone, without running anything, so the same call always gives the same answer.
+// The simulator's rule: the batched algorithm (one BLAS product for the whole batch) before
+// the per-image one, each with DEFAULT and then FMA math; those it cannot run come last.
+template <typename Perf, typename Algo>
+cudnnStatus_t heuristic(const char* call, Direction dir, cudnnHandle_t handle, const cudnnTensorStruct* x,
+                        const cudnnFilterStruct* w, const cudnnConvolutionStruct* conv, const cudnnTensorStruct* y,
+                        int requested, int* returned, Perf* perf) {
+  ConvGeometry g;
+  size_t need = 0;
+  const cudnnStatus_t st = prepare(call, dir, handle, x, w, conv, y, -1, &g, &need);
+  if (st != CUDNN_STATUS_SUCCESS) return st;
+  if (requested <= 0 || !returned || !perf)
+    return fail(CUDNN_STATUS_BAD_PARAM, call, "requestedAlgoCount <= 0, or returnedAlgoCount/perfResults is null");
+  const int* algos = nnlab::sim::dnn::implemented_algorithms(dir);
+  std::vector<Perf> ranked;
+  for (int i = nnlab::sim::dnn::kAlgorithmsPerDirection - 1; i >= 0; --i)
+    for (cudnnMathType_t math : {CUDNN_DEFAULT_MATH, CUDNN_FMA_MATH}) {
+      Perf p{};
+      p.algo = static_cast<Algo>(algos[i]);
+      p.status = nnlab::sim::dnn::conv_workspace_bytes(dir, algos[i], g, &p.memory) ? CUDNN_STATUS_SUCCESS
+                                                                                    : CUDNN_STATUS_NOT_SUPPORTED;
+      p.time = -1.0f;  // nothing was timed
+      p.determinism = CUDNN_DETERMINISTIC;
+      p.mathType = math;
+      ranked.push_back(p);
+    }
+  std::stable_partition(ranked.begin(), ranked.end(), [](const Perf& p) { return p.status == CUDNN_STATUS_SUCCESS; });
+  *returned = std::min<int>(requested, int(ranked.size()));
+  std::copy(ranked.begin(), ranked.begin() + *returned, perf);
+  return CUDNN_STATUS_SUCCESS;
+}
+
 cudnnStatus_t workspace_size(const char* call, Direction dir, cudnnHandle_t handle, const cudnnTensorStruct* x,
                              const cudnnFilterStruct* w, const cudnnConvolutionStruct* conv,
                              const cudnnTensorStruct* y, int algo, size_t* bytes) {
@@ -286,6 +319,37 @@ cudnnStatus_t cudnnGetConvolutionBackwardFilterWorkspaceSize(cudnnHandle_t handl
                                                              size_t* sizeInBytes) {
   return workspace_size("cudnnGetConvolutionBackwardFilterWorkspaceSize", Direction::BackwardFilter, handle, xDesc,
                         gradDesc, convDesc, dyDesc, algo, sizeInBytes);
+}
+
+cudnnStatus_t cudnnGetConvolutionForwardAlgorithm_v7(cudnnHandle_t handle, const cudnnTensorDescriptor_t xDesc,
+                                                     const cudnnFilterDescriptor_t wDesc,
+                                                     const cudnnConvolutionDescriptor_t convDesc,
+                                                     const cudnnTensorDescriptor_t yDesc, const int requestedAlgoCount,
+                                                     int* returnedAlgoCount,
+                                                     cudnnConvolutionFwdAlgoPerf_t* perfResults) {
+  return heuristic<cudnnConvolutionFwdAlgoPerf_t, cudnnConvolutionFwdAlgo_t>(
+      "cudnnGetConvolutionForwardAlgorithm_v7", Direction::Forward, handle, xDesc, wDesc, convDesc, yDesc,
+      requestedAlgoCount, returnedAlgoCount, perfResults);
+}
+cudnnStatus_t cudnnGetConvolutionBackwardDataAlgorithm_v7(cudnnHandle_t handle, const cudnnFilterDescriptor_t wDesc,
+                                                          const cudnnTensorDescriptor_t dyDesc,
+                                                          const cudnnConvolutionDescriptor_t convDesc,
+                                                          const cudnnTensorDescriptor_t dxDesc,
+                                                          const int requestedAlgoCount, int* returnedAlgoCount,
+                                                          cudnnConvolutionBwdDataAlgoPerf_t* perfResults) {
+  return heuristic<cudnnConvolutionBwdDataAlgoPerf_t, cudnnConvolutionBwdDataAlgo_t>(
+      "cudnnGetConvolutionBackwardDataAlgorithm_v7", Direction::BackwardData, handle, dxDesc, wDesc, convDesc, dyDesc,
+      requestedAlgoCount, returnedAlgoCount, perfResults);
+}
+cudnnStatus_t cudnnGetConvolutionBackwardFilterAlgorithm_v7(cudnnHandle_t handle, const cudnnTensorDescriptor_t xDesc,
+                                                            const cudnnTensorDescriptor_t dyDesc,
+                                                            const cudnnConvolutionDescriptor_t convDesc,
+                                                            const cudnnFilterDescriptor_t dwDesc,
+                                                            const int requestedAlgoCount, int* returnedAlgoCount,
+                                                            cudnnConvolutionBwdFilterAlgoPerf_t* perfResults) {
+  return heuristic<cudnnConvolutionBwdFilterAlgoPerf_t, cudnnConvolutionBwdFilterAlgo_t>(
+      "cudnnGetConvolutionBackwardFilterAlgorithm_v7", Direction::BackwardFilter, handle, xDesc, dwDesc, convDesc,
+      dyDesc, requestedAlgoCount, returnedAlgoCount, perfResults);
 }
 
 cudnnStatus_t cudnnFindConvolutionForwardAlgorithmEx(

@@ -259,6 +259,24 @@ cudnnStatus_t cudnnGetConvolutionBackwardFilterWorkspaceSize(cudnnHandle_t handl
                                                              cudnnConvolutionBwdFilterAlgo_t algo,
                                                              size_t* sizeInBytes);
 
+cudnnStatus_t cudnnGetConvolutionForwardAlgorithm_v7(cudnnHandle_t handle, const cudnnTensorDescriptor_t xDesc,
+                                                     const cudnnFilterDescriptor_t wDesc,
+                                                     const cudnnConvolutionDescriptor_t convDesc,
+                                                     const cudnnTensorDescriptor_t yDesc, const int requestedAlgoCount,
+                                                     int* returnedAlgoCount, cudnnConvolutionFwdAlgoPerf_t* perfResults);
+cudnnStatus_t cudnnGetConvolutionBackwardDataAlgorithm_v7(cudnnHandle_t handle, const cudnnFilterDescriptor_t wDesc,
+                                                          const cudnnTensorDescriptor_t dyDesc,
+                                                          const cudnnConvolutionDescriptor_t convDesc,
+                                                          const cudnnTensorDescriptor_t dxDesc,
+                                                          const int requestedAlgoCount, int* returnedAlgoCount,
+                                                          cudnnConvolutionBwdDataAlgoPerf_t* perfResults);
+cudnnStatus_t cudnnGetConvolutionBackwardFilterAlgorithm_v7(cudnnHandle_t handle, const cudnnTensorDescriptor_t xDesc,
+                                                            const cudnnTensorDescriptor_t dyDesc,
+                                                            const cudnnConvolutionDescriptor_t convDesc,
+                                                            const cudnnFilterDescriptor_t dwDesc,
+                                                            const int requestedAlgoCount, int* returnedAlgoCount,
+                                                            cudnnConvolutionBwdFilterAlgoPerf_t* perfResults);
+
 cudnnStatus_t cudnnFindConvolutionForwardAlgorithmEx(
     cudnnHandle_t handle, const cudnnTensorDescriptor_t xDesc, const void* x, const cudnnFilterDescriptor_t wDesc,
     const void* w, const cudnnConvolutionDescriptor_t convDesc, const cudnnTensorDescriptor_t yDesc, void* y,
