@@ -35,9 +35,9 @@ std::string checkpoint_tensor_bytes(const std::string& path) {
 // One 6-step `nnlab train --device cuda --deterministic` run per mode (extra options) with
 // `args`, each run's output checked to name what the mode turns on; then every mode's losses
 // must equal the first mode's, step for step, bit for bit, and so must its test accuracy and
-// the tensors of its last checkpoint. --deterministic because cuDNN's
-// algorithms are otherwise chosen by timing: two runs may choose differently, and two
-// algorithms' sums differ in the last bit (in CI, the cnn's losses once parted at step 6).
+// the tensors of its last checkpoint. --deterministic because cuDNN's algorithms are otherwise
+// chosen by timing: two runs may choose differently, and two algorithms' sums differ in the
+// last bit (in CI, the cnn's losses once parted at step 6).
 // Batches of 8: what is under test is each mode's mechanism, which any batch shows, and on
 // the simulator under the sanitizers a step costs in proportion to its batch.
 void require_losses_equal_across_modes(const std::string& args, const std::vector<std::string>& modes) {
@@ -49,10 +49,10 @@ void require_losses_equal_across_modes(const std::string& args, const std::vecto
   for (size_t m = 0; m < modes.size(); ++m) {
     const std::string metrics = (dir / (std::to_string(m) + ".jsonl")).string();
     const fs::path checkpoints = dir / std::to_string(m);
-    const nnlab_test::CliResult r = nnlab_test::run_cli("train --device cuda --deterministic --batch 8 --max-steps 6 --epochs 1 "
-                                                        "--test-images 64 --metrics-every 1 --metrics " +
-                                                        metrics + " --checkpoint-dir " + checkpoints.string() + " " +
-                                                        args + " " + modes[m]);
+    const nnlab_test::CliResult r =
+        nnlab_test::run_cli("train --device cuda --deterministic --batch 8 --max-steps 6 --epochs 1 --test-images 64 "
+                            "--metrics-every 1 --metrics " +
+                            metrics + " --checkpoint-dir " + checkpoints.string() + " " + args + " " + modes[m]);
     INFO(args << " " << modes[m] << ": " << r.output);
     REQUIRE(r.exit_code == 0);
     if (modes[m].find("--cuda-graphs on") != std::string::npos) CHECK_THAT(r.output, Catch::Contains("CUDA graphs: on"));
