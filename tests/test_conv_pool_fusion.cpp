@@ -79,9 +79,11 @@ TEST_CASE("conv2d with a max-pool epilogue equals conv2d, then max_pool2d_relu, 
   // plane (F(2×2), tiles from the pool's gradient), the cnn's 14×14, an odd 9×9 plane (its last
   // row and column in no window). The two kernels one after the other: a 3×3 pool with stride
   // 2, and 3 input channels (the direct kernel).
-  const std::vector<Case> cases = {{2, 8, 32, 8, 1, 2, 2},     {3, 16, 16, 12, 1, 2, 2}, {2, 8, 14, 8, 1, 2, 2, 16},
-                                   {3, 8, 14, 16, 1, 2, 2},    {2, 8, 9, 8, 1, 2, 2},    {2, 8, 12, 8, 1, 3, 2},
-                                   {3, 3, 16, 8, 1, 2, 2}};
+  // With 16 channels and more, in and out, over rows of 16 and 32 (c2 and c4 at 16 channels):
+  // the forward and the data gradient with the channels in the lanes.
+  const std::vector<Case> cases = {{2, 8, 32, 8, 1, 2, 2},   {3, 16, 16, 12, 1, 2, 2}, {2, 8, 14, 8, 1, 2, 2, 16},
+                                   {3, 8, 14, 16, 1, 2, 2},  {2, 8, 9, 8, 1, 2, 2},    {2, 8, 12, 8, 1, 3, 2},
+                                   {3, 3, 16, 8, 1, 2, 2},   {2, 16, 32, 16, 1, 2, 2}, {3, 32, 16, 16, 1, 2, 2}};
   std::set<std::string> kernels;
   for_each_setting([&](const std::string& setting, DType dtype) {
     for (const Case& c : cases) {
@@ -96,13 +98,21 @@ TEST_CASE("conv2d with a max-pool epilogue equals conv2d, then max_pool2d_relu, 
       {
         KernelLogScope log;  // which kernels ran
         y_fused = conv2d(x, w, b, 1, c.pad, Epilogue::relu_max_pool(c.pool_kernel, c.pool_stride, 0));
-        for (const KernelCall& call : take_kernel_calls()) kernels.insert(call.family);
+        for (const KernelCall& call : take_kernel_calls()) {
+          kernels.insert(call.family);
+          if (call.detail.find("16 channels in the lanes") != std::string::npos) kernels.insert("channel lanes, forward");
+        }
       }
       const Tensor dy = random_tensor(y_fused.shape(), kPoolFusionSeed, 4, dtype);
       {
         KernelLogScope log;
         y_fused.backward(dy);
-        for (const KernelCall& call : take_kernel_calls()) kernels.insert(call.family);
+        for (const KernelCall& call : take_kernel_calls()) {
+          kernels.insert(call.family);
+          if (call.detail.find("conv2d bwd data") != std::string::npos &&
+              call.detail.find("16 channels in the lanes") != std::string::npos)
+            kernels.insert("channel lanes, data gradient");
+        }
       }
       std::vector<std::vector<double>> fused_grads, plain_grads;
       for (Tensor* t : {&x, &w, &b}) {
@@ -125,6 +135,8 @@ TEST_CASE("conv2d with a max-pool epilogue equals conv2d, then max_pool2d_relu, 
   // other cases.
   check_paths_seen(kernels, {"maxpool2d_forward (in the convolution)", "maxpool2d_backward (in the convolution)",
                              "winograd", "direct", "maxpool2d_forward", "maxpool2d_backward"});
+  // The forward and the data gradient take the channel lanes with AVX-512 only.
+  if (cpu_supports(CpuIsa::avx512)) check_paths_seen(kernels, {"channel lanes, forward", "channel lanes, data gradient"});
 }
 
 TEST_CASE("conv2d's max-pool epilogue names a pool that does not fit the convolution's output", "[conv2d][pool2d][ops]") {

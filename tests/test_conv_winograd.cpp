@@ -81,6 +81,15 @@ TEST_CASE("Winograd F(2x2,3x3) and F(4x4,3x3) match the reference in every direc
       geometry(2, 16, 8, 16, 16, 1, 1),
       geometry(3, 32, 8, 13, 16, 0, 0),
       geometry(1, 16, 12, 16, 32, 2, 2),
+      // 16 or 32 channels in and out over rows of 16 or 32: the forward and the data gradient
+      // with the channels in the lanes too; rows of tiles hanging over the bottom (18 rows), the
+      // right (no padding: 14 columns out; its data gradient, 14 wide, takes the planes), both
+      // (padding 2), more images than one chunk holds
+      geometry(2, 16, 16, 16, 16, 1, 1),
+      geometry(3, 32, 16, 18, 16, 1, 1),
+      geometry(2, 16, 32, 13, 16, 0, 0),
+      geometry(1, 16, 16, 14, 32, 2, 2),
+      geometry(70, 16, 16, 8, 16, 1, 1),
   };
   nnlab_test::for_each_cpu_isa([&](CpuIsa isa) {
     INFO("kernels: " << cpu_isa_name(isa));

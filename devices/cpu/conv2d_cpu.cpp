@@ -33,7 +33,8 @@ std::string plan_detail(const ConvPlan& plan, const Conv2dGeometry& g, ConvDirec
     case ConvAlgorithm::Winograd: {
       const int side = int(plan.tile) + 2;  // transformed tile: side² products per image chunk
       return std::string(cpu::winograd_tile_name(plan.tile)) + ", " + std::to_string(side * side) +
-             " products per image chunk";
+             " products per image chunk" +
+             (cpu::winograd_channel_lanes(direction, g, dtype) ? ", transforms with 16 channels in the lanes" : "");
     }
     case ConvAlgorithm::Im2colSmallGemm:
       return "small_gemm " + cpu::im2col_product_text(g, direction) + " ×" + std::to_string(g.n) + " images";

@@ -1,7 +1,11 @@
-// The Winograd input transform with the channels in the lanes, for the filter gradient
-// (conv2d_winograd_cpu.cpp): V[ξ] comes out as a (tiles × channels) matrix, so that
+// The Winograd transforms with the channels in the lanes (conv2d_winograd_cpu.cpp): V[ξ] comes
+// out as a (tiles × channels) matrix, so that the filter gradient's
 //   S[ξ] (k × c) += Z[ξ] (k × tiles) · V[ξ] (tiles × c)
-// is a plain NN product, with no transpose of V and no dot products along the tiles.
+// is a plain NN product, with no transpose of V and no dot products along the tiles, and the
+// forward's (and the data gradient's)
+//   M[ξ] (tiles × k) = V[ξ] (tiles × c) · U[ξ] (c × k)
+// leaves its outputs with the channels innermost too, for an output transform 16 channels at a
+// time that ends in one transpose per row of outputs.
 //
 // Why: with tiles in the lanes (conv2d_winograd_planes.h) V[ξ] is (c × tiles), and the filter
 // gradient's product Z · Vᵀ then either ran as dot products along the tiles, each ending in a
@@ -13,8 +17,10 @@
 //
 // Only files compiled once per instruction set include this header (see even_odd.h).
 #pragma once
+#include <algorithm>
 #include <cstring>
 
+#include "devices/cpu/conv2d_winograd.h"
 #include "devices/cpu/conv2d_winograd_planes.h"
 #include "devices/cpu/transpose_blocks.h"
 
@@ -24,10 +30,8 @@ namespace nnlab::cpu::NNLAB_ISA {
 constexpr long kChannelLanes = 16;
 typedef float ChannelVector __attribute__((vector_size(kChannelLanes * sizeof(float))));
 
-// Whole blocks of 16 channels, and rows that the register transposes take whole.
-inline bool channel_lanes_fit(long channels, const Tiling& t) {
-  return channels % kChannelLanes == 0 && t.w % kChannelLanes == 0;
-}
+// Which calls take this path: winograd_channel_lanes (conv2d_winograd.h).
+static_assert(kChannelLanes == kWinogradChannelLanes);
 
 // One block: the tiles' padded rows (m·th + 2) × columns (m·tw + 2), 16 channels a cell.
 inline long channel_block_cols(const Tiling& t) { return t.m * t.tw + 2; }
@@ -71,6 +75,47 @@ void input_transform_channels(const float* block, const Tiling& t, long first_ti
         for (int b = 0; b < n; ++b) store_channels(to + (n * a + b) * stride, row[b]);
       }
     }
+}
+
+// One row of tiles' outputs as 16-channel pixels: m rows of m·tw cells.
+inline long staged_row_floats(const Tiling& t) { return t.m * t.m * t.tw * kChannelLanes; }
+
+// Y = Aᵀ M A (+ bias, then floored at 0 with relu) for every tile of one image, output channels
+// [c0, c0 + 16) at once: M[ξ] of tile (ty, tx) and channel c0 + l at
+// products[ξ · stride + (first_tile + ty · tw + tx) · channels + c0 + l]. The outputs go to 16
+// consecutive p × q planes at `planes`; a row of tiles is built in `staged` (staged_row_floats)
+// as 16-channel pixels, then each of its output rows inside the plane is transposed into the
+// 16 planes (transpose_blocks.h). Outputs of tiles that hang over the edge are dropped.
+// bias: 16 values or null.
+template <typename Tile>
+void output_transform_channels(const float* products, long stride, long channels, long c0, long first_tile,
+                               const Tiling& t, const float* bias, bool relu, float* staged, float* planes) {
+  constexpr int m = Tile::m, n = Tile::n;
+  const long row_cells = m * t.tw;
+  ChannelVector b = {}, zero = {};
+  if (bias) load_channels(bias, b);
+  for (long ty = 0; ty < t.th; ++ty) {
+    for (long tx = 0; tx < t.tw; ++tx) {
+      const float* from = products + (first_tile + ty * t.tw + tx) * channels + c0;
+      ChannelVector s[n][n], columns[m][n];  // the products, then Aᵀ s
+      for (int a = 0; a < n; ++a)
+        for (int j = 0; j < n; ++j) load_channels(from + (n * a + j) * stride, s[a][j]);
+      for (int j = 0; j < n; ++j) Tile::output(&s[0][j], n, &columns[0][j], n);
+      for (int a = 0; a < m; ++a) {  // (Aᵀ s) A: each row
+        ChannelVector row[m];
+        Tile::output(columns[a], 1, row, 1);
+        for (int j = 0; j < m; ++j) {
+          ChannelVector out = row[j] + b;
+          if (relu) out = out > zero ? out : zero;
+          store_channels(staged + (a * row_cells + m * tx + j) * kChannelLanes, out);
+        }
+      }
+    }
+    const long rows = std::min<long>(m, t.p - m * ty);
+    for (long a = 0; a < rows; ++a)  // q cells of 16 channels → row m·ty + a of 16 planes
+      transpose_matrix(staged + a * row_cells * kChannelLanes, t.q, kChannelLanes, kChannelLanes,
+                       planes + (m * ty + a) * t.q, t.p * t.q);
+  }
 }
 
 }  // namespace nnlab::cpu::NNLAB_ISA

@@ -35,13 +35,13 @@
 #include <omp.h>
 
 #include <algorithm>
-#include <numeric>
 #include <type_traits>
 
 #include "devices/cpu/balanced_loops.h"
 #include "devices/cpu/bias_lanes.h"
 #include "devices/cpu/conv2d_winograd.h"
 #include "devices/cpu/conv2d_winograd_channels.h"
+#include "devices/cpu/conv2d_winograd_convolve.h"
 #include "devices/cpu/conv2d_winograd_planes.h"
 #include "devices/cpu/conv2d_winograd_pooled.h"
 #include "devices/cpu/conv2d_winograd_products.h"
@@ -52,44 +52,6 @@
 namespace nnlab::cpu::NNLAB_ISA {
 
 namespace {
-
-constexpr long kChunkBytes = 1L << 20;  // transformed tiles of one chunk: about a core's L2
-constexpr long kProductBlock = 32;      // columns of small_gemm.h's register blocks
-
-// Images per chunk: as many as keep `positions` transformed values per tile and channel
-// (`channels` of them, in and out) within kChunkBytes, then evened out so that every thread
-// gets as many chunks (7 chunks on 2 threads would leave one thread a chunk to run alone).
-// Where several images fit, their count is rounded down so that the chunk's tiles fill whole
-// 32-column blocks of small_gemm.h's products: 3 images of 16 tiles (F(4×4) on 16×16) would
-// leave a third of the second block idle, 2 fill one.
-long chunk_images(long n, long positions, long channels, long tiles_per_image, long bytes_per_float) {
-  const long image_bytes = std::max(1L, positions * channels * tiles_per_image * bytes_per_float);
-  const long fit = std::clamp(kChunkBytes / image_bytes, 1L, n);
-  const long threads = omp_get_max_threads(), chunks = (n + fit - 1) / fit;
-  const long even_chunks = (chunks + threads - 1) / threads * threads;
-  const long even = (n + even_chunks - 1) / even_chunks;
-  const long whole_blocks = kProductBlock / std::gcd(kProductBlock, tiles_per_image);  // images per 32k tiles
-  return std::max(1L, even >= whole_blocks ? even / whole_blocks * whole_blocks : even);
-}
-
-// Where a kernel's input planes come from: a tensor (n, channels, h, w) itself, or, pooled (pool
-// set), a 2×2 max-pool's gradient and winners (n, channels, h/2, w/2), each plane routed to its
-// winners (the pool's backward) into a scratch plane as the kernel reaches it, or, where every
-// cell is in a window, straight into the transform's phase planes (conv2d_winograd_pooled.h):
-// the unpooled gradient is never stored.
-template <typename T>
-struct InputPlanes {
-  const T* x;
-  const Pool2dGeometry* pool = nullptr;
-  const int32_t* argmax = nullptr;
-  // Plane `at` (= image · channels + channel) of `plane_floats` floats.
-  const T* plane(long at, long plane_floats, T* scratch) const {
-    if (!pool) return x + at * plane_floats;
-    const long pooled = pool->p * pool->q;
-    maxpool_2x2_one_plane_backward(*pool, x + at * pooled, argmax + at * pooled, scratch);
-    return scratch;
-  }
-};
 
 // The filter gradient's Z[ξ] of plane `at` of dY (p × q, t's output) into z (see
 // output_grad_transform), and with `sum` its bias sums (bias_lanes.h). pooled_tiles (float rows of
@@ -110,80 +72,6 @@ void transform_dy_plane(const InputPlanes<T>& dy, long at, const Tiling& t, bool
   const T* plane = dy.plane(at, t.p * t.q, unpooled);
   if (sum) plane_bias_lanes<T, false>(plane, nullptr, nullptr, t.p * t.q, sum, sum[kBiasLanes]);
   transform_output_grad_plane<Tile>(plane, t, padded_dy, z, z_stride);
-}
-
-// V[ξ][ch][tile] for images [first, first + count) of x (n, channels, h, w); tiles numbered
-// image-major, then row-major within the chunk; V[ξ] starts at v + ξ · matrix_stride.
-// plane_scratch: h × w floats for a pooled source.
-template <typename Tile, typename T>
-void transform_inputs(const InputPlanes<T>& x, long channels, const Tiling& t, long first, long count, T* scratch,
-                      T* plane_scratch, T* v) {
-  const long tiles = count * t.per_plane(), stride = matrix_stride(channels, tiles);
-  const bool pooled_phases = std::is_same_v<T, float> && x.pool && pooled_planes_fit(t.h, t.w, x.pool->p, x.pool->q);
-  const auto transform = [&](long ch, long i) {
-    const long at = (first + i) * channels + ch;
-    T* to = v + ch * tiles + i * t.per_plane();
-    if constexpr (std::is_same_v<T, float>) {
-      if (pooled_phases) {  // the phase planes straight from the pool's gradient
-        const long pooled = x.pool->p * x.pool->q;
-        place_pooled_plane<Tile::m>(x.x + at * pooled, x.argmax + at * pooled, t.h, t.w, t.pad_h, t.pad_w, t, scratch);
-        return transform_placed_input<Tile>(t, scratch, to, stride);
-      }
-    }
-    transform_input_plane<Tile>(x.plane(at, t.h * t.w, plane_scratch), t, scratch, to, stride);
-  };
-  for_each_plane<T>(t, count, channels, transform);
-}
-
-// Where the forward's output planes go: y (n, cout, p, q) itself, or, pooled (pool set), one
-// plane at a time through a scratch plane into the 2×2 max-pool's y and argmax (n, cout, p/2,
-// q/2): the unpooled output is never stored.
-template <typename T>
-struct OutputPlanes {
-  T* y;
-  const Pool2dGeometry* pool = nullptr;
-  int32_t* argmax = nullptr;
-};
-
-// The forward convolution of x (n, cin, h, w) to y (n, cout, p, q) with transformed
-// filters u (n² × cout × cin) and an optional bias — shared by forward and backward data;
-// relu (forward only): each plane floored at 0 as soon as it is written.
-template <typename Tile, typename T>
-void winograd_convolve(DType dtype, const InputPlanes<T>& x, long n, long cin, const Tiling& t, const T* u, long cout,
-                       const T* bias, OutputPlanes<T> out, bool relu) {
-  constexpr int positions = Tile::n * Tile::n;
-  const long chunk = chunk_images(n, positions, cin + cout, t.per_plane(), sizeof(T));
-  const long chunks = (n + chunk - 1) / chunk, threads = omp_get_max_threads();
-  const bool parallel = threads > 1 && chunks > 1;
-  const long chunk_tiles = chunk * t.per_plane(), plane_floats = t.p * t.q;
-  const long pooled_floats = out.pool ? out.pool->p * out.pool->q : 0;
-  const long slot_floats = positions * (matrix_stride(cin, chunk_tiles) + matrix_stride(cout, chunk_tiles)) +
-                           scratch_floats(t) + (out.pool ? plane_floats : 0) + (x.pool ? t.h * t.w : 0);
-  Tensor workspace = Tensor::empty({(parallel ? threads : 1) * slot_floats}, dtype, Device::cpu());
-  T* ws = static_cast<T*>(workspace.raw_data());
-  for_each_item(chunks, parallel, [&](long ck, int slot) {  // each chunk writes outputs of its own
-    const long first = ck * chunk, count = std::min(chunk, n - first), tiles = count * t.per_plane();
-    const long v_stride = matrix_stride(cin, tiles), m_stride = matrix_stride(cout, tiles);
-    T* v = ws + slot * slot_floats;        // n² × cin × tiles
-    T* m = v + positions * v_stride;       // n² × cout × tiles
-    T* padded = m + positions * m_stride;  // zero border, see place_plane
-    T* pool_plane = padded + scratch_floats(t);  // the plane on its way to the pool
-    T* unpooled = pool_plane + (out.pool ? plane_floats : 0);  // an input plane from the pool's gradient
-    std::fill(padded, padded + scratch_floats(t), T(0));
-    transform_inputs<Tile>(x, cin, t, first, count, padded, unpooled, v);
-    for (int xi = 0; xi < positions; ++xi)
-      product(cout, tiles, cin, u + xi * cout * cin, v + xi * v_stride, m + xi * m_stride);
-    for (long i = 0; i < count; ++i)
-      for (long co = 0; co < cout; ++co) {
-        const long at = (first + i) * cout + co;
-        T* plane = out.pool ? pool_plane : out.y + at * plane_floats;
-        const T b = bias ? bias[co] : T(0);
-        transform_output_plane<Tile>(m + co * tiles + i * t.per_plane(), m_stride, t, b, plane);
-        if (relu) relu_in_place(plane, plane_floats);
-        if (out.pool)
-          maxpool_2x2_one_plane(*out.pool, plane, out.y + at * pooled_floats, out.argmax + at * pooled_floats);
-      }
-  });
 }
 
 // Runs body(WinogradF2{}) or body(WinogradF4{}): the algorithm `tile` names.
@@ -210,13 +98,20 @@ void forward_planes(const Conv2dGeometry& g, WinogradTile tile, const Tensor& x,
       Tensor ut = Tensor::empty({Tile::n * Tile::n * g.k * g.c}, x.dtype(), Device::cpu());
       const T* w_data = w.data<T>();
       T* u = ut.data<T>();
+      const Tiling t = tiling(Tile::m, g.h, g.w, g.pad_h, g.pad_w);
+      const T* b_data = b && b->defined() ? b->data<T>() : nullptr;
+      const OutputPlanes<T> out{y.data<T>(), pool, pool ? argmax->data<int32_t>() : nullptr};
+      if constexpr (std::is_same_v<T, float>) {
+        if (winograd_channel_lanes(ConvDirection::Forward, g, DType::Float32)) {
+          const long c = g.c, k = g.k;
+          transform_filters<Tile>(  // U[ξ][ci][co]: filter j = ci · k + co
+              k * c, [w_data, c, k](long j, int i) { return w_data[((j % k) * c + j / k) * 9 + i]; }, u, k * c);
+          return winograd_convolve_channels<Tile>(InputPlanes<T>{x.data<T>()}, g.n, c, t, u, k, b_data, out, relu);
+        }
+      }
       transform_filters<Tile>(  // U[ξ][co][ci]: filter j = co · c + ci, stored in that order
           g.k * g.c, [w_data](long j, int i) { return w_data[j * 9 + i]; }, u, g.k * g.c);
-      const T* b_data = b && b->defined() ? b->data<T>() : nullptr;
-      winograd_convolve<Tile>(x.dtype(), InputPlanes<T>{x.data<T>()}, g.n, g.c,
-                              tiling(Tile::m, g.h, g.w, g.pad_h, g.pad_w), u, g.k,
-                              b_data, OutputPlanes<T>{y.data<T>(), pool, pool ? argmax->data<int32_t>() : nullptr},
-                              relu);
+      winograd_convolve<Tile>(x.dtype(), InputPlanes<T>{x.data<T>()}, g.n, g.c, t, u, g.k, b_data, out, relu);
     });
   });
 }
@@ -251,11 +146,20 @@ void backward_data_planes(const Conv2dGeometry& g, WinogradTile tile, const Tens
       const T* w_data = w.data<T>();
       T* u = ut.data<T>();
       const long k = g.k, c = g.c;
+      const Tiling t = tiling(Tile::m, g.p, g.q, 2 - g.pad_h, 2 - g.pad_w);
+      const InputPlanes<T> planes{dy.data<T>(), pool, pool ? argmax->data<int32_t>() : nullptr};
+      if constexpr (std::is_same_v<T, float>) {
+        if (winograd_channel_lanes(ConvDirection::BackwardData, g, DType::Float32)) {
+          transform_filters<Tile>(  // U[ξ][co][ci] of the rotated filters: j = co · c + ci, tap i ← 8 − i
+              k * c, [w_data](long j, int i) { return w_data[j * 9 + 8 - i]; }, u, c * k);
+          return winograd_convolve_channels<Tile>(planes, g.n, k, t, u, c, nullptr, OutputPlanes<T>{dx.data<T>()},
+                                                  false);
+        }
+      }
       transform_filters<Tile>(  // U[ξ][ci][co] of the rotated filters: j = ci · k + co, tap i ← 8 − i
           k * c, [w_data, k, c](long j, int i) { return w_data[((j % k) * c + j / k) * 9 + 8 - i]; }, u, c * k);
-      const InputPlanes<T> planes{dy.data<T>(), pool, pool ? argmax->data<int32_t>() : nullptr};
-      winograd_convolve<Tile>(dy.dtype(), planes, g.n, g.k, tiling(Tile::m, g.p, g.q, 2 - g.pad_h, 2 - g.pad_w), u,
-                              g.c, (const T*)nullptr, OutputPlanes<T>{dx.data<T>()}, false);
+      winograd_convolve<Tile>(dy.dtype(), planes, g.n, g.k, t, u, g.c, (const T*)nullptr, OutputPlanes<T>{dx.data<T>()},
+                              false);
     });
   });
 }
@@ -277,7 +181,7 @@ void backward_filter_planes(const Conv2dGeometry& g, WinogradTile tile, const Te
       const long runs = summing_runs(chunks, parallel);  // one partial S each (balanced_loops.h)
       const long chunk_tiles = chunk * t.per_plane();
       // V[ξ] as (tiles × c), channels in the lanes, where float32 channels and rows fit.
-      const bool channel_lanes = std::is_same_v<T, float> && channel_lanes_fit(g.c, t);
+      const bool channel_lanes = winograd_channel_lanes(ConvDirection::BackwardFilter, g, x.dtype());
       // Z[ξ] and the bias sums straight from a pool's gradient and winners, where they fit.
       const bool pooled_tiles = std::is_same_v<T, float> && pool && pooled_tiles_fit(t, pool->p, pool->q) &&
                                 (!db || pooled_bias_fits(g.p, g.q));
