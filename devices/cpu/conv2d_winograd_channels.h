@@ -18,6 +18,7 @@
 // Only files compiled once per instruction set include this header (see even_odd.h).
 #pragma once
 #include <algorithm>
+#include <cstdint>
 #include <cstring>
 
 #include "devices/cpu/conv2d_winograd.h"
@@ -49,10 +50,47 @@ inline void place_channel_block(const float* x, const Tiling& t, float* block) {
                      block + ((r + t.pad_h) * cols + t.pad_w) * kChannelLanes, kChannelLanes);
 }
 
+// place_channel_block's block made from a 2×2 max-pool's gradient g and winners (16 channels'
+// pooled planes, pooled_h × pooled_w each, consecutive) instead of from the unpooled planes
+// (conv2d_winograd_pooled.h says why): both are transposed into 16-channel cells (the winners
+// as raw 32-bit lanes), and each window's four cells are g where the winner is the cell, zero
+// elsewhere. The same values as the unpooled planes', without writing and reading them.
+// cells: 2 · pooled_h · pooled_w · 16 floats. For planes whose every cell is in a window, and
+// windows in whole 16s (the register transposes' blocks: no element is moved one at a time).
+inline bool pooled_channel_block_fits(const Tiling& t, long pooled_h, long pooled_w) {
+  return t.h == 2 * pooled_h && t.w == 2 * pooled_w && pooled_h * pooled_w % kChannelLanes == 0;
+}
 // Vectors move by memcpy (one unaligned vector load or store), never by value through a
 // function: a 64-byte vector argument or result has no agreed ABI where AVX-512 is not compiled in.
 inline void load_channels(const float* from, ChannelVector& v) { std::memcpy(&v, from, sizeof v); }
 inline void store_channels(float* to, const ChannelVector& v) { std::memcpy(to, &v, sizeof v); }
+
+typedef int32_t ChannelIndices __attribute__((vector_size(kChannelLanes * sizeof(int32_t))));
+
+inline void place_pooled_channel_block(const float* g, const int32_t* winners, long pooled_h, long pooled_w,
+                                       const Tiling& t, float* cells, float* block) {
+  const long windows = pooled_h * pooled_w, cols = channel_block_cols(t);
+  float* grad = cells;                      // windows × 16
+  float* won = cells + windows * kChannelLanes;  // windows × 16, int32 bits
+  transpose_matrix(g, kChannelLanes, windows, windows, grad, kChannelLanes);
+  transpose_matrix(reinterpret_cast<const float*>(winners), kChannelLanes, windows, windows, won, kChannelLanes);
+  const ChannelVector zero = {};
+  for (long r = 0; r < pooled_h; ++r)
+    for (long s = 0; s < pooled_w; ++s) {
+      const long at = (r * pooled_w + s) * kChannelLanes;
+      ChannelVector value;
+      ChannelIndices winner;
+      load_channels(grad + at, value);
+      std::memcpy(&winner, won + at, sizeof winner);
+      for (long dr = 0; dr < 2; ++dr)
+        for (long ds = 0; ds < 2; ++ds) {
+          const long row = 2 * r + dr, col = 2 * s + ds;
+          const ChannelIndices cell = ChannelIndices{} + int32_t(row * t.w + col);
+          const ChannelVector kept = winner == cell ? value : zero;
+          store_channels(block + ((row + t.pad_h) * cols + col + t.pad_w) * kChannelLanes, kept);
+        }
+    }
+}
 
 // V = Bᵀ d B for every tile of the block's image, 16 channels at once: V[ξ] of tile
 // (ty, tx) and channel c0 + l goes to v[ξ · stride + (first_tile + ty · tw + tx) · channels + c0 + l].

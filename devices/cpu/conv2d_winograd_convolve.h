@@ -160,6 +160,8 @@ void winograd_convolve_channels(const InputPlanes<float>& x, long n, long cin, c
                            block_floats + staged_row_floats(t) + (out.pool ? kChannelLanes * out_floats : 0) +
                            (x.pool ? kChannelLanes * in_floats : 0);
   const long slots = parallel ? threads : 1;
+  // A pool's gradient straight into the block, where it fits; else unpooled plane by plane.
+  const bool pooled_cells = x.pool && pooled_channel_block_fits(t, x.pool->p, x.pool->q);
   Tensor workspace = Tensor::empty({slots * slot_floats}, DType::Float32, Device::cpu());
   float* ws = workspace.data<float>();
   for (long sl = 0; sl < slots; ++sl) {  // each slot's block: its border stays zero
@@ -174,16 +176,21 @@ void winograd_convolve_channels(const InputPlanes<float>& x, long n, long cin, c
     float* block = m + positions * matrix_stride(cout, chunk_tiles);
     float* staged = block + block_floats;
     float* pool_planes = staged + staged_row_floats(t);  // 16 planes on their way to the pool
-    float* unpooled = pool_planes + (out.pool ? kChannelLanes * out_floats : 0);  // 16 from the pool's gradient
+    // 16 planes from the pool's gradient, or its cells (place_pooled_channel_block: half as many floats)
+    float* unpooled = pool_planes + (out.pool ? kChannelLanes * out_floats : 0);
     for (long i = 0; i < count; ++i)
       for (long c0 = 0; c0 < cin; c0 += kChannelLanes) {
         const long at = (first + i) * cin + c0;
-        const float* planes = x.x + at * in_floats;
-        if (x.pool) {
+        if (pooled_cells) {
+          const long pooled = x.pool->p * x.pool->q;
+          place_pooled_channel_block(x.x + at * pooled, x.argmax + at * pooled, x.pool->p, x.pool->q, t, unpooled,
+                                     block);
+        } else if (x.pool) {
           for (long l = 0; l < kChannelLanes; ++l) x.plane(at + l, in_floats, unpooled + l * in_floats);
-          planes = unpooled;
+          place_channel_block(unpooled, t, block);
+        } else {
+          place_channel_block(x.x + at * in_floats, t, block);
         }
-        place_channel_block(planes, t, block);
         input_transform_channels<Tile>(block, t, i * t.per_plane(), cin, c0, v, v_stride);
       }
     for (int xi = 0; xi < positions; ++xi)
