@@ -144,7 +144,7 @@ void winograd_convolve(DType dtype, const InputPlanes<T>& x, long n, long cin, c
 // winograd_convolve, so the same bits, without splitting each plane into its columns mod m.
 // Against winograd_convolve on two Zen 5 threads (2026-12-02, alternated, medians): cifar-cnn's
 // forward c2 0.73–0.85 of its time, c3 0.88–0.99, c4 0.92–1.02; the data gradient, pooled c2
-// 0.91–0.96, c3 0.80–0.88, pooled c4 0.87–0.94. Each matrix keeps matrix_stride's slack: a first
+// 0.91–0.96, c3 0.80–0.88, pooled c4 0.87–0.94. The matrices keep slack between them (channel_matrix_stride): a first
 // prototype with V[ξ] and M[ξ] a power of two apart (c2: 8 KB), whose 36 stores of a tile fall
 // in one cache set, ran c2's forward at 1.13 of the plane layout's time, with the slack 0.84.
 template <typename Tile>
@@ -156,8 +156,8 @@ void winograd_convolve_channels(const InputPlanes<float>& x, long n, long cin, c
   const bool parallel = threads > 1 && chunks > 1;
   const long chunk_tiles = chunk * t.per_plane(), in_floats = t.h * t.w, out_floats = t.p * t.q;
   const long pooled_floats = out.pool ? out.pool->p * out.pool->q : 0, block_floats = channel_block_floats(t);
-  const long slot_floats = positions * (matrix_stride(cin, chunk_tiles) + matrix_stride(cout, chunk_tiles)) +
-                           block_floats + staged_row_floats(t) + (out.pool ? kChannelLanes * out_floats : 0) +
+  const long matrices = positions * (channel_matrix_stride(chunk_tiles, cin) + channel_matrix_stride(chunk_tiles, cout));
+  const long slot_floats = matrices + block_floats + staged_row_floats(t) + (out.pool ? kChannelLanes * out_floats : 0) +
                            (x.pool ? kChannelLanes * in_floats : 0);
   const long slots = parallel ? threads : 1;
   // A pool's gradient straight into the block, where it fits; else unpooled plane by plane.
@@ -165,15 +165,15 @@ void winograd_convolve_channels(const InputPlanes<float>& x, long n, long cin, c
   Tensor workspace = Tensor::empty({slots * slot_floats}, DType::Float32, Device::cpu());
   float* ws = workspace.data<float>();
   for (long sl = 0; sl < slots; ++sl) {  // each slot's block: its border stays zero
-    float* block = ws + sl * slot_floats + positions * (matrix_stride(cin, chunk_tiles) + matrix_stride(cout, chunk_tiles));
+    float* block = ws + sl * slot_floats + matrices;
     std::fill(block, block + block_floats, 0.0f);
   }
   for_each_item(chunks, parallel, [&](long ck, int slot) {  // each chunk writes outputs of its own
     const long first = ck * chunk, count = std::min(chunk, n - first), tiles = count * t.per_plane();
-    const long v_stride = matrix_stride(cin, tiles), m_stride = matrix_stride(cout, tiles);
-    float* v = ws + slot * slot_floats;  // n² × tiles × cin
-    float* m = v + positions * matrix_stride(cin, chunk_tiles);   // n² × tiles × cout
-    float* block = m + positions * matrix_stride(cout, chunk_tiles);
+    const long v_stride = channel_matrix_stride(tiles, cin), m_stride = channel_matrix_stride(tiles, cout);
+    float* v = ws + slot * slot_floats;                                // n² × tiles × cin
+    float* m = v + positions * channel_matrix_stride(chunk_tiles, cin);  // n² × tiles × cout
+    float* block = ws + slot * slot_floats + matrices;
     float* staged = block + block_floats;
     float* pool_planes = staged + staged_row_floats(t);  // 16 planes on their way to the pool
     // 16 planes from the pool's gradient, or its cells (place_pooled_channel_block: half as many floats)

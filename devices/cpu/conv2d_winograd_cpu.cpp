@@ -186,9 +186,10 @@ void backward_filter_planes(const Conv2dGeometry& g, WinogradTile tile, const Te
       const bool pooled_tiles = std::is_same_v<T, float> && pool && pooled_tiles_fit(t, pool->p, pool->q) &&
                                 (!db || pooled_bias_fits(g.p, g.q));
       const long block_floats = channel_lanes ? channel_block_floats(t) : 0;
-      const long slot_floats = positions * (matrix_stride(g.c, chunk_tiles) + matrix_stride(g.k, chunk_tiles)) +
-                               2 * scratch_floats(t) + (channel_lanes ? 0 : chunk_tiles * g.c) +
-                               (pool ? g.p * g.q : 0) + block_floats;
+      const long v_floats = channel_lanes ? channel_matrix_stride(chunk_tiles, g.c) : matrix_stride(g.c, chunk_tiles);
+      const long used = positions * (v_floats + matrix_stride(g.k, chunk_tiles)) + 2 * scratch_floats(t) +
+                        (channel_lanes ? 0 : chunk_tiles * g.c) + (pool ? g.p * g.q : 0) + block_floats;
+      const long slot_floats = (used + kChannelLanes - 1) / kChannelLanes * kChannelLanes;  // 64-byte aligned slots
       Tensor workspace = Tensor::empty({slots * slot_floats}, x.dtype(), Device::cpu());
       // With channel lanes a run's first chunk writes its partial (beta 0), so none is zeroed.
       Tensor partial = channel_lanes ? Tensor::empty({runs * positions * kc}, x.dtype(), Device::cpu())
@@ -205,7 +206,7 @@ void backward_filter_planes(const Conv2dGeometry& g, WinogradTile tile, const Te
       // a run's first chunk, where channel lanes leave s unzeroed).
       const auto filter_chunk = [&](long ck, long slot, T* s, bool opens) {
         const long first = ck * chunk, count = std::min(chunk, g.n - first), tiles = count * t.per_plane();
-        const long v_stride = channel_lanes ? tiles * g.c : matrix_stride(g.c, tiles);
+        const long v_stride = channel_lanes ? channel_matrix_stride(tiles, g.c) : matrix_stride(g.c, tiles);
         const long z_stride = matrix_stride(g.k, tiles);
         T* v = ws + slot * slot_floats;      // n² × c × tiles (channel lanes: n² × tiles × c)
         T* z = v + positions * v_stride;     // n² × k × tiles
