@@ -144,9 +144,10 @@ void winograd_convolve(DType dtype, const InputPlanes<T>& x, long n, long cin, c
 // winograd_convolve, so the same bits, without splitting each plane into its columns mod m.
 // Against winograd_convolve on two Zen 5 threads (2026-12-02, alternated, medians): cifar-cnn's
 // forward c2 0.73–0.85 of its time, c3 0.88–0.99, c4 0.92–1.02; the data gradient, pooled c2
-// 0.91–0.96, c3 0.80–0.88, pooled c4 0.87–0.94. The matrices keep slack between them (channel_matrix_stride): a first
-// prototype with V[ξ] and M[ξ] a power of two apart (c2: 8 KB), whose 36 stores of a tile fall
-// in one cache set, ran c2's forward at 1.13 of the plane layout's time, with the slack 0.84.
+// 0.91–0.96, c3 0.80–0.88, pooled c4 0.87–0.94. The matrices keep slack between them
+// (channel_matrix_stride): a first prototype with V[ξ] and M[ξ] a power of two apart (c2: 8 KB),
+// whose 36 stores of a tile fall in one cache set, ran c2's forward at 1.13 of the plane
+// layout's time, with the slack 0.84.
 template <typename Tile>
 void winograd_convolve_channels(const InputPlanes<float>& x, long n, long cin, const Tiling& t, const float* u,
                                 long cout, const float* bias, OutputPlanes<float> out, bool relu) {
