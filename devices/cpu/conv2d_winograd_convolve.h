@@ -157,8 +157,10 @@ void winograd_convolve_channels(const InputPlanes<float>& x, long n, long cin, c
   const bool parallel = threads > 1 && chunks > 1;
   const long chunk_tiles = chunk * t.per_plane(), in_floats = t.h * t.w, out_floats = t.p * t.q;
   const long pooled_floats = out.pool ? out.pool->p * out.pool->q : 0, block_floats = channel_block_floats(t);
-  const long matrices = positions * (channel_matrix_stride(chunk_tiles, cin) + channel_matrix_stride(chunk_tiles, cout));
-  const long slot_floats = matrices + block_floats + staged_row_floats(t) + (out.pool ? kChannelLanes * out_floats : 0) +
+  const long matrices =
+      positions * (channel_matrix_stride(chunk_tiles, cin) + channel_matrix_stride(chunk_tiles, cout));
+  const long slot_floats = matrices + block_floats + staged_row_floats(t) +
+                           (out.pool ? kChannelLanes * out_floats : 0) +
                            (x.pool ? kChannelLanes * in_floats : 0);
   const long slots = parallel ? threads : 1;
   // A pool's gradient straight into the block, where it fits; else unpooled plane by plane.
