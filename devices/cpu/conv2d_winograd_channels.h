@@ -124,6 +124,32 @@ void input_transform_channels(const float* block, const Tiling& t, long first_ti
     }
 }
 
+// The filter gradient's Z = A e Aᵀ for every tile of one image's output gradient, 16 channels
+// at once: tile (ty, tx)'s m × m cells of 16 channels from `block` (the p × q planes placed as
+// place_channel_block does, t the plane's tiling with no padding: the cells past the planes stay
+// zero, as the filter gradient counts them), Z[ξ] of channel k0 + l to
+// z[ξ · stride + (first_tile + ty · tw + tx) · channels + k0 + l]: (tiles × k) matrices.
+template <typename Tile>
+void output_grad_transform_channels(const float* block, const Tiling& t, long first_tile, long channels, long k0,
+                                    float* z, long stride) {
+  constexpr int m = Tile::m, n = Tile::n;
+  const long cols = channel_block_cols(t);
+  for (long ty = 0; ty < t.th; ++ty)
+    for (long tx = 0; tx < t.tw; ++tx) {
+      const float* from = block + (m * ty * cols + m * tx) * kChannelLanes;
+      float* to = z + (first_tile + ty * t.tw + tx) * channels + k0;
+      ChannelVector e[m][m], columns[n][m];  // the tile, then A e
+      for (int r = 0; r < m; ++r)
+        for (int j = 0; j < m; ++j) load_channels(from + (r * cols + j) * kChannelLanes, e[r][j]);
+      for (int j = 0; j < m; ++j) Tile::output_grad(&e[0][j], m, &columns[0][j], m);
+      for (int a = 0; a < n; ++a) {  // (A e) Aᵀ: each row
+        ChannelVector row[n];
+        Tile::output_grad(columns[a], 1, row, 1);
+        for (int b = 0; b < n; ++b) store_channels(to + (n * a + b) * stride, row[b]);
+      }
+    }
+}
+
 // One row of tiles' outputs as 16-channel pixels: m rows of m·tw cells.
 inline long staged_row_floats(const Tiling& t) { return t.m * t.m * t.tw * kChannelLanes; }
 

@@ -63,4 +63,12 @@ inline void add_product_nn(long m, long n, long t, const double* a, const double
               int(n));
 }
 
+//   C (m × n) = beta · C + A (t × m)ᵀ · B (t × n)   beta 0 or 1: the filter gradient's sum with
+//                                                   both operands' channels innermost
+inline void product_tn(long m, long n, long t, const float* a, const float* b, float beta, float* c) {
+  if (!libxsmm_gemm(true, false, m, n, t, 1.0f, a, b, beta, c))
+    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, int(m), int(n), int(t), 1.0f, a, int(m), b, int(n), beta, c,
+                int(n));
+}
+
 }  // namespace nnlab::cpu::NNLAB_ISA
