@@ -60,6 +60,12 @@ inline bool winograd_channel_lanes(ConvDirection direction, const Conv2dGeometry
   }
   return false;
 }
+// The filter gradient's output-gradient transform as well (with AVX-512, dy's channels and rows
+// in whole 16s, beside its input's); a pooled dy needs pooled_channel_block_fits besides.
+inline bool winograd_output_grad_channel_lanes(const Conv2dGeometry& g, DType dtype) {
+  return winograd_channel_lanes(ConvDirection::BackwardFilter, g, dtype) && cpu_isa() == CpuIsa::avx512 &&
+         g.k % kWinogradChannelLanes == 0 && g.q % kWinogradChannelLanes == 0;
+}
 
 NNLAB_WINOGRAD_KERNELS(NNLAB_ISA_DECLARE)
 

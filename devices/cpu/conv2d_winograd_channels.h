@@ -101,6 +101,16 @@ inline void place_pooled_channel_block(const float* g, const int32_t* winners, l
     }
 }
 
+// The 2-D transform of one tile of 16-channel vectors: out = T · tile · Tᵀ, T the 1-D transform
+// `apply` (a Tile member from conv2d_winograd_tiles.h, in → out values) on each column, then
+// on each row.
+template <int in, int out, typename Apply>
+void transform_channel_tile(const ChannelVector (&tile)[in][in], Apply apply, ChannelVector (&result)[out][out]) {
+  ChannelVector columns[out][in];  // T · tile
+  for (int j = 0; j < in; ++j) apply(&tile[0][j], in, &columns[0][j], in);
+  for (int a = 0; a < out; ++a) apply(columns[a], 1, result[a], 1);
+}
+
 // V = Bᵀ d B for every tile of the block's image, 16 channels at once: V[ξ] of tile
 // (ty, tx) and channel c0 + l goes to v[ξ · stride + (first_tile + ty · tw + tx) · channels + c0 + l].
 template <typename Tile>
@@ -112,15 +122,12 @@ void input_transform_channels(const float* block, const Tiling& t, long first_ti
     for (long tx = 0; tx < t.tw; ++tx) {
       const float* from = block + (m * ty * cols + m * tx) * kChannelLanes;
       float* to = v + (first_tile + ty * t.tw + tx) * channels + c0;
-      ChannelVector d[n][n], u[n][n];  // the tile, then Bᵀ d
+      ChannelVector d[n][n], u[n][n];  // the tile, then Bᵀ d B
       for (int r = 0; r < n; ++r)
         for (int j = 0; j < n; ++j) load_channels(from + (r * cols + j) * kChannelLanes, d[r][j]);
-      for (int b = 0; b < n; ++b) Tile::data(&d[0][b], n, &u[0][b], n);  // Bᵀ d: each column
-      for (int a = 0; a < n; ++a) {                                        // (Bᵀ d) B: each row
-        ChannelVector row[n];
-        Tile::data(u[a], 1, row, 1);
-        for (int b = 0; b < n; ++b) store_channels(to + (n * a + b) * stride, row[b]);
-      }
+      transform_channel_tile(d, Tile::template data<ChannelVector>, u);
+      for (int a = 0; a < n; ++a)
+        for (int b = 0; b < n; ++b) store_channels(to + (n * a + b) * stride, u[a][b]);
     }
 }
 
@@ -138,15 +145,12 @@ void output_grad_transform_channels(const float* block, const Tiling& t, long fi
     for (long tx = 0; tx < t.tw; ++tx) {
       const float* from = block + (m * ty * cols + m * tx) * kChannelLanes;
       float* to = z + (first_tile + ty * t.tw + tx) * channels + k0;
-      ChannelVector e[m][m], columns[n][m];  // the tile, then A e
+      ChannelVector e[m][m], zt[n][n];  // the tile, then A e Aᵀ
       for (int r = 0; r < m; ++r)
         for (int j = 0; j < m; ++j) load_channels(from + (r * cols + j) * kChannelLanes, e[r][j]);
-      for (int j = 0; j < m; ++j) Tile::output_grad(&e[0][j], m, &columns[0][j], m);
-      for (int a = 0; a < n; ++a) {  // (A e) Aᵀ: each row
-        ChannelVector row[n];
-        Tile::output_grad(columns[a], 1, row, 1);
-        for (int b = 0; b < n; ++b) store_channels(to + (n * a + b) * stride, row[b]);
-      }
+      transform_channel_tile(e, Tile::template output_grad<ChannelVector>, zt);
+      for (int a = 0; a < n; ++a)
+        for (int b = 0; b < n; ++b) store_channels(to + (n * a + b) * stride, zt[a][b]);
     }
 }
 
@@ -170,19 +174,16 @@ void output_transform_channels(const float* products, long stride, long channels
   for (long ty = 0; ty < t.th; ++ty) {
     for (long tx = 0; tx < t.tw; ++tx) {
       const float* from = products + (first_tile + ty * t.tw + tx) * channels + c0;
-      ChannelVector s[n][n], columns[m][n];  // the products, then Aᵀ s
+      ChannelVector s[n][n], y[m][m];  // the products, then Aᵀ s A
       for (int a = 0; a < n; ++a)
         for (int j = 0; j < n; ++j) load_channels(from + (n * a + j) * stride, s[a][j]);
-      for (int j = 0; j < n; ++j) Tile::output(&s[0][j], n, &columns[0][j], n);
-      for (int a = 0; a < m; ++a) {  // (Aᵀ s) A: each row
-        ChannelVector row[m];
-        Tile::output(columns[a], 1, row, 1);
+      transform_channel_tile(s, Tile::template output<ChannelVector>, y);
+      for (int a = 0; a < m; ++a)
         for (int j = 0; j < m; ++j) {
-          ChannelVector out = row[j] + b;
+          ChannelVector out = y[a][j] + b;
           if (relu) out = out > zero ? out : zero;
           store_channels(staged + (a * row_cells + m * tx + j) * kChannelLanes, out);
         }
-      }
     }
     const long rows = std::min<long>(m, t.p - m * ty);
     for (long a = 0; a < rows; ++a)  // q cells of 16 channels → row m·ty + a of 16 planes

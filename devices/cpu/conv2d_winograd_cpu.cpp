@@ -191,8 +191,7 @@ void backward_filter_planes(const Conv2dGeometry& g, WinogradTile tile, const Te
       // alternated, medians): cifar-cnn's c3 0.67–0.78 of the time, the pooled c4 0.88–0.93, the
       // pooled c2 1.00–1.02 (whose pooled plane transform fills whole vectors already).
       const Tiling dy_t{t.m, g.p, g.q, 0, 0, g.p, g.q, t.th, t.tw};
-      const bool dy_lanes = channel_lanes && cpu_isa() == CpuIsa::avx512 && g.k % kChannelLanes == 0 &&
-                            g.q % kChannelLanes == 0 &&
+      const bool dy_lanes = winograd_output_grad_channel_lanes(g, x.dtype()) &&
                             (!pool || (pooled_channel_block_fits(dy_t, pool->p, pool->q) &&
                                        (!db || pooled_bias_fits(g.p, g.q))));
       const long block_floats = (channel_lanes ? channel_block_floats(t) : 0) +
