@@ -43,6 +43,7 @@ void cast_from(const Tensor& src, const Tensor& dst) {
     case DType::Float64: cast_typed<From, double>(src, dst); return;
     case DType::Int32: cast_typed<From, int32_t>(src, dst); return;
     case DType::UInt8: cast_typed<From, uint8_t>(src, dst); return;
+    case DType::BFloat16: cast_typed<From, BFloat16>(src, dst); return;
   }
 }
 
@@ -80,6 +81,7 @@ class HostMemory final : public DeviceMemory {
       case DType::Float64: fill_typed<double>(t, value); return;
       case DType::Int32: fill_typed<int32_t>(t, value); return;
       case DType::UInt8: fill_typed<uint8_t>(t, value); return;
+      case DType::BFloat16: fill_typed<BFloat16>(t, value); return;
     }
   }
 
@@ -90,6 +92,7 @@ class HostMemory final : public DeviceMemory {
       case DType::Float64: cast_from<double>(src, dst); return;
       case DType::Int32: cast_from<int32_t>(src, dst); return;
       case DType::UInt8: cast_from<uint8_t>(src, dst); return;
+      case DType::BFloat16: cast_from<BFloat16>(src, dst); return;
     }
   }
 

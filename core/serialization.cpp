@@ -31,13 +31,15 @@ const char* safetensors_dtype(DType t) {
     case DType::Float64: return "F64";
     case DType::Int32: return "I32";
     case DType::UInt8: return "U8";
+    case DType::BFloat16: return "BF16";
   }
   return "?";
 }
 
 bool parse_dtype(const std::string& s, DType& out) {
   static const std::pair<const char*, DType> known[] = {
-      {"F32", DType::Float32}, {"F64", DType::Float64}, {"I32", DType::Int32}, {"U8", DType::UInt8}};
+      {"F32", DType::Float32}, {"F64", DType::Float64}, {"I32", DType::Int32}, {"U8", DType::UInt8},
+      {"BF16", DType::BFloat16}};
   for (const auto& [name, t] : known)
     if (s == name) {
       out = t;
@@ -159,7 +161,7 @@ Entry parse_entry(const std::string& path, const std::string& name, const Json& 
               " lacks dtype, shape or data_offsets in the header (corrupt header)");
   Entry e{name, DType::Float32, {}, 0, 0};
   NNLAB_CHECK(j["dtype"].is_string() && parse_dtype(j["dtype"].get<std::string>(), e.dtype), where,
-              " has unknown dtype ", j["dtype"].dump(), "; nnlab reads F32, F64, I32 and U8");
+              " has unknown dtype ", j["dtype"].dump(), "; nnlab reads F32, F64, I32, U8 and BF16");
   NNLAB_CHECK(j["shape"].is_array(), where, " has a shape that is not a list");
   uint64_t numel = 1;
   for (const auto& d : j["shape"]) {

@@ -8,7 +8,8 @@
 //   the rest     the tensors' raw little-endian bytes, packed in header order; offsets are
 //                relative to the start of this data section
 //
-// nnlab writes and reads the dtypes F32, F64, I32 and U8.
+// nnlab writes and reads the dtypes F32, F64, I32, U8 and BF16 (a checkpoint's BF16 tensors
+// load into a float32 model: apps/checkpoint.cpp casts each to the parameter's dtype).
 //
 // Saving is atomic: the bytes go to "<path>.tmp-<pid>" in the same directory, which is
 // fsynced and renamed over `path`, then the directory is fsynced. A crash at any moment

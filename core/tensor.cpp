@@ -42,6 +42,7 @@ template Tensor Tensor::from_vector(const std::vector<float>&, const Shape&, Dev
 template Tensor Tensor::from_vector(const std::vector<double>&, const Shape&, Device);
 template Tensor Tensor::from_vector(const std::vector<int32_t>&, const Shape&, Device);
 template Tensor Tensor::from_vector(const std::vector<uint8_t>&, const Shape&, Device);
+template Tensor Tensor::from_vector(const std::vector<BFloat16>&, const Shape&, Device);
 
 int64_t Tensor::dim(int i) const {
   const int n = static_cast<int>(ndim());
@@ -79,6 +80,7 @@ template std::vector<float> Tensor::to_vector() const;
 template std::vector<double> Tensor::to_vector() const;
 template std::vector<int32_t> Tensor::to_vector() const;
 template std::vector<uint8_t> Tensor::to_vector() const;
+template std::vector<BFloat16> Tensor::to_vector() const;
 
 double Tensor::item() const {
   NNLAB_CHECK(numel() == 1, "item() needs a tensor of one element, got ", describe());

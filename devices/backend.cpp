@@ -70,6 +70,15 @@ void Backend::copy(const Tensor&, Tensor&) { missing("copy"); }
 void Backend::fill(Tensor&, double) { missing("fill"); }
 void Backend::cast(const Tensor&, Tensor&) { missing("cast"); }
 void Backend::gather_rows(const Tensor&, const Tensor&, Tensor&) { missing("gather_rows"); }
+void check_gemm_operands(int64_t m, int64_t n, int64_t k, const Tensor& a, const Tensor& b, const Tensor& c) {
+  const bool bf16_inputs = a.dtype() == DType::BFloat16 && b.dtype() == DType::BFloat16 &&
+                           (c.dtype() == DType::BFloat16 || c.dtype() == DType::Float32);
+  NNLAB_CHECK(bf16_inputs || (a.dtype() == b.dtype() && a.dtype() == c.dtype() && a.dtype() != DType::BFloat16),
+              "gemm: dtypes differ: ", a.describe(), ", ", b.describe(), ", ", c.describe(),
+              " (A, B and C alike, or bf16 A and B with a bf16 or float32 C)");
+  NNLAB_CHECK(a.numel() >= m * k && b.numel() >= k * n && c.numel() >= m * n, "gemm ", m, "×", n, "×", k,
+              ": buffers too small: ", a.describe(), ", ", b.describe(), ", ", c.describe());
+}
 void Backend::gemm(bool, bool, int64_t, int64_t, int64_t, double, const Tensor&, const Tensor&, double, Tensor&) {
   missing("gemm");
 }

@@ -93,6 +93,10 @@ struct AdamCorrections {
 };
 AdamCorrections adam_corrections(const AdamParams& hp, int64_t step);
 
+// Backend::gemm's dtypes (above it), and its buffers large enough for m×k, k×n and m×n; else
+// one error naming the three tensors.
+void check_gemm_operands(int64_t m, int64_t n, int64_t k, const Tensor& a, const Tensor& b, const Tensor& c);
+
 // One parameter of an Adam step over a list (Backend::adam_step_all).
 struct AdamSlot {
   Tensor* param;
@@ -217,6 +221,9 @@ class Backend : public DeviceMemory {
   // ---- gemm ----------------------------------------------------------------------------
   // C(m×n) = alpha · op(A) · op(B) + beta · C, row-major; op(A) is m×k, op(B) is k×n.
   // A is stored m×k (k×m when trans_a), B is stored k×n (n×k when trans_b).
+  // A, B and C of one dtype (float32; float64 on the CPU), or A and B bf16 with C bf16 or
+  // float32: the products exact, the sums in float32, a bf16 C rounded once as it is stored
+  // (check_gemm_dtypes).
   virtual void gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, double alpha, const Tensor& a,
                     const Tensor& b, double beta, Tensor& c);
   // A Linear layer's forward: y (n, out) = x (n, in) · wᵀ (w: (out, in)) + b (out, or null),

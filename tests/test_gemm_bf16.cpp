@@ -51,8 +51,8 @@ Expected reference(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const std:
     for (int64_t j = 0; j < n; ++j) {
       double s = accumulate ? c[i * n + j] : 0.0, size = std::fabs(s);
       for (int64_t p = 0; p < k; ++p) {
-        const double t = double(cpu::round_to_bf16(ta ? a[p * m + i] : a[i * k + p])) *
-                         double(cpu::round_to_bf16(tb ? b[j * k + p] : b[p * n + j]));
+        const double t = double(cpu::round_to_bf16_flushing(ta ? a[p * m + i] : a[i * k + p])) *
+                         double(cpu::round_to_bf16_flushing(tb ? b[j * k + p] : b[p * n + j]));
         s += t;
         size += std::fabs(t);
       }
@@ -72,14 +72,14 @@ bool same_bits(float x, uint32_t bits) {
 
 TEST_CASE("bf16: rounding to nearest, ties to even, as the hardware does", "[gemm][bf16]") {
   // 1 + 2⁻⁸ + 2⁻¹⁰: past half an ulp (bf16's ulp at 1 is 2⁻⁷), so up; truncation would give 1.
-  CHECK(cpu::round_to_bf16(1.0f + 0x1p-8f + 0x1p-10f) == 1.0f + 0x1p-7f);
-  CHECK(cpu::round_to_bf16(1.0f + 0x1p-8f) == 1.0f);                  // a tie: to the even 1
-  CHECK(cpu::round_to_bf16(1.0f + 0x1p-7f + 0x1p-8f) == 1.0f + 0x1p-6f);  // a tie: to the even 1 + 2⁻⁶
-  CHECK(cpu::round_to_bf16(-(1.0f + 0x1p-8f + 0x1p-10f)) == -(1.0f + 0x1p-7f));
-  CHECK(cpu::round_to_bf16(0x1p-130f) == 0.0f);                       // a denormal counts as zero
-  CHECK(std::isinf(cpu::round_to_bf16(std::numeric_limits<float>::max())));  // rounds past bf16's largest
-  CHECK(std::isnan(cpu::round_to_bf16(std::numeric_limits<float>::quiet_NaN())));
-  CHECK(same_bits(cpu::round_to_bf16(3.0f), 0x40400000u));  // exact values stay
+  CHECK(cpu::round_to_bf16_flushing(1.0f + 0x1p-8f + 0x1p-10f) == 1.0f + 0x1p-7f);
+  CHECK(cpu::round_to_bf16_flushing(1.0f + 0x1p-8f) == 1.0f);                  // a tie: to the even 1
+  CHECK(cpu::round_to_bf16_flushing(1.0f + 0x1p-7f + 0x1p-8f) == 1.0f + 0x1p-6f);  // a tie: to the even 1 + 2⁻⁶
+  CHECK(cpu::round_to_bf16_flushing(-(1.0f + 0x1p-8f + 0x1p-10f)) == -(1.0f + 0x1p-7f));
+  CHECK(cpu::round_to_bf16_flushing(0x1p-130f) == 0.0f);                       // a denormal counts as zero
+  CHECK(std::isinf(cpu::round_to_bf16_flushing(std::numeric_limits<float>::max())));  // rounds past bf16's largest
+  CHECK(std::isnan(cpu::round_to_bf16_flushing(std::numeric_limits<float>::quiet_NaN())));
+  CHECK(same_bits(cpu::round_to_bf16_flushing(3.0f), 0x40400000u));  // exact values stay
 }
 
 TEST_CASE("bf16 gemm: every transpose pair and edge against a double reference", "[gemm][bf16]") {

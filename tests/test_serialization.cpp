@@ -111,8 +111,8 @@ TEST_CASE("safetensors load refuses damaged files with a message naming the file
   write_raw(p, R"({"w": {"dtype": "F32", "shape": [2], "data_offsets": [0, 8]},)"
                R"( "v": {"dtype": "F32", "shape": [2], "data_offsets": [4, 12]}})", data16);
   CHECK_THAT(load_error(p), Catch::Contains("overlap"));
-  write_raw(p, R"({"w": {"dtype": "BF16", "shape": [2, 2], "data_offsets": [0, 8]}})", data16);
-  CHECK_THAT(load_error(p), Catch::Contains("unknown dtype \"BF16\""));
+  write_raw(p, R"({"w": {"dtype": "F16", "shape": [2, 2], "data_offsets": [0, 8]}})", data16);
+  CHECK_THAT(load_error(p), Catch::Contains("unknown dtype \"F16\""));
   write_raw(p, R"({"w": {"dtype": "F32", "shape": [-2, 2], "data_offsets": [0, 16]}})", data16);
   CHECK_THAT(load_error(p), Catch::Contains("invalid dimension -2"));
   // Dimensions whose product overflows 64 bits must not wrap around to a small size.

@@ -59,8 +59,8 @@ void gemm_bf16(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, cons
 void set_cpu_bf16_products(bool on);
 bool cpu_bf16_products();
 
-// One float rounded to bf16 (nearest, ties to even; NaN stays NaN) and widened back: the
-// rounding the packing applies, for tests and reference loops.
-float round_to_bf16(float x);
+// One float rounded to bf16 (nearest, ties to even; NaN stays NaN; a denormal to ±0) and widened
+// back: the rounding the packing applies, for tests and reference loops.
+float round_to_bf16_flushing(float x);
 
 }  // namespace nnlab::cpu

@@ -5,8 +5,8 @@
 #include <cpuid.h>
 
 #include <atomic>
-#include <cstring>
 
+#include "core/bfloat16.h"
 #include "core/error.h"
 #include "devices/cpu/cpu_isa.h"
 #include "devices/cpu/gemm_bf16.h"
@@ -61,22 +61,13 @@ void gemm_bf16(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, cons
   avx512::gemm_bf16(trans_a, trans_b, m, n, k, a, lda, b, ldb, accumulate, c, ldc, column_bias, relu);
 }
 
-// Scalar twin of the packing's conversion (VCVTNE2PS2BF16): nearest, ties to even; denormal
-// inputs count as zero (the instruction's rule); NaN stays a (quiet) NaN.
-float round_to_bf16(float x) {
-  uint32_t u;
-  std::memcpy(&u, &x, sizeof u);
-  if ((u & 0x7f800000u) == 0) {
-    u &= 0x80000000u;  // ±0 or a denormal: ±0
-  } else if ((u & 0x7fffffffu) > 0x7f800000u) {
-    u = (u | 0x00400000u) & 0xffff0000u;  // NaN: quiet, its top payload bits kept
-  } else {
-    u += 0x7fffu + ((u >> 16) & 1u);  // carries into the top half when the dropped half is over ½ ulp, or ½ and odd
-    u &= 0xffff0000u;
-  }
-  float r;
-  std::memcpy(&r, &u, sizeof r);
-  return r;
+// Scalar twin of the packing's conversion (VCVTNE2PS2BF16): core/bfloat16.h's rounding (nearest,
+// ties to even; NaN stays a quiet NaN), except that a denormal input counts as zero (the
+// instruction's rule), where a bf16 store keeps it.
+float round_to_bf16_flushing(float x) {
+  const uint32_t u = bit_cast<uint32_t>(x);
+  if ((u & 0x7f800000u) == 0) return bit_cast<float>(u & 0x80000000u);  // ±0 or a denormal: ±0
+  return nnlab::round_to_bf16(x);
 }
 
 }  // namespace nnlab::cpu

@@ -88,11 +88,16 @@ void product_on_this_thread(bool trans_a, int64_t m, int64_t n, int64_t k, const
 
 void CpuBackend::gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, double alpha, const Tensor& a,
                       const Tensor& b, double beta, Tensor& c) {
-  NNLAB_CHECK(a.dtype() == b.dtype() && a.dtype() == c.dtype(), "gemm: dtypes differ: ", a.describe(), ", ",
-              b.describe(), ", ", c.describe());
-  NNLAB_CHECK(a.numel() >= m * k && b.numel() >= k * n && c.numel() >= m * n, "gemm ", m, "×", n, "×", k,
-              ": buffers too small: ", a.describe(), ", ", b.describe(), ", ", c.describe());
+  check_gemm_operands(m, n, k, a, b, c);
   if (m == 0 || n == 0) return;
+  if (a.dtype() == DType::BFloat16) {  // widened to float32 (exactly), multiplied, C rounded once
+    Tensor c32 = c.dtype() == DType::Float32 ? c
+                 : beta == 0.0               ? Tensor::empty(c.shape())
+                                             : c.to(DType::Float32);
+    gemm(trans_a, trans_b, m, n, k, alpha, a.to(DType::Float32), b.to(DType::Float32), beta, c32);
+    if (c.dtype() == DType::BFloat16) cast(c32, c);
+    return;
+  }
   KernelTiming timing;  // for nnlab explain: the record below gets the product's time
   if (k == 0) {  // an empty sum: C = beta·C (BLAS rejects the leading dimension 0 a k of 0 gives)
     cpu::dispatch_float("gemm", c, [&](auto t) {

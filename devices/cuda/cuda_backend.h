@@ -152,6 +152,10 @@ class CudaBackend final : public Backend {
   void dropout_backward(const Tensor& dy, const Tensor& mask, double p, Tensor& dx) override;
 
  private:
+  // gemm_cuda.cu: gemm on bf16 A and B
+  void gemm_bf16_storage(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, double alpha, const Tensor& a,
+                         const Tensor& b, double beta, Tensor& c);
+
   std::unique_ptr<CachingAllocator> allocator_;
   std::unique_ptr<cuda::Context> ctx_;
  protected:

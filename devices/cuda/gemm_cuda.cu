@@ -1,4 +1,4 @@
-// GEMM on CUDA through cuBLAS, float32. The row-major trick (which column-major cuBLAS call
+// GEMM on CUDA through cuBLAS, float32 (or bf16 storage, float32 sums). The row-major trick (which column-major cuBLAS call
 // computes nnlab's row-major product) is worked out in devices/cuda/gemm_plan.h. With
 // --gemm-impl naive|tiled|registers the product runs on nnlab's own kernels instead
 // (gemm_ladder_cuda.cu); cuBLAS is the default.
@@ -18,28 +18,58 @@ namespace nnlab {
 
 namespace {
 
-// c: (n)   c = beta·c; beta = 0 writes zeros and never reads c (NaNs in c included)
-__global__ void scale_kernel(float* c, float beta, int64_t n) {
-  NNLAB_GRID_STRIDE(i, n) c[i] = beta == 0.0f ? 0.0f : beta * c[i];
+// c: (n), float32 or bf16   c = beta·c; beta = 0 writes zeros and never reads c (NaNs in c
+// included)
+template <typename T>
+__global__ void scale_kernel(T* c, float beta, int64_t n) {
+  NNLAB_GRID_STRIDE(i, n) c[i] = T(beta == 0.0f ? 0.0f : beta * float(c[i]));
+}
+
+template <typename T>
+void launch_scale(const cuda::Context& ctx, const Tensor& c, float beta, int64_t n) {
+  cuda::launch("scale_kernel", scale_kernel<T>, cuda::grid_for(ctx, n), cuda::kThreads, ctx.stream, cuda::ptr<T>(c),
+               beta, n);
 }
 
 }  // namespace
 
+// bf16 A and B (C bf16 or float32) through cublasGemmEx with CUBLAS_COMPUTE_32F: the tensor
+// cores' exact bf16 products, float32 sums, a bf16 C rounded once as it is stored. Always
+// cuBLAS: the --gemm-impl rungs are float32 teaching kernels.
+void CudaBackend::gemm_bf16_storage(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, double alpha,
+                                    const Tensor& a, const Tensor& b, double beta, Tensor& c) {
+  cuda::Context& ctx = *ctx_;
+  const cuda::ColumnMajorGemm p = cuda::column_major_plan(trans_a, trans_b, m, n, k);
+  const float alpha_f = static_cast<float>(alpha), beta_f = static_cast<float>(beta);
+  const cudaDataType c_type = c.dtype() == DType::BFloat16 ? CUDA_R_16BF : CUDA_R_32F;
+  KernelTiming timing(kernel_log_enabled()  // nnlab explain: the call as the row-major product it computes
+                          ? record_kernel("cublasGemmEx (bf16 storage)", std::string(trans_a ? "T" : "N") +
+                                                                             (trans_b ? "T" : "N") + " " +
+                                                                             dims_text({m, n, k}))
+                          : kNotRecorded);
+  NNLAB_CUBLAS_CHECK(cublasGemmEx(ctx.cublas, p.trans_first ? CUBLAS_OP_T : CUBLAS_OP_N,
+                                  p.trans_second ? CUBLAS_OP_T : CUBLAS_OP_N, int(p.m), int(p.n), int(p.k), &alpha_f,
+                                  b.raw_data(), CUDA_R_16BF, int(p.ld_first), a.raw_data(), CUDA_R_16BF,
+                                  int(p.ld_second), &beta_f, c.raw_data(), c_type, int(p.ldc), CUBLAS_COMPUTE_32F,
+                                  CUBLAS_GEMM_DEFAULT));
+}
+
 // C(m×n) = alpha · op(A)(m×k) · op(B)(k×n) + beta · C
 void CudaBackend::gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, double alpha, const Tensor& a,
                        const Tensor& b, double beta, Tensor& c) {
-  cuda::require_f32("gemm", a);
-  NNLAB_CHECK(a.dtype() == b.dtype() && a.dtype() == c.dtype(), "gemm: dtypes differ: ", a.describe(), ", ",
-              b.describe(), ", ", c.describe());
-  NNLAB_CHECK(a.numel() >= m * k && b.numel() >= k * n && c.numel() >= m * n, "gemm ", m, "×", n, "×", k,
-              ": buffers too small: ", a.describe(), ", ", b.describe(), ", ", c.describe());
+  const bool bf16_storage = a.dtype() == DType::BFloat16;
+  if (!bf16_storage) cuda::require_f32("gemm", a);
+  check_gemm_operands(m, n, k, a, b, c);
   if (m == 0 || n == 0) return;
   cuda::Context& ctx = *ctx_;
   if (k == 0) {  // an empty sum: C = beta·C
-    cuda::launch("scale_kernel", scale_kernel, cuda::grid_for(ctx, m * n), cuda::kThreads, ctx.stream,
-                 cuda::ptr<float>(c), static_cast<float>(beta), m * n);
+    if (c.dtype() == DType::BFloat16)
+      launch_scale<BFloat16>(ctx, c, static_cast<float>(beta), m * n);
+    else
+      launch_scale<float>(ctx, c, static_cast<float>(beta), m * n);
     return;
   }
+  if (bf16_storage) return gemm_bf16_storage(trans_a, trans_b, m, n, k, alpha, a, b, beta, c);
   if (gemm_impl() != GemmImpl::Cublas)  // --gemm-impl: one of nnlab's own kernels (gemm_ladder_cuda.cu)
     return cuda::gemm_ladder(ctx, gemm_impl(), trans_a, trans_b, m, n, k, static_cast<float>(alpha),
                              cuda::ptr<float>(a), cuda::ptr<float>(b), static_cast<float>(beta), cuda::ptr<float>(c));

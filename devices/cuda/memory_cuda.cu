@@ -125,6 +125,7 @@ void launch_cast_from(const cuda::Context& c, const Tensor& src, const Tensor& d
     case DType::Float64: launch_cast<From, double>(c, src, dst); return;
     case DType::Int32: launch_cast<From, int32_t>(c, src, dst); return;
     case DType::UInt8: launch_cast<From, uint8_t>(c, src, dst); return;
+    case DType::BFloat16: launch_cast<From, BFloat16>(c, src, dst); return;
   }
 }
 
@@ -246,6 +247,7 @@ void CudaBackend::fill(Tensor& t, double value) {
     case DType::Float64: launch_fill<double>(*ctx_, t, value); return;
     case DType::Int32: launch_fill<int32_t>(*ctx_, t, value); return;
     case DType::UInt8: launch_fill<uint8_t>(*ctx_, t, value); return;
+    case DType::BFloat16: launch_fill<BFloat16>(*ctx_, t, value); return;
   }
 }
 
@@ -257,6 +259,7 @@ void CudaBackend::cast(const Tensor& src, Tensor& dst) {
     case DType::Float64: launch_cast_from<double>(*ctx_, src, dst); return;
     case DType::Int32: launch_cast_from<int32_t>(*ctx_, src, dst); return;
     case DType::UInt8: launch_cast_from<uint8_t>(*ctx_, src, dst); return;
+    case DType::BFloat16: launch_cast_from<BFloat16>(*ctx_, src, dst); return;
   }
 }
 

@@ -25,7 +25,19 @@ TEST_CASE("gpu: copies, fill, cast and gather_rows match the CPU", "[gpu][memory
     require_equal<float>(f, Tensor::full({n}, 3.25), "fill");
     require_equal<uint8_t>(Tensor::full({n}, 7, DType::UInt8, Device::cuda(0)), Tensor::full({n}, 7, DType::UInt8),
                            "fill uint8");
+    require_equal<float>(g.to(DType::BFloat16).to(DType::Float32), x.to(DType::BFloat16).to(DType::Float32),
+                         "cast float32 → bfloat16 → float32");
+    require_equal<float>(Tensor::full({n}, 0.1, DType::BFloat16, Device::cuda(0)).to(DType::Float32),
+                         Tensor::full({n}, 0.1, DType::BFloat16).to(DType::Float32), "fill bfloat16");
   }
+  // bf16's rounding decisions on the device, bit for bit as the CPU's (core/bfloat16.h): past
+  // half an ulp, two ties (to even), a denormal, an overflow; truncating would miss three.
+  const Tensor edges = Tensor::from_vector<float>(
+      {1.0f + 0x1p-8f + 0x1p-10f, 1.0f + 0x1p-8f, 1.0f + 0x1p-7f + 0x1p-8f, 0x1p-130f, 3.4e38f, -0.0f}, {6});
+  require_equal<float>(on_gpu(edges).to(DType::BFloat16).to(DType::Float32), edges.to(DType::BFloat16).to(DType::Float32),
+                       "bfloat16 rounding");
+  CHECK(on_gpu(edges).to(DType::BFloat16).to(DType::Float32).to_vector<float>() ==
+        std::vector<float>{1.0f + 0x1p-7f, 1.0f, 1.0f + 0x1p-6f, 0x1p-130f, INFINITY, -0.0f});
   for (const Shape& rows_shape : std::vector<Shape>{{10, 3}, {7, 1, 5, 5}, {1, 1}}) {
     Tensor rows = fresh_tensor(rows_shape);
     Tensor idx = random_labels(13, rows_shape[0]);
@@ -68,6 +80,34 @@ TEST_CASE("gpu: gemm matches OpenBLAS for every transpose combination", "[gpu][g
                         " trans " + std::to_string(t));
     }
   }
+}
+
+TEST_CASE("gpu: gemm on bf16 storage matches the CPU's, into float32 and into bf16", "[gpu][gemm][bfloat16]") {
+  struct Dims {
+    int64_t m, n, k;
+  };
+  for (const Dims d : {Dims{1, 1, 1}, Dims{7, 13, 5}, Dims{64, 10, 784}, Dims{33, 65, 0}}) {
+    for (int t = 0; t < 4; ++t) {
+      const bool ta = t & 1, tb = t & 2;
+      const Tensor a = fresh_tensor(ta ? Shape{d.k, d.m} : Shape{d.m, d.k}).to(DType::BFloat16);
+      const Tensor b = fresh_tensor(tb ? Shape{d.n, d.k} : Shape{d.k, d.n}).to(DType::BFloat16);
+      for (const DType c_type : {DType::Float32, DType::BFloat16}) {
+        Tensor c = fresh_tensor({d.m, d.n}).to(c_type), gc = on_gpu(c);
+        cpu().gemm(ta, tb, d.m, d.n, d.k, 1.5, a, b, 0.5, c);
+        gpu().gemm(ta, tb, d.m, d.n, d.k, 1.5, on_gpu(a), on_gpu(b), 0.5, gc);
+        REQUIRE(gc.dtype() == c_type);
+        // Sums in another order: float32 apart by their rounding; a bf16 C by at most one of
+        // its ulps (2⁻⁷ relative) where the two sums straddle a rounding boundary.
+        const double rtol = c_type == DType::BFloat16 ? 1e-2 : 1e-5;
+        require_allclose(gc, c, rtol, 2e-6 * static_cast<double>(d.k) + 1e-6,
+                         "bf16 gemm " + std::to_string(d.m) + "×" + std::to_string(d.n) + "×" +
+                             std::to_string(d.k) + " trans " + std::to_string(t) + " into " + dtype_name(c_type));
+      }
+    }
+  }
+  Tensor a = on_gpu(fresh_tensor({4, 4})).to(DType::BFloat16), c = on_gpu(Tensor::zeros({4, 4}));
+  CHECK_THROWS_WITH(gpu().gemm(false, false, 4, 4, 4, 1.0, a, on_gpu(fresh_tensor({4, 4})), 0.0, c),
+                    Catch::Contains("gemm: dtypes differ") && Catch::Contains("bf16 A and B"));
 }
 
 TEST_CASE("gpu: TF32 is opt-in and strict float32 is the default", "[gpu][gemm]") {

@@ -54,12 +54,6 @@ bool check_device_access(const char* call, const char* what, const void* p, size
 const std::string& last_diagnostic();
 void set_diagnostic(std::string text);
 
-// x rounded to bfloat16 (8 exponent bits, 7 stored mantissa bits) and back, as a GPU's
-// __float2bfloat16 and its bf16 tensor cores round: to nearest, ties to even; a NaN stays a
-// (quiet) NaN, infinities stay. Used by the simulated cuBLAS and cuBLASLt under
-// CUBLAS_COMPUTE_32F_FAST_16BF (sim_cublas.cpp).
-float round_to_bf16(float x);
-
 // The error cudaGetLastError() returns next on this thread (a failed launch).
 void set_launch_error(cudaError_t error);
 

@@ -1,6 +1,6 @@
 // The CUDA simulator's cuBLAS: a handle (stream, math mode, pointer mode), cublasSgemm and
 // cublasGemmEx on float32 matrices (with FAST_16BF, the inputs rounded to bf16 first, as the
-// tensor cores take them), checked as cuBLAS documents and then run on the handle's stream by
+// tensor cores take them) or bf16 ones (a bf16 or float32 C, float32 sums), checked as cuBLAS documents and then run on the handle's stream by
 // OpenBLAS.
 //
 // A call is split the way the real library splits it: the arguments are checked on the
@@ -19,6 +19,7 @@
 
 #include <cublas_v2.h>
 
+#include "core/bfloat16.h"
 #include "devices/cuda/sim/sim.h"
 
 struct cublasContext {
@@ -26,27 +27,6 @@ struct cublasContext {
   cublasMath_t math = CUBLAS_DEFAULT_MATH;
   cublasPointerMode_t pointer_mode = CUBLAS_POINTER_MODE_HOST;
 };
-
-namespace nnlab::sim {
-
-// Round to nearest even on the 16 bits dropped: add 0x7fff plus the lowest kept bit, then cut.
-// A NaN is kept a NaN (its quiet bit set), which the addition could otherwise carry into an
-// infinity.
-float round_to_bf16(float x) {
-  uint32_t bits = 0;
-  std::memcpy(&bits, &x, sizeof bits);
-  if ((bits & 0x7fffffffu) > 0x7f800000u) {
-    bits = (bits | 0x00400000u) & 0xffff0000u;
-  } else {
-    bits += 0x7fffu + ((bits >> 16) & 1u);
-    bits &= 0xffff0000u;
-  }
-  float out = 0.0f;
-  std::memcpy(&out, &bits, sizeof out);
-  return out;
-}
-
-}  // namespace nnlab::sim
 
 namespace {
 
@@ -65,11 +45,12 @@ cublasStatus_t refuse(const char* call, const std::string& why, cublasStatus_t s
   return status;
 }
 
-// Bytes spanned by a column-major rows×cols matrix with leading dimension ld: the last
-// column starts at (cols − 1)·ld and holds rows elements. An empty matrix spans nothing.
-size_t column_major_bytes(int rows, int cols, int ld) {
+// Bytes spanned by a column-major rows×cols matrix of `element`-byte values with leading
+// dimension ld: the last column starts at (cols − 1)·ld and holds rows elements. An empty
+// matrix spans nothing.
+size_t column_major_bytes(int rows, int cols, int ld, size_t element = sizeof(float)) {
   if (rows <= 0 || cols <= 0) return 0;
-  return (static_cast<size_t>(cols - 1) * static_cast<size_t>(ld) + static_cast<size_t>(rows)) * sizeof(float);
+  return (static_cast<size_t>(cols - 1) * static_cast<size_t>(ld) + static_cast<size_t>(rows)) * element;
 }
 
 // A scalar the device reads must be device memory in CUBLAS_POINTER_MODE_DEVICE; in host
@@ -80,23 +61,31 @@ bool scalar_ok(const char* call, const cublasContext* h, const char* what, const
   return nnlab::sim::check_device_access(call, what, p, sizeof(float));
 }
 
-// A copy of the column-major rows×cols matrix x (leading dimension ld) with every element
-// rounded to bf16, same layout: what a bf16 tensor core multiplies.
-std::vector<float> rounded_to_bf16(const float* x, int rows, int cols, int ld) {
+// The element types of one product, as cublasGemmEx takes them under CUBLAS_COMPUTE_32F: A
+// and B both float32 or both bf16, C float32 or bf16; round_inputs: float32 A and B rounded
+// to bf16 first (FAST_16BF, what a bf16 tensor core multiplies).
+struct GemmTypes {
+  bool ab_bf16 = false, c_bf16 = false, round_inputs = false;
+};
+
+// A float32 copy of the column-major rows×cols matrix x (leading dimension ld), same layout:
+// bf16 elements widened (exactly), or float32 ones rounded to bf16 when `round`.
+std::vector<float> widened(const void* x, bool bf16, bool round, int rows, int cols, int ld) {
   std::vector<float> out(column_major_bytes(rows, cols, ld) / sizeof(float));
   for (int j = 0; j < cols; ++j)
     for (int i = 0; i < rows; ++i) {
       const size_t at = static_cast<size_t>(j) * static_cast<size_t>(ld) + static_cast<size_t>(i);
-      out[at] = nnlab::sim::round_to_bf16(x[at]);
+      const float v = bf16 ? float(static_cast<const nnlab::BFloat16*>(x)[at]) : static_cast<const float*>(x)[at];
+      out[at] = round ? nnlab::round_to_bf16(v) : v;
     }
   return out;
 }
 
-// cublasSgemm and cublasGemmEx on float32 matrices (`call` names the entry point in
-// diagnostics). bf16_inputs: A and B rounded to bf16 before the product (FAST_16BF).
+// cublasSgemm and cublasGemmEx (`call` names the entry point in diagnostics) on matrices of
+// the element types `types`; the scalars and the sums are float32.
 cublasStatus_t float_gemm(const char* call, cublasHandle_t handle, cublasOperation_t transa,
-                          cublasOperation_t transb, int m, int n, int k, const float* alpha, const float* A, int lda,
-                          const float* B, int ldb, const float* beta, float* C, int ldc, bool bf16_inputs) {
+                          cublasOperation_t transb, int m, int n, int k, const float* alpha, const void* A, int lda,
+                          const void* B, int ldb, const float* beta, void* C, int ldc, GemmTypes types) {
   if (!live(handle)) {
     return refuse(call, "the handle was not created by cublasCreate or was destroyed", CUBLAS_STATUS_NOT_INITIALIZED);
   }
@@ -120,32 +109,49 @@ cublasStatus_t float_gemm(const char* call, cublasHandle_t handle, cublasOperati
   // Every operand the device touches must be device (or mapped) memory; the diagnostic
   // names the call and the argument, and the error is INVALID_VALUE (a GPU would fault later
   // with an illegal address, far from the call that caused it).
-  if (!nnlab::sim::check_device_access(call, "A", A, column_major_bytes(a_rows, a_cols, lda)) ||
-      !nnlab::sim::check_device_access(call, "B", B, column_major_bytes(b_rows, b_cols, ldb)) ||
-      !nnlab::sim::check_device_access(call, "C", C, column_major_bytes(m, n, ldc)))
+  const size_t ab_size = types.ab_bf16 ? 2 : 4, c_size = types.c_bf16 ? 2 : 4;
+  if (!nnlab::sim::check_device_access(call, "A", A, column_major_bytes(a_rows, a_cols, lda, ab_size)) ||
+      !nnlab::sim::check_device_access(call, "B", B, column_major_bytes(b_rows, b_cols, ldb, ab_size)) ||
+      !nnlab::sim::check_device_access(call, "C", C, column_major_bytes(m, n, ldc, c_size)))
     return CUBLAS_STATUS_INVALID_VALUE;
 
   const bool host_scalars = handle->pointer_mode == CUBLAS_POINTER_MODE_HOST;
   const float alpha_now = host_scalars ? *alpha : 0.0f, beta_now = host_scalars ? *beta : 0.0f;
   nnlab::sim::enqueue(handle->stream, "cublas", call, [=] {
     const float a_s = host_scalars ? alpha_now : *alpha, b_s = host_scalars ? beta_now : *beta;
-    if (k == 0) {  // C = beta · C; beta == 0 writes zeros and never reads C (it may hold NaN)
+    // A bf16 C is computed in a float32 copy and rounded once as it is stored, as the
+    // library's epilogue does; beta == 0 never reads C (it may hold NaN), as OpenBLAS and
+    // cuBLAS do not.
+    std::vector<float> c32;
+    if (types.c_bf16) c32 = b_s == 0.0f ? std::vector<float>(column_major_bytes(m, n, ldc) / sizeof(float))
+                                        : widened(C, true, false, m, n, ldc);
+    float* const c = types.c_bf16 ? c32.data() : static_cast<float*>(C);
+    if (k == 0) {  // C = beta · C
       for (int j = 0; j < n; ++j) {
-        float* col = C + static_cast<size_t>(j) * ldc;
+        float* col = c + static_cast<size_t>(j) * ldc;
         if (b_s == 0.0f)
           std::fill(col, col + m, 0.0f);
         else
           for (int i = 0; i < m; ++i) col[i] *= b_s;
       }
-      return;
+    } else {
+      // bf16 inputs are multiplied as float32 copies: bf16 · bf16 is exact in float32, so only
+      // the rounding and the sum's order separate it from a tensor core.
+      std::vector<float> a32, b32;
+      const bool copy = types.ab_bf16 || types.round_inputs;
+      if (copy)
+        a32 = widened(A, types.ab_bf16, types.round_inputs, a_rows, a_cols, lda),
+        b32 = widened(B, types.ab_bf16, types.round_inputs, b_rows, b_cols, ldb);
+      cblas_sgemm(CblasColMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, m, n, k, a_s,
+                  copy ? a32.data() : static_cast<const float*>(A), lda,
+                  copy ? b32.data() : static_cast<const float*>(B), ldb, b_s, c, ldc);
     }
-    // OpenBLAS, like cuBLAS, does not read C when beta == 0. With bf16 inputs it multiplies
-    // the rounded copies: bf16 · bf16 is exact in float32, so only the rounding and the sum's
-    // order separate it from a tensor core.
-    std::vector<float> a16, b16;
-    if (bf16_inputs) a16 = rounded_to_bf16(A, a_rows, a_cols, lda), b16 = rounded_to_bf16(B, b_rows, b_cols, ldb);
-    cblas_sgemm(CblasColMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, m, n, k, a_s,
-                bf16_inputs ? a16.data() : A, lda, bf16_inputs ? b16.data() : B, ldb, b_s, C, ldc);
+    if (types.c_bf16)
+      for (int j = 0; j < n; ++j)
+        for (int i = 0; i < m; ++i) {
+          const size_t at = static_cast<size_t>(j) * static_cast<size_t>(ldc) + static_cast<size_t>(i);
+          static_cast<nnlab::BFloat16*>(C)[at] = nnlab::BFloat16(c32[at]);
+        }
   });
   return CUBLAS_STATUS_SUCCESS;
 }
@@ -246,7 +252,7 @@ cublasStatus_t cublasSetMathMode(cublasHandle_t handle, cublasMath_t mode) {
 cublasStatus_t cublasSgemm_v2(cublasHandle_t handle, cublasOperation_t transa, cublasOperation_t transb, int m,
                               int n, int k, const float* alpha, const float* A, int lda, const float* B, int ldb,
                               const float* beta, float* C, int ldc) {
-  return float_gemm("cublasSgemm", handle, transa, transb, m, n, k, alpha, A, lda, B, ldb, beta, C, ldc, false);
+  return float_gemm("cublasSgemm", handle, transa, transb, m, n, k, alpha, A, lda, B, ldb, beta, C, ldc, GemmTypes{});
 }
 
 cublasStatus_t cublasGemmEx(cublasHandle_t handle, cublasOperation_t transa, cublasOperation_t transb, int m, int n,
@@ -254,18 +260,26 @@ cublasStatus_t cublasGemmEx(cublasHandle_t handle, cublasOperation_t transa, cub
                             cudaDataType Btype, int ldb, const void* beta, void* C, cudaDataType Ctype, int ldc,
                             cublasComputeType_t computeType, cublasGemmAlgo_t algo) {
   const char* call = "cublasGemmEx";
-  if (Atype != CUDA_R_32F || Btype != CUDA_R_32F || Ctype != CUDA_R_32F)
-    return refuse(call, "the simulator takes float32 matrices only (CUDA_R_32F)", CUBLAS_STATUS_NOT_SUPPORTED);
+  const auto float_or_bf16 = [](cudaDataType t) { return t == CUDA_R_32F || t == CUDA_R_16BF; };
+  if (!float_or_bf16(Atype) || Btype != Atype || !float_or_bf16(Ctype) || (Atype == CUDA_R_32F && Ctype != CUDA_R_32F))
+    return refuse(call,
+                  "the simulator takes float32 matrices, or bf16 A and B with a bf16 or float32 C (CUDA_R_32F, "
+                  "CUDA_R_16BF)",
+                  CUBLAS_STATUS_NOT_SUPPORTED);
   if (computeType != CUBLAS_COMPUTE_32F && computeType != CUBLAS_COMPUTE_32F_FAST_TF32 &&
       computeType != CUBLAS_COMPUTE_32F_FAST_16BF)
     return refuse(call, "compute type " + std::to_string(computeType) + " is not simulated",
                   CUBLAS_STATUS_NOT_SUPPORTED);
+  if (Atype == CUDA_R_16BF && computeType != CUBLAS_COMPUTE_32F)  // as cuBLAS's table of type combinations
+    return refuse(call, "bf16 matrices take CUBLAS_COMPUTE_32F", CUBLAS_STATUS_NOT_SUPPORTED);
   if (algo != CUBLAS_GEMM_DEFAULT && algo != CUBLAS_GEMM_DEFAULT_TENSOR_OP)
     return refuse(call, "the simulator runs the default algorithm only", CUBLAS_STATUS_NOT_SUPPORTED);
-  return float_gemm(call, handle, transa, transb, m, n, k, static_cast<const float*>(alpha),
-                    static_cast<const float*>(A), lda, static_cast<const float*>(B), ldb,
-                    static_cast<const float*>(beta), static_cast<float*>(C), ldc,
-                    computeType == CUBLAS_COMPUTE_32F_FAST_16BF);
+  GemmTypes types;
+  types.ab_bf16 = Atype == CUDA_R_16BF;
+  types.c_bf16 = Ctype == CUDA_R_16BF;
+  types.round_inputs = computeType == CUBLAS_COMPUTE_32F_FAST_16BF;
+  return float_gemm(call, handle, transa, transb, m, n, k, static_cast<const float*>(alpha), A, lda, B, ldb,
+                    static_cast<const float*>(beta), C, ldc, types);
 }
 
 }  // extern "C"

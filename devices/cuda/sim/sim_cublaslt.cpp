@@ -20,6 +20,7 @@
 
 #include <cublasLt.h>
 
+#include "core/bfloat16.h"
 #include "devices/cuda/sim/sim.h"
 
 struct cublasLtContext {
@@ -314,8 +315,8 @@ cublasStatus_t cublasLtMatmul(cublasLtHandle_t lightHandle, cublasLtMatmulDesc_t
     if (p.desc.compute == CUBLAS_COMPUTE_32F_FAST_16BF) {
       a16.assign(a, a + layout_bytes(p.a) / sizeof(float));
       b16.assign(b, b + layout_bytes(p.b) / sizeof(float));
-      for (float& v : a16) v = nnlab::sim::round_to_bf16(v);
-      for (float& v : b16) v = nnlab::sim::round_to_bf16(v);
+      for (float& v : a16) v = nnlab::round_to_bf16(v);
+      for (float& v : b16) v = nnlab::round_to_bf16(v);
       a = a16.data(), b = b16.data();
     }
     const auto* c = static_cast<const float*>(C);
