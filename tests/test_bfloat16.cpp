@@ -128,7 +128,8 @@ TEST_CASE("bfloat16 checkpoint tensors load into a float32 model, each rounded o
     INFO(loaded[p].first);
     REQUIRE(loaded[p].first == saved_tensors[p].first);
     CHECK(loaded[p].second.dtype() == DType::Float32);
-    const std::vector<float> got = loaded[p].second.to_vector<float>(), original = saved_tensors[p].second.to_vector<float>();
+    const std::vector<float> got = loaded[p].second.to_vector<float>();
+    const std::vector<float> original = saved_tensors[p].second.to_vector<float>();
     REQUIRE(got.size() == original.size());
     size_t differ = 0;
     for (size_t i = 0; i < got.size(); ++i) differ += bits_of(got[i]) != bits_of(round_to_bf16(original[i]));

@@ -1,7 +1,7 @@
-// GEMM on CUDA through cuBLAS, float32 (or bf16 storage, float32 sums). The row-major trick (which column-major cuBLAS call
-// computes nnlab's row-major product) is worked out in devices/cuda/gemm_plan.h. With
-// --gemm-impl naive|tiled|registers the product runs on nnlab's own kernels instead
-// (gemm_ladder_cuda.cu); cuBLAS is the default.
+// GEMM on CUDA through cuBLAS, float32 (or bf16 storage, float32 sums). The row-major trick
+// (which column-major cuBLAS call computes nnlab's row-major product) is worked out in
+// devices/cuda/gemm_plan.h. With --gemm-impl naive|tiled|registers the product runs on
+// nnlab's own kernels instead (gemm_ladder_cuda.cu); cuBLAS is the default.
 //
 // A Linear layer's forward and backward (the twins of gemm_cpu.cpp's) fold the bias, the ReLU
 // and the bias gradient into cuBLASLt epilogues (gemm_lt.h): forward one call where the plain

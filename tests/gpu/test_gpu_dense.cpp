@@ -34,8 +34,8 @@ TEST_CASE("gpu: copies, fill, cast and gather_rows match the CPU", "[gpu][memory
   // half an ulp, two ties (to even), a denormal, an overflow; truncating would miss three.
   const Tensor edges = Tensor::from_vector<float>(
       {1.0f + 0x1p-8f + 0x1p-10f, 1.0f + 0x1p-8f, 1.0f + 0x1p-7f + 0x1p-8f, 0x1p-130f, 3.4e38f, -0.0f}, {6});
-  require_equal<float>(on_gpu(edges).to(DType::BFloat16).to(DType::Float32), edges.to(DType::BFloat16).to(DType::Float32),
-                       "bfloat16 rounding");
+  require_equal<float>(on_gpu(edges).to(DType::BFloat16).to(DType::Float32),
+                       edges.to(DType::BFloat16).to(DType::Float32), "bfloat16 rounding");
   CHECK(on_gpu(edges).to(DType::BFloat16).to(DType::Float32).to_vector<float>() ==
         std::vector<float>{1.0f + 0x1p-7f, 1.0f, 1.0f + 0x1p-6f, 0x1p-130f, INFINITY, -0.0f});
   for (const Shape& rows_shape : std::vector<Shape>{{10, 3}, {7, 1, 5, 5}, {1, 1}}) {

@@ -1,7 +1,7 @@
 // The CUDA simulator's cuBLAS: a handle (stream, math mode, pointer mode), cublasSgemm and
 // cublasGemmEx on float32 matrices (with FAST_16BF, the inputs rounded to bf16 first, as the
-// tensor cores take them) or bf16 ones (a bf16 or float32 C, float32 sums), checked as cuBLAS documents and then run on the handle's stream by
-// OpenBLAS.
+// tensor cores take them) or bf16 ones (a bf16 or float32 C, float32 sums), checked as cuBLAS
+// documents and then run on the handle's stream by OpenBLAS.
 //
 // A call is split the way the real library splits it: the arguments are checked on the
 // calling thread (a bad one returns a status at once and nothing is queued), then the
