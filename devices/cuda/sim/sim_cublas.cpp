@@ -83,9 +83,10 @@ std::vector<float> widened(const void* x, bool bf16, bool round, int rows, int c
 
 // cublasSgemm and cublasGemmEx (`call` names the entry point in diagnostics) on matrices of
 // the element types `types`; the scalars and the sums are float32.
-cublasStatus_t float_gemm(const char* call, cublasHandle_t handle, cublasOperation_t transa,
-                          cublasOperation_t transb, int m, int n, int k, const float* alpha, const void* A, int lda,
-                          const void* B, int ldb, const float* beta, void* C, int ldc, GemmTypes types) {
+cublasStatus_t simulated_gemm(const char* call, cublasHandle_t handle, cublasOperation_t transa,
+                              cublasOperation_t transb, int m, int n, int k, const float* alpha, const void* A,
+                              int lda, const void* B, int ldb, const float* beta, void* C, int ldc,
+                              GemmTypes types) {
   if (!live(handle)) {
     return refuse(call, "the handle was not created by cublasCreate or was destroyed", CUBLAS_STATUS_NOT_INITIALIZED);
   }
@@ -139,9 +140,10 @@ cublasStatus_t float_gemm(const char* call, cublasHandle_t handle, cublasOperati
       // the rounding and the sum's order separate it from a tensor core.
       std::vector<float> a32, b32;
       const bool copy = types.ab_bf16 || types.round_inputs;
-      if (copy)
-        a32 = widened(A, types.ab_bf16, types.round_inputs, a_rows, a_cols, lda),
+      if (copy) {
+        a32 = widened(A, types.ab_bf16, types.round_inputs, a_rows, a_cols, lda);
         b32 = widened(B, types.ab_bf16, types.round_inputs, b_rows, b_cols, ldb);
+      }
       cblas_sgemm(CblasColMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, m, n, k, a_s,
                   copy ? a32.data() : static_cast<const float*>(A), lda,
                   copy ? b32.data() : static_cast<const float*>(B), ldb, b_s, c, ldc);
@@ -252,7 +254,8 @@ cublasStatus_t cublasSetMathMode(cublasHandle_t handle, cublasMath_t mode) {
 cublasStatus_t cublasSgemm_v2(cublasHandle_t handle, cublasOperation_t transa, cublasOperation_t transb, int m,
                               int n, int k, const float* alpha, const float* A, int lda, const float* B, int ldb,
                               const float* beta, float* C, int ldc) {
-  return float_gemm("cublasSgemm", handle, transa, transb, m, n, k, alpha, A, lda, B, ldb, beta, C, ldc, GemmTypes{});
+  return simulated_gemm("cublasSgemm", handle, transa, transb, m, n, k, alpha, A, lda, B, ldb, beta, C, ldc,
+                        GemmTypes{});
 }
 
 cublasStatus_t cublasGemmEx(cublasHandle_t handle, cublasOperation_t transa, cublasOperation_t transb, int m, int n,
@@ -278,7 +281,7 @@ cublasStatus_t cublasGemmEx(cublasHandle_t handle, cublasOperation_t transa, cub
   types.ab_bf16 = Atype == CUDA_R_16BF;
   types.c_bf16 = Ctype == CUDA_R_16BF;
   types.round_inputs = computeType == CUBLAS_COMPUTE_32F_FAST_16BF;
-  return float_gemm(call, handle, transa, transb, m, n, k, static_cast<const float*>(alpha), A, lda, B, ldb,
+  return simulated_gemm(call, handle, transa, transb, m, n, k, static_cast<const float*>(alpha), A, lda, B, ldb,
                     static_cast<const float*>(beta), C, ldc, types);
 }
 
