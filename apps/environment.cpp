@@ -52,6 +52,7 @@ nlohmann::json config_record(const TrainConfig& c) {
           {"seed", c.seed},
           {"threads", c.threads},
           {"device", c.device},
+          {"precision", c.precision},
           {"gemm_impl", c.gemm_impl},
           {"reduce_impl", c.reduce_impl},
           {"log_interval", c.log_interval},
@@ -126,6 +127,8 @@ nlohmann::json environment_record(const TrainConfig& config, Device device) {
   if (device.is_cuda() && cuda_options().math != CudaMath::Fp32) math = cuda_math_name(cuda_options().math);
   if (device.is_cpu() && host_cpu::bf16_products()) math = "bf16";
   env["math_mode"] = math;
+  // bf16: activations and weight copies stored in bf16 (layers/precision.h); else float32.
+  env["precision"] = config.precision == "bf16" ? "bf16" : "fp32";
   env["seed"] = config.seed;
   env["config"] = config_record(config);
   return env;

@@ -6,6 +6,7 @@
 #include "core/error.h"
 #include "datasets/dataset.h"
 #include "devices/registry.h"
+#include "layers/precision.h"
 #include "layers/zoo.h"
 
 namespace nnlab {
@@ -59,6 +60,11 @@ void add_train_options(CLI::App& app, TrainConfig& c) {
   app.add_option("--math", c.math, "fp32 (strict float32), tf32 or bf16, an explicit, recorded choice. CUDA: tensor cores "
                  "(bf16: cuBLAS products on bf16 inputs, cuDNN convolutions in TF32). CPU: bf16 only, where it has "
                  "AVX-512 BF16 (Linear layers' and matmul's products on bf16 inputs, float32 sums; convolutions in fp32)")
+      ->capture_default_str();
+  app.add_option("--precision", c.precision,
+                 "fp32, tf32 (float32 tensors on TF32 tensor cores: --math tf32) or bf16 (mixed precision: bf16 "
+                 "activations and weight copies; float32 master weights, optimizer state, BatchNorm statistics and "
+                 "loss). On the CPU, bf16 is stored as bf16 and computed in float32 (docs/precision.md)")
       ->capture_default_str();
   app.add_flag("--deterministic", c.deterministic,
                "CUDA: deterministic cuDNN algorithms, chosen by heuristics, not timing (a run repeats bit for bit)");
@@ -141,6 +147,10 @@ void finalize_train_config(const CLI::App& app, TrainConfig& c) {
                   c.schedule == "warmup-cosine" || c.schedule == "onecycle",
               "--schedule '", c.schedule, "' is not known; choose none, step, cosine, warmup-cosine or onecycle");
   parse_cuda_math(c.math, "--math");
+  precision_storage_dtype(c.precision, "--precision");
+  NNLAB_CHECK(c.precision != "tf32" || c.math == "fp32" || c.math == "tf32", "--precision tf32 is --math tf32; it ",
+              "cannot go with --math ", c.math);
+  if (c.precision == "tf32") c.math = "tf32";
   NNLAB_CHECK(c.denormals == "flush" || c.denormals == "keep", "--denormals '", c.denormals,
               "' is not known; choose flush or keep");
   NNLAB_CHECK(c.threads >= 0, "--threads must be >= 0 (0 = all cores), got ", c.threads);

@@ -33,6 +33,9 @@ struct TrainConfig {
   std::string denormals = "flush";  // CPU: flush (to zero, fast) | keep (IEEE gradual underflow); host_cpu.h
   std::string device = "cpu";
   std::string math = "fp32";        // fp32 (strict, the default) | tf32 | bf16 (CUDA tensor cores, recorded)
+  // fp32 (the default) | tf32 (float32 tensors, --math tf32) | bf16 (bf16 activations and weight
+  // copies, float32 master weights, optimizer state, BatchNorm statistics and loss: layers/precision.h)
+  std::string precision = "fp32";
   bool deterministic = false;      // CUDA: deterministic cuDNN algorithms, no Winograd/FFT
   std::string conv_impl = "auto";   // auto (the device's own choice per layer) | reference | im2col | cudnn
   std::string gemm_impl = "cublas";  // CUDA: cublas | naive | tiled | registers (devices/gemm_impl.h)

@@ -280,6 +280,10 @@ EpochResult Trainer::run() {
   if (device_.is_cpu() && host_cpu::bf16_products())
     spdlog::info("--math bf16: the Linear layers' products on bf16 inputs with float32 sums (AVX-512 BF16); "
                  "convolutions in float32");
+  if (model_->compute_dtype() == DType::BFloat16)
+    spdlog::info("--precision bf16: activations and weight copies in bf16; float32 master weights, optimizer state, "
+                 "BatchNorm statistics and loss{}",
+                 device_.is_cpu() ? " (the CPU computes each op in float32 between bf16 loads and stores)" : "");
   if (parallel_) spdlog::info("{}", parallel_->describe(config_.batch));
   if (slices_)
     spdlog::info("batch slices: each batch of {} in {} slices, forward and backward one slice a thread, the "

@@ -18,6 +18,7 @@
 #include "devices/registry.h"
 #include "layers/dropout.h"
 #include "layers/fuse_epilogues.h"
+#include "layers/precision.h"
 
 namespace nnlab {
 
@@ -72,6 +73,7 @@ Trainer::Trainer(TrainConfig config) : config_(std::move(config)) {
   model_ = make_model(config_.model_spec, input, config_.seed);
   fuse_epilogues(*model_);
   model_->to(device_);
+  model_->set_compute_dtype(precision_storage_dtype(config_.precision, "--precision"));
   const World& world = World::get();
   if (world.distributed()) seed_dropout(*model_, rank_dropout_seed(config_.seed, world.rank()));
   optimizer_ = make_optimizer(config_.optimizer, model_->parameters());
@@ -126,6 +128,7 @@ Trainer::Trainer(TrainConfig config) : config_(std::move(config)) {
     slices_ = std::make_unique<BatchSlices>(config_.batch_slices, *model_, [&] {
       std::shared_ptr<Sequential> replica = make_model(config_.model_spec, input, config_.seed);
       fuse_epilogues(*replica);
+      replica->set_compute_dtype(model_->compute_dtype());
       return replica;
     });
   }

@@ -55,6 +55,11 @@ Tensor matmul(const Tensor& a, const Tensor& b);
 // (none or a ReLU; below).
 Tensor linear(const Tensor& x, const Tensor& w, const Tensor& b, const Epilogue& epilogue = {});
 
+// ---- cast.cpp ---------------------------------------------------------------------------
+// x in another float dtype (float32, float64 or bfloat16; rounded to nearest even where it
+// narrows); x itself when it has that dtype already. The gradient comes back in x's dtype.
+Tensor cast(const Tensor& x, DType dtype);
+
 // ---- reduce.cpp -------------------------------------------------------------------------
 Tensor sum(const Tensor& x);   // scalar (shape [])
 Tensor mean(const Tensor& x);  // scalar (shape [])

@@ -154,7 +154,7 @@ void Tensor::convert_to_(DType t) {
 }
 
 Tensor& Tensor::set_requires_grad(bool on) {
-  NNLAB_CHECK(!on || dtype() == DType::Float32 || dtype() == DType::Float64,
+  NNLAB_CHECK(!on || dtype() == DType::Float32 || dtype() == DType::Float64 || dtype() == DType::BFloat16,
               "only floating-point tensors can require gradients, not ", describe());
   impl().requires_grad = on;
   return *this;
@@ -171,8 +171,8 @@ void check_dtype(const char* op, const Tensor& t, DType expected) {
 }
 
 void check_float(const char* op, const Tensor& t) {
-  NNLAB_CHECK(t.dtype() == DType::Float32 || t.dtype() == DType::Float64, op,
-              ": expected a float32 or float64 tensor, got ", t.describe());
+  NNLAB_CHECK(t.dtype() == DType::Float32 || t.dtype() == DType::Float64 || t.dtype() == DType::BFloat16, op,
+              ": expected a float32, float64 or bfloat16 tensor, got ", t.describe());
 }
 
 }  // namespace nnlab

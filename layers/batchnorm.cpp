@@ -4,6 +4,7 @@
 
 #include "autograd/ops.h"
 #include "devices/registry.h"
+#include "layers/precision.h"
 
 namespace nnlab {
 
@@ -22,7 +23,10 @@ Tensor BatchNorm2d::forward(const Tensor& x) {
   const bool training = is_training();
   // Counted on the device: no read-back, and a CUDA graph's replays each add their one.
   if (training) backend_for(num_batches_tracked_.device()).increment_counter(num_batches_tracked_);
-  return batch_norm2d(x, weight_, bias_, running_mean_, running_var_, training, options_.momentum, options_.eps);
+  // In float32 whatever x's dtype: the statistics and the running averages stay float32.
+  return float_island(x, [&](const Tensor& x32) {
+    return batch_norm2d(x32, weight_, bias_, running_mean_, running_var_, training, options_.momentum, options_.eps);
+  });
 }
 
 std::string BatchNorm2d::describe() const {

@@ -17,7 +17,8 @@ NumericsCheck::~NumericsCheck() { set_backward_hook(nullptr); }
 Tensor NumericsCheck::forward(Sequential& model, const Tensor& x) {
   layer_of_.clear();  // last step's nodes are gone; their addresses may be reused
   NNLAB_CHECK(all_finite(x), prefix(), "the input batch holds NaN or infinite values; check the data");
-  Tensor h = x;
+  // In the model's compute dtype, as Sequential::forward runs it (layers/precision.h).
+  Tensor h = cast(x, model.compute_dtype() == DType::BFloat16 ? DType::BFloat16 : x.dtype());
   // The layers one by one, not Sequential's fused pairs: a ReLU fused into the layer before it
   // would turn that layer's NaN into 0 before the check could see it, and the fault would be
   // named at a later layer, or not at all.
@@ -28,7 +29,7 @@ Tensor NumericsCheck::forward(Sequential& model, const Tensor& x) {
                 "--clip-grad-norm, or check the data");
     label_new_nodes(h, name);
   }
-  return h;
+  return cast(h, x.dtype());
 }
 
 void NumericsCheck::check_loss(const Tensor& loss) const {

@@ -2,6 +2,7 @@
 
 #include "autograd/ops.h"
 #include "layers/init.h"
+#include "layers/precision.h"
 
 namespace nnlab {
 
@@ -16,10 +17,11 @@ Conv2d::Conv2d(Conv2dOptions o) : options_(o) {
   if (o.bias) bias_ = register_parameter("bias", Tensor::zeros({o.out_channels}));
 }
 
-Tensor Conv2d::forward(const Tensor& x) { return conv2d(x, weight_, bias_, options_.stride, options_.padding); }
+Tensor Conv2d::forward(const Tensor& x) { return forward_fused(x, Epilogue{}); }
 
+// In x's dtype: with a bf16 x, on bf16 copies of the weights (layers/precision.h).
 Tensor Conv2d::forward_fused(const Tensor& x, const Epilogue& epilogue) {
-  return conv2d(x, weight_, bias_, options_.stride, options_.padding, epilogue);
+  return conv2d(x, compute_copy(weight_, x), compute_copy(bias_, x), options_.stride, options_.padding, epilogue);
 }
 
 std::string Conv2d::describe() const {

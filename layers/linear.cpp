@@ -2,6 +2,7 @@
 
 #include "autograd/ops.h"
 #include "layers/init.h"
+#include "layers/precision.h"
 
 namespace nnlab {
 
@@ -12,9 +13,12 @@ Linear::Linear(LinearOptions options) : options_(options) {
   if (options.bias) bias_ = register_parameter("bias", Tensor::zeros({options.out_features}));
 }
 
-Tensor Linear::forward(const Tensor& x) { return linear(x, weight_, bias_); }
+Tensor Linear::forward(const Tensor& x) { return forward_fused(x, Epilogue{}); }
 
-Tensor Linear::forward_fused(const Tensor& x, const Epilogue& epilogue) { return linear(x, weight_, bias_, epilogue); }
+// In x's dtype: with a bf16 x, on bf16 copies of the weights (layers/precision.h).
+Tensor Linear::forward_fused(const Tensor& x, const Epilogue& epilogue) {
+  return linear(x, compute_copy(weight_, x), compute_copy(bias_, x), epilogue);
+}
 
 std::string Linear::describe() const {
   return "Linear(in_features=" + std::to_string(options_.in_features) +

@@ -16,10 +16,17 @@ void Sequential::set_run_order(std::vector<Step> steps) {
   fused_ = true;
 }
 
+void Sequential::set_compute_dtype(DType dtype) {
+  NNLAB_CHECK(dtype == DType::Float32 || dtype == DType::BFloat16, "Sequential: the compute dtype must be float32 or ",
+              "bfloat16, got ", dtype_name(dtype));
+  compute_dtype_ = dtype;
+}
+
 Tensor Sequential::forward(const Tensor& x) {
-  Tensor h = x;
+  const bool mixed = compute_dtype_ == DType::BFloat16;
+  Tensor h = mixed ? cast(x, compute_dtype_) : x;
   for (const Step& step : run_order_) h = step.run(h);
-  return h;
+  return mixed ? cast(h, x.dtype()) : h;
 }
 
 std::string Sequential::describe() const {

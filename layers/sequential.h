@@ -31,10 +31,16 @@ class Sequential : public Module {
   bool fused() const { return fused_; }
   std::string describe() const override;
   size_t size() const { return children().size(); }
+  // Mixed precision (layers/precision.h): forward() casts its input to `dtype` (bf16), runs the
+  // children in it and casts the output back to the input's dtype. Float32, the default, is
+  // no cast. Set on the model's outermost Sequential only.
+  void set_compute_dtype(DType dtype);
+  DType compute_dtype() const { return compute_dtype_; }
 
  private:
   std::vector<Step> run_order_;
   bool fused_ = false;
+  DType compute_dtype_ = DType::Float32;
 };
 
 }  // namespace nnlab

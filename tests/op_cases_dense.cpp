@@ -219,9 +219,25 @@ void add_softmax(std::vector<OpCase>& cases) {
   }
 }
 
+// cast there and back through float32: the identity up to float32's rounding, and its gradient,
+// 1, checked by differences wide enough for that rounding to vanish in them. Through bf16 the
+// round trip is a step function, whose straight-through gradient differences cannot check:
+// tests/test_precision.cpp checks it, and tests/test_bfloat16.cpp the rounding.
+void add_casts(std::vector<OpCase>& cases) {
+  OpCase f32;
+  f32.name = "cast float32 round trip";
+  f32.inputs = {{{4, 5}}};
+  f32.run = [](const std::vector<Tensor>& t) { return nnlab::cast(nnlab::cast(t[0], DType::Float32), t[0].dtype()); };
+  f32.reference = [](const HostInputs& in) { return Reference{{4, 5}, in[0]}; };
+  f32.forward64 = {1e-7, 1e-12};
+  f32.gradcheck = GradcheckTolerance{1e-2, 1e-5, 1e-4};
+  cases.push_back(f32);
+}
+
 }  // namespace
 
 void add_dense_cases(std::vector<OpCase>& cases) {
+  add_casts(cases);
   add_binary(cases);
   add_activations(cases);
   add_products(cases);

@@ -68,6 +68,8 @@ TEST_CASE("bad options fail with one clear message and write nothing", "[cli]") 
       {"train --betas 0.9", "--betas must be two numbers"},
       {"train --nesterov --optimizer adam", "--nesterov applies to --optimizer sgd only"},
       {"train --device tpu", "unknown device 'tpu'"},
+      {"train --precision fp16", "'fp16' is not a precision (fp32, tf32 or bf16)"},
+      {"train --precision tf32 --math bf16", "--precision tf32 is --math tf32"},
       {"train --no-such-option", "--no-such-option"},
       {"frobnicate", "frobnicate"},
   };
@@ -97,6 +99,6 @@ TEST_CASE("help lists every subcommand and option", "[cli]") {
   const CliResult train = run_cli("train --help");
   for (const char* opt : {"--data", "--data-dir", "--model", "--epochs", "--batch", "--optimizer", "--lr",
                           "--momentum", "--nesterov", "--weight-decay", "--betas", "--seed", "--threads", "--device",
-                          "--check-numerics"})
+                          "--check-numerics", "--precision"})
     CHECK(train.output.find(opt) != std::string::npos);
 }

@@ -11,6 +11,7 @@
 //   im2col+small_gemm  conv2d_im2col_cpu.cpp     receptive fields as columns, one product per image:
 //   im2col+blas                                  small_gemm.h's loops, or OpenBLAS
 // Which zoo layer takes which path, and the measurements behind each rule: docs/cpu-kernels.md.
+#include "devices/bf16_widening.h"
 #include "devices/cpu/conv2d_direct.h"
 #include "devices/cpu/conv2d_im2col.h"
 #include "devices/cpu/conv2d_winograd.h"
@@ -96,6 +97,7 @@ void CpuBackend::convolve(const Conv2dGeometry& g, const Tensor& x, const Tensor
 // is never stored nor read back. Anything else: Backend's convolution, then the pool.
 void CpuBackend::conv2d_forward(const Conv2dGeometry& g, const ConvEpilogue& e, const Tensor& x, const Tensor& w,
                                 const Tensor* b, Tensor& y, Tensor* argmax) {
+  if (bf16::widened(*this, &CpuBackend::conv2d_forward, g, e, x, w, b, y, argmax)) return;
   if (e.kind == ConvEpilogue::Kind::None) return convolve(g, x, w, b, y);
   if (e.kind == ConvEpilogue::Kind::Relu) {
     if (!run_forward(g, x, w, b, y, true)) unary_forward(UnaryOp::Relu, y, y);
@@ -161,6 +163,7 @@ void CpuBackend::convolve_backward_filter(const Conv2dGeometry& g, const Tensor&
 void CpuBackend::conv2d_backward(const Conv2dGeometry& g, const ConvEpilogue& e, const Tensor& dy,
                                  const Tensor& saved, const Tensor& x, const Tensor& w, Tensor& dx, Tensor& dw,
                                  Tensor& db) {
+  if (bf16::widened(*this, &CpuBackend::conv2d_backward, g, e, dy, saved, x, w, dx, dw, db)) return;
   const DType dtype = dy.dtype();
   if (e.kind == ConvEpilogue::Kind::ReluMaxPool && dw.defined() && db.defined()) {
     const ConvPlan& filter = cpu::plan_conv(g, ConvDirection::BackwardFilter, dtype, conv_impl(), &e.pool);

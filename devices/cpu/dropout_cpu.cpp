@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "core/philox.h"
+#include "devices/bf16_widening.h"
 #include "devices/cpu/cpu_backend.h"
 #include "devices/cpu/dispatch.h"
 #include "devices/kernel_log.h"
@@ -58,6 +59,7 @@ void dropout_backward_typed(const Tensor& dy, const Tensor& mask, double p, cons
 
 void CpuBackend::dropout_forward(const Tensor& x, double p, uint64_t seed, uint32_t stream, const Tensor* step_count,
                                  Tensor& y, Tensor& mask) {
+  if (bf16::widened(*this, &CpuBackend::dropout_forward, x, p, seed, stream, step_count, y, mask)) return;
   NNLAB_LOG_KERNEL("dropout_forward", x);  // nnlab explain: record the call
   if (step_count) check_device_counter("dropout_forward", "step count", *step_count, x.device());
   if (step_count) stream = dropout_stream(stream, *step_count->data<int32_t>());
@@ -67,6 +69,7 @@ void CpuBackend::dropout_forward(const Tensor& x, double p, uint64_t seed, uint3
 }
 
 void CpuBackend::dropout_backward(const Tensor& dy, const Tensor& mask, double p, Tensor& dx) {
+  if (bf16::widened(*this, &CpuBackend::dropout_backward, dy, mask, p, dx)) return;
   NNLAB_LOG_KERNEL("dropout_backward", dy);  // nnlab explain: record the call
   cpu::dispatch_float("dropout_backward", dy, [&](auto t) { dropout_backward_typed<decltype(t)>(dy, mask, p, dx); });
 }

@@ -1,6 +1,7 @@
 // Elementwise kernels on the CPU: binary ops with suffix broadcasting, activations, axpby.
 #include <cmath>
 
+#include "devices/bf16_widening.h"
 #include "devices/cpu/cpu_backend.h"
 #include "devices/cpu/dispatch.h"
 #include "devices/kernel_log.h"
@@ -177,27 +178,32 @@ void unary_backward_typed(UnaryOp op, const Tensor& x, const Tensor& y, const Te
 }  // namespace
 
 void CpuBackend::binary_forward(BinaryOp op, const Tensor& a, const Tensor& b, Tensor& y) {
+  if (bf16::widened(*this, &CpuBackend::binary_forward, op, a, b, y)) return;
   NNLAB_LOG_KERNEL(std::string("binary_forward ") + binary_op_name(op), a);  // nnlab explain: record the call
   cpu::dispatch_float("binary_forward", y, [&](auto t) { binary_forward_typed<decltype(t)>(op, a, b, y); });
 }
 
 void CpuBackend::binary_backward(BinaryOp op, const Tensor& a, const Tensor& b, const Tensor& dy, Tensor* da,
                                  Tensor* db) {
+  if (bf16::widened(*this, &CpuBackend::binary_backward, op, a, b, dy, da, db)) return;
   NNLAB_LOG_KERNEL(std::string("binary_backward ") + binary_op_name(op), a);  // nnlab explain: record the call
   cpu::dispatch_float("binary_backward", dy, [&](auto t) { binary_backward_typed<decltype(t)>(op, a, b, dy, da, db); });
 }
 
 void CpuBackend::unary_forward(UnaryOp op, const Tensor& x, Tensor& y) {
+  if (bf16::widened(*this, &CpuBackend::unary_forward, op, x, y)) return;
   NNLAB_LOG_KERNEL(std::string("unary_forward ") + unary_op_name(op), x);  // nnlab explain: record the call
   cpu::dispatch_float("unary_forward", x, [&](auto t) { unary_forward_typed<decltype(t)>(op, x, y); });
 }
 
 void CpuBackend::unary_backward(UnaryOp op, const Tensor& x, const Tensor& y, const Tensor& dy, Tensor& dx) {
+  if (bf16::widened(*this, &CpuBackend::unary_backward, op, x, y, dy, dx)) return;
   NNLAB_LOG_KERNEL(std::string("unary_backward ") + unary_op_name(op), x);  // nnlab explain: record the call
   cpu::dispatch_float("unary_backward", dy, [&](auto t) { unary_backward_typed<decltype(t)>(op, x, y, dy, dx); });
 }
 
 void CpuBackend::axpby(double alpha, const Tensor& x, double beta, Tensor& y) {
+  if (bf16::widened(*this, &CpuBackend::axpby, alpha, x, beta, y)) return;
   NNLAB_LOG_KERNEL("axpby", x);  // nnlab explain: record the call
   NNLAB_CHECK(x.numel() == y.numel(), "axpby: ", x.describe(), " and ", y.describe());
   cpu::dispatch_float("axpby", y, [&](auto t) {

@@ -12,6 +12,7 @@
 #include <atomic>
 #include <exception>
 
+#include "devices/bf16_widening.h"
 #include "devices/cpu/balanced_loops.h"
 #include "devices/cpu/cpu_backend.h"
 #include "devices/cpu/cpu_isa.h"
@@ -144,6 +145,7 @@ void CpuBackend::gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t 
 }
 
 void CpuBackend::linear_forward(const Tensor& x, const Tensor& w, const Tensor* b, Tensor& y, bool relu) {
+  if (bf16::widened(*this, &CpuBackend::linear_forward, x, w, b, y, relu)) return;
   const bool with_bias = b && b->defined();
   const int64_t n = x.dim(0), out = w.dim(0), in = x.dim(1);
   if (x.dtype() == DType::Float32 && w.dtype() == DType::Float32 && y.dtype() == DType::Float32 &&
@@ -179,6 +181,7 @@ void CpuBackend::linear_forward(const Tensor& x, const Tensor& w, const Tensor* 
 //   thread, with those bits (tests/test_linear_backward.cpp); gemm on two threads splits
 //   libxsmm's products into row blocks, whose last bits differ.
 void CpuBackend::linear_products(const Tensor& dz, const Tensor& x, const Tensor& w, Tensor* dx, Tensor* dw) {
+  if (bf16::widened(*this, &CpuBackend::linear_products, dz, x, w, dx, dw)) return;
   const int64_t n = x.dim(0), in = x.dim(1), out = w.dim(0);
   const bool floats = dz.dtype() == DType::Float32 && x.dtype() == DType::Float32 && w.dtype() == DType::Float32;
   if (!dx || !dw || !floats || cpu_threads() < 2 || omp_in_parallel() || n == 0 || in == 0 || out == 0 ||

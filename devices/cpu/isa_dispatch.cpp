@@ -10,6 +10,7 @@
 //   pooling       pool2d_cpu.cpp            the 2×2 max-pool in 512-bit vectors
 //   direct conv   conv2d_direct_cpu.cpp     its loops in 512-bit vectors
 //   winograd      conv2d_winograd_cpu.cpp   its products (small_gemm) and masked row tails
+#include "devices/bf16_widening.h"
 #include "devices/cpu/conv2d_direct.h"
 #include "devices/cpu/conv2d_winograd.h"
 #include "devices/cpu/cpu_backend.h"
@@ -36,21 +37,25 @@ NNLAB_WINOGRAD_KERNELS(NNLAB_ISA_FORWARD)
 }  // namespace cpu
 
 void CpuBackend::maxpool2d_forward(const Pool2dGeometry& g, const Tensor& x, Tensor& y, Tensor& argmax) {
+  if (bf16::widened(*this, &CpuBackend::maxpool2d_forward, g, x, y, argmax)) return;
   NNLAB_LOG_KERNEL("maxpool2d_forward", x);  // nnlab explain: record the call
   use_avx512() ? cpu::avx512::maxpool2d_forward(g, x, y, argmax) : cpu::avx2::maxpool2d_forward(g, x, y, argmax);
 }
 
 void CpuBackend::maxpool2d_backward(const Pool2dGeometry& g, const Tensor& dy, const Tensor& argmax, Tensor& dx) {
+  if (bf16::widened(*this, &CpuBackend::maxpool2d_backward, g, dy, argmax, dx)) return;
   NNLAB_LOG_KERNEL("maxpool2d_backward", dy);  // nnlab explain: record the call
   use_avx512() ? cpu::avx512::maxpool2d_backward(g, dy, argmax, dx) : cpu::avx2::maxpool2d_backward(g, dy, argmax, dx);
 }
 
 void CpuBackend::avgpool2d_forward(const Pool2dGeometry& g, const Tensor& x, Tensor& y) {
+  if (bf16::widened(*this, &CpuBackend::avgpool2d_forward, g, x, y)) return;
   NNLAB_LOG_KERNEL("avgpool2d_forward", x);  // nnlab explain: record the call
   use_avx512() ? cpu::avx512::avgpool2d_forward(g, x, y) : cpu::avx2::avgpool2d_forward(g, x, y);
 }
 
 void CpuBackend::avgpool2d_backward(const Pool2dGeometry& g, const Tensor& dy, Tensor& dx) {
+  if (bf16::widened(*this, &CpuBackend::avgpool2d_backward, g, dy, dx)) return;
   NNLAB_LOG_KERNEL("avgpool2d_backward", dy);  // nnlab explain: record the call
   use_avx512() ? cpu::avx512::avgpool2d_backward(g, dy, dx) : cpu::avx2::avgpool2d_backward(g, dy, dx);
 }

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <vector>
 
+#include "devices/bf16_widening.h"
 #include "devices/cpu/bias_lanes.h"
 #include "devices/cpu/cpu_backend.h"
 #include "devices/cpu/dispatch.h"
@@ -36,6 +37,7 @@ double chunked_sum(const T* x, long n, F f) {
 
 // y: (outer, c, inner)  b: (c)   y[o, j, i] += b[j]
 void CpuBackend::bias_forward(Tensor& y, const Tensor& b, int64_t inner) {
+  if (bf16::widened(*this, &CpuBackend::bias_forward, y, b, inner)) return;
   NNLAB_LOG_KERNEL("bias_forward", y);  // nnlab explain: record the call
   cpu::dispatch_float("bias_forward", y, [&](auto t) {
     using T = decltype(t);
@@ -102,6 +104,7 @@ void bias_gradient(const T* dy, const T* y, T* dz, T* db, long c, long in, long 
 
 // dy: (outer, c, inner)  db: (c)   db[j] = Σ_o Σ_i dy[o, j, i]
 void CpuBackend::bias_backward(const Tensor& dy, Tensor& db, int64_t inner) {
+  if (bf16::widened(*this, &CpuBackend::bias_backward, dy, db, inner)) return;
   NNLAB_LOG_KERNEL("bias_backward", dy);  // nnlab explain: record the call
   check_reduce_impl(reduce_impl(), Device::cpu());  // --reduce-impl's rungs are CUDA kernels
   cpu::dispatch_float("bias_backward", dy, [&](auto t) {
@@ -115,6 +118,7 @@ void CpuBackend::bias_backward(const Tensor& dy, Tensor& db, int64_t inner) {
 // y, dy, dz: (outer, c, inner)  db: (c)   dz = dy·[y > 0];  db[j] = Σ_o Σ_i dz[o, j, i]
 // One pass where ReLU's backward and bias_backward made two (the second read dz back).
 void CpuBackend::relu_bias_backward(const Tensor& y, const Tensor& dy, Tensor& dz, Tensor* db, int64_t inner) {
+  if (bf16::widened(*this, &CpuBackend::relu_bias_backward, y, dy, dz, db, inner)) return;
   if (!db) return unary_backward(UnaryOp::Relu, y, y, dy, dz);  // no bias: the ReLU's kernel alone
   NNLAB_LOG_KERNEL("relu_bias_backward", dy);  // nnlab explain: record the call
   check_reduce_impl(reduce_impl(), Device::cpu());
@@ -128,6 +132,7 @@ void CpuBackend::relu_bias_backward(const Tensor& y, const Tensor& dy, Tensor& d
 }
 
 void CpuBackend::sum_all(const Tensor& x, double scale, Tensor& out) {
+  if (bf16::widened(*this, &CpuBackend::sum_all, x, scale, out)) return;
   NNLAB_LOG_KERNEL("sum_all", x);  // nnlab explain: record the call
   cpu::dispatch_float("sum_all", x, [&](auto t) {
     using T = decltype(t);

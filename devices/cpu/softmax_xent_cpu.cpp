@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "devices/bf16_widening.h"
 #include "devices/cpu/cpu_backend.h"
 #include "devices/cpu/dispatch.h"
 #include "devices/cpu/nonfinite_cpu.h"
@@ -139,6 +140,7 @@ void CpuBackend::count_correct(const Tensor& logits, const Tensor& labels, Tenso
 }
 
 void CpuBackend::check_finite(const Tensor& x, Tensor& flag, NonFiniteMark mark) {
+  if (bf16::widened(*this, &CpuBackend::check_finite, x, flag, mark)) return;
   check_finite_all({x}, flag, {mark}, nullptr);
 }
 

@@ -13,6 +13,7 @@
 #include <algorithm>
 #include <vector>
 
+#include "devices/bf16_widening.h"
 #include "devices/conv_impl.h"
 #include "devices/cuda/cuda_backend.h"
 #include "devices/cuda/conv2d_algorithm_pick.h"
@@ -259,6 +260,7 @@ bool convolve_bias_relu(cuda::Context& c, const Conv2dGeometry& g, const Tensor&
 // neither read nor written again by cudnnAddTensor. The rest is Backend::conv2d_forward's.
 void CudaBackend::conv2d_forward(const Conv2dGeometry& g, const ConvEpilogue& e, const Tensor& x, const Tensor& w,
                                  const Tensor* b, Tensor& y, Tensor* argmax) {
+  if (bf16::widened(*this, &CudaBackend::conv2d_forward, g, e, x, w, b, y, argmax)) return;
   const bool bias = b && b->defined();
   if (use_direct(x, g, e)) {
     cuda::require_f32("conv2d_forward", x);
@@ -284,6 +286,7 @@ void CudaBackend::conv2d_forward(const Conv2dGeometry& g, const ConvEpilogue& e,
 void CudaBackend::conv2d_backward(const Conv2dGeometry& g, const ConvEpilogue& e, const Tensor& dy,
                                   const Tensor& saved, const Tensor& x, const Tensor& w, Tensor& dx, Tensor& dw,
                                   Tensor& db) {
+  if (bf16::widened(*this, &CudaBackend::conv2d_backward, g, e, dy, saved, x, w, dx, dw, db)) return;
   if (!dx.defined() && dw.defined() && use_direct(dy, g, e)) {
     cuda::require_f32("conv2d_backward", dy);
     return cuda::conv2d_direct_backward_filter(*ctx_, g, e, dy, saved, x, dw, db.defined() ? &db : nullptr);

@@ -155,6 +155,8 @@ class CudaBackend final : public Backend {
   // gemm_cuda.cu: gemm on bf16 A and B
   void gemm_bf16_storage(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, double alpha, const Tensor& a,
                          const Tensor& b, double beta, Tensor& c);
+  // gemm_cuda.cu: linear_forward on bf16 x, w, b and y
+  void linear_forward_bf16(const Tensor& x, const Tensor& w, const Tensor* b, Tensor& y, bool relu);
 
   std::unique_ptr<CachingAllocator> allocator_;
   std::unique_ptr<cuda::Context> ctx_;

@@ -5,6 +5,7 @@
 #include <cmath>
 
 #include "core/philox.h"
+#include "devices/bf16_widening.h"
 #include "devices/cuda/cuda_backend.h"
 #include "devices/cuda/cuda_context.h"
 #include "devices/kernel_log.h"
@@ -48,6 +49,7 @@ __global__ void dropout_backward_kernel(const float* dy, const uint8_t* mask, fl
 
 void CudaBackend::dropout_forward(const Tensor& x, double p, uint64_t seed, uint32_t stream, const Tensor* step_count,
                                   Tensor& y, Tensor& mask) {
+  if (bf16::widened(*this, &CudaBackend::dropout_forward, x, p, seed, stream, step_count, y, mask)) return;
   NNLAB_LOG_KERNEL("dropout_forward", x);  // nnlab explain: record the call
   cuda::require_f32("dropout_forward", x);
   check_dtype("dropout_forward", mask, DType::UInt8);
@@ -61,6 +63,7 @@ void CudaBackend::dropout_forward(const Tensor& x, double p, uint64_t seed, uint
 }
 
 void CudaBackend::dropout_backward(const Tensor& dy, const Tensor& mask, double p, Tensor& dx) {
+  if (bf16::widened(*this, &CudaBackend::dropout_backward, dy, mask, p, dx)) return;
   NNLAB_LOG_KERNEL("dropout_backward", dy);  // nnlab explain: record the call
   cuda::require_f32("dropout_backward", dy);
   const int64_t n = dy.numel();

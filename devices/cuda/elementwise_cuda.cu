@@ -1,5 +1,6 @@
 // Elementwise kernels on CUDA: binary ops with suffix broadcasting, activations, axpby.
 // One thread per element; the twin of devices/cpu/elementwise_cpu.cpp.
+#include "devices/bf16_widening.h"
 #include "devices/cuda/cuda_backend.h"
 #include "devices/cuda/cuda_context.h"
 #include "devices/kernel_log.h"
@@ -71,29 +72,51 @@ __global__ void binary_backward_reduce_kernel(BinaryOp op, const float* a, int64
   }
 }
 
-// x, y: (n)   relu: max(x, 0);  sigmoid: 1/(1 + e^−x);  tanh
-__global__ void unary_forward_kernel(UnaryOp op, const float* x, float* y, int64_t n) {
+// x, y: (n), float32 or bf16 (loaded as float, computed in float, rounded once as stored)
+// relu: max(x, 0);  sigmoid: 1/(1 + e^−x);  tanh
+template <typename T>
+__global__ void unary_forward_kernel(UnaryOp op, const T* x, T* y, int64_t n) {
   NNLAB_GRID_STRIDE(i, n) {
-    const float v = x[i];
+    const float v = float(x[i]);
     switch (op) {
-      case UnaryOp::Relu: y[i] = v > 0.0f ? v : 0.0f; break;
-      case UnaryOp::Sigmoid: y[i] = 1.0f / (1.0f + expf(-v)); break;
-      case UnaryOp::Tanh: y[i] = tanhf(v); break;
+      case UnaryOp::Relu: y[i] = T(v > 0.0f ? v : 0.0f); break;
+      case UnaryOp::Sigmoid: y[i] = T(1.0f / (1.0f + expf(-v))); break;
+      case UnaryOp::Tanh: y[i] = T(tanhf(v)); break;
     }
   }
 }
 
-// relu: dx = dy·[x > 0];  sigmoid: dx = dy·y·(1 − y);  tanh: dx = dy·(1 − y²)
-__global__ void unary_backward_kernel(UnaryOp op, const float* x, const float* y, const float* dy, float* dx,
-                                      int64_t n) {
+// relu: dx = dy·[x > 0];  sigmoid: dx = dy·y·(1 − y);  tanh: dx = dy·(1 − y²)   (T as above)
+template <typename T>
+__global__ void unary_backward_kernel(UnaryOp op, const T* x, const T* y, const T* dy, T* dx, int64_t n) {
   NNLAB_GRID_STRIDE(i, n) {
+    const float g = float(dy[i]);
     switch (op) {
-      case UnaryOp::Relu: dx[i] = x[i] > 0.0f ? dy[i] : 0.0f; break;
-      case UnaryOp::Sigmoid: dx[i] = dy[i] * y[i] * (1.0f - y[i]); break;
-      case UnaryOp::Tanh: dx[i] = dy[i] * (1.0f - y[i] * y[i]); break;
+      case UnaryOp::Relu: dx[i] = T(float(x[i]) > 0.0f ? g : 0.0f); break;
+      case UnaryOp::Sigmoid: dx[i] = T(g * float(y[i]) * (1.0f - float(y[i]))); break;
+      case UnaryOp::Tanh: dx[i] = T(g * (1.0f - float(y[i]) * float(y[i]))); break;
     }
   }
 }
+
+template <typename T>
+void launch_unary_forward(const cuda::Context& ctx, UnaryOp op, const Tensor& x, Tensor& y) {
+  cuda::launch("unary_forward_kernel", unary_forward_kernel<T>, cuda::grid_for(ctx, x.numel()), cuda::kThreads,
+               ctx.stream, op, cuda::ptr<T>(x), cuda::ptr<T>(y), x.numel());
+}
+
+// relu reads x only, sigmoid/tanh read y only; the other may be undefined.
+template <typename T>
+void launch_unary_backward(const cuda::Context& ctx, UnaryOp op, const Tensor& x, const Tensor& y, const Tensor& dy,
+                           Tensor& dx) {
+  const T* xp = x.defined() ? cuda::ptr<T>(x) : nullptr;
+  const T* yp = y.defined() ? cuda::ptr<T>(y) : nullptr;
+  NNLAB_CHECK(op == UnaryOp::Relu ? xp != nullptr : yp != nullptr, "unary_backward (", unary_op_name(op),
+              "): the forward ", op == UnaryOp::Relu ? "input" : "output", " is missing");
+  cuda::launch("unary_backward_kernel", unary_backward_kernel<T>, cuda::grid_for(ctx, dy.numel()), cuda::kThreads,
+               ctx.stream, op, xp, yp, cuda::ptr<T>(dy), cuda::ptr<T>(dx), dy.numel());
+}
+
 
 // x, y: (n)   y = alpha·x + beta·y; beta = 0 overwrites (NaNs in y included)
 __global__ void axpby_kernel(float alpha, const float* x, float beta, float* y, int64_t n) {
@@ -117,6 +140,7 @@ Broadcast broadcast_of(const Tensor& a, const Tensor& b, const Tensor& y) {
 // ---- launchers --------------------------------------------------------------------------
 
 void CudaBackend::binary_forward(BinaryOp op, const Tensor& a, const Tensor& b, Tensor& y) {
+  if (bf16::widened(*this, &CudaBackend::binary_forward, op, a, b, y)) return;
   NNLAB_LOG_KERNEL(std::string("binary_forward ") + binary_op_name(op), a);  // nnlab explain: record the call
   cuda::require_f32("binary_forward", y);
   const Broadcast B = broadcast_of(a, b, y);
@@ -127,6 +151,7 @@ void CudaBackend::binary_forward(BinaryOp op, const Tensor& a, const Tensor& b, 
 
 void CudaBackend::binary_backward(BinaryOp op, const Tensor& a, const Tensor& b, const Tensor& dy, Tensor* da,
                                   Tensor* db) {
+  if (bf16::widened(*this, &CudaBackend::binary_backward, op, a, b, dy, da, db)) return;
   NNLAB_LOG_KERNEL(std::string("binary_backward ") + binary_op_name(op), a);  // nnlab explain: record the call
   cuda::require_f32("binary_backward", dy);
   const Broadcast B = broadcast_of(a, b, dy);
@@ -150,27 +175,27 @@ void CudaBackend::binary_backward(BinaryOp op, const Tensor& a, const Tensor& b,
 }
 
 void CudaBackend::unary_forward(UnaryOp op, const Tensor& x, Tensor& y) {
+  const bool bf16_kernel = bf16::all({&x, &y});
+  if (!bf16_kernel && bf16::widened(*this, &CudaBackend::unary_forward, op, x, y)) return;
   NNLAB_LOG_KERNEL(std::string("unary_forward ") + unary_op_name(op), x);  // nnlab explain: record the call
-  cuda::require_f32("unary_forward", x);
+  if (!bf16_kernel) cuda::require_f32("unary_forward", x);
   if (!x.numel()) return;
-  cuda::launch("unary_forward_kernel", unary_forward_kernel, cuda::grid_for(*ctx_, x.numel()), cuda::kThreads,
-               ctx_->stream, op, cuda::ptr<float>(x), cuda::ptr<float>(y), x.numel());
+  if (bf16_kernel) return launch_unary_forward<BFloat16>(*ctx_, op, x, y);
+  launch_unary_forward<float>(*ctx_, op, x, y);
 }
 
 void CudaBackend::unary_backward(UnaryOp op, const Tensor& x, const Tensor& y, const Tensor& dy, Tensor& dx) {
+  const bool bf16_kernel = bf16::all({&x, &y, &dy, &dx});
+  if (!bf16_kernel && bf16::widened(*this, &CudaBackend::unary_backward, op, x, y, dy, dx)) return;
   NNLAB_LOG_KERNEL(std::string("unary_backward ") + unary_op_name(op), x);  // nnlab explain: record the call
-  cuda::require_f32("unary_backward", dy);
+  if (!bf16_kernel) cuda::require_f32("unary_backward", dy);
   if (!dy.numel()) return;
-  // relu reads x only, sigmoid/tanh read y only; the other may be undefined.
-  const float* xp = x.defined() ? cuda::ptr<float>(x) : nullptr;
-  const float* yp = y.defined() ? cuda::ptr<float>(y) : nullptr;
-  NNLAB_CHECK(op == UnaryOp::Relu ? xp != nullptr : yp != nullptr, "unary_backward (", unary_op_name(op),
-              "): the forward ", op == UnaryOp::Relu ? "input" : "output", " is missing");
-  cuda::launch("unary_backward_kernel", unary_backward_kernel, cuda::grid_for(*ctx_, dy.numel()), cuda::kThreads,
-               ctx_->stream, op, xp, yp, cuda::ptr<float>(dy), cuda::ptr<float>(dx), dy.numel());
+  if (bf16_kernel) return launch_unary_backward<BFloat16>(*ctx_, op, x, y, dy, dx);
+  launch_unary_backward<float>(*ctx_, op, x, y, dy, dx);
 }
 
 void CudaBackend::axpby(double alpha, const Tensor& x, double beta, Tensor& y) {
+  if (bf16::widened(*this, &CudaBackend::axpby, alpha, x, beta, y)) return;
   NNLAB_LOG_KERNEL("axpby", x);  // nnlab explain: record the call
   cuda::require_f32("axpby", y);
   NNLAB_CHECK(x.numel() == y.numel(), "axpby: ", x.describe(), " and ", y.describe());

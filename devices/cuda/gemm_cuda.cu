@@ -6,6 +6,7 @@
 // A Linear layer's forward and backward (the twins of gemm_cpu.cpp's) fold the bias, the ReLU
 // and the bias gradient into cuBLASLt epilogues (gemm_lt.h): forward one call where the plain
 // path is a GEMM, a bias kernel and a ReLU kernel; backward dW and db in one call.
+#include "devices/bf16_widening.h"
 #include "devices/cuda/cuda_backend.h"
 #include "devices/cuda/cuda_context.h"
 #include "devices/cuda/gemm_lt.h"
@@ -31,7 +32,34 @@ void launch_scale(const cuda::Context& ctx, const Tensor& c, float beta, int64_t
                beta, n);
 }
 
+// z: (n, out) float32, the product's sums   b: (out) bf16, or null   y: (n, out) bf16
+//   y = round_bf16([max(0, ·)] (z + b)): the bias and ReLU of a bf16 Linear layer, with one
+//   rounding for the whole layer, as an epilogue inside the product would round. Rounding the
+//   product first and adding the bias after would round twice, and where the bias cancels most
+//   of the product the first rounding's error becomes a large share of what is left.
+__global__ void linear_epilogue_bf16_kernel(const float* z, const BFloat16* b, BFloat16* y, int64_t out, bool relu,
+                                            int64_t n) {
+  NNLAB_GRID_STRIDE(i, n) {
+    float v = z[i] + (b ? float(b[i % out]) : 0.0f);
+    if (relu) v = v > 0.0f ? v : 0.0f;
+    y[i] = BFloat16(v);
+  }
+}
+
 }  // namespace
+
+// The bf16 Linear forward: x·wᵀ on the tensor cores with float32 sums (gemm_bf16_storage into
+// a float32 scratch), then the bias and ReLU and the one rounding (linear_epilogue_bf16_kernel).
+void CudaBackend::linear_forward_bf16(const Tensor& x, const Tensor& w, const Tensor* b, Tensor& y, bool relu) {
+  const int64_t n = x.dim(0), in = x.dim(1), out = w.dim(0);
+  Tensor z = Tensor::empty(y.shape(), DType::Float32, y.device());
+  gemm(false, true, n, out, in, 1.0, x, w, 0.0, z);
+  if (!z.numel()) return;
+  NNLAB_LOG_KERNEL("linear_epilogue_bf16", y);  // nnlab explain: record the call
+  cuda::launch("linear_epilogue_bf16_kernel", linear_epilogue_bf16_kernel, cuda::grid_for(*ctx_, z.numel()),
+               cuda::kThreads, ctx_->stream, cuda::ptr<float>(z), b && b->defined() ? cuda::ptr<BFloat16>(*b) : nullptr,
+               cuda::ptr<BFloat16>(y), out, relu, z.numel());
+}
 
 // bf16 A and B (C bf16 or float32) through cublasGemmEx with CUBLAS_COMPUTE_32F: the tensor
 // cores' exact bf16 products, float32 sums, a bf16 C rounded once as it is stored. Always
@@ -101,6 +129,9 @@ void CudaBackend::gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t
 // y (n, out) = [max(0, ·)] (x (n, in) · wᵀ + b): the row-major product x·wᵀ (NT n×out×in) with
 // the bias (one per column of y) and the ReLU as its epilogue.
 void CudaBackend::linear_forward(const Tensor& x, const Tensor& w, const Tensor* b, Tensor& y, bool relu) {
+  // bf16 throughout: linear_forward_bf16. Any other mix with bf16 goes through float32 copies.
+  if (bf16::all({&x, &w, b, &y})) return linear_forward_bf16(x, w, b, y, relu);
+  if (bf16::widened(*this, &CudaBackend::linear_forward, x, w, b, y, relu)) return;
   const int64_t n = x.dim(0), in = x.dim(1), out = w.dim(0);
   const bool bias = b && b->defined();
   if (gemm_impl() != GemmImpl::Cublas || !bias || n == 0 || in == 0 || out == 0)
@@ -115,6 +146,11 @@ void CudaBackend::linear_forward(const Tensor& x, const Tensor& w, const Tensor*
 // db = Σ_rows dz as its epilogue;  dx = dz · w (gemm).
 void CudaBackend::linear_backward(const Tensor& dy, const Tensor* relu_output, const Tensor& x, const Tensor& w,
                                   Tensor* dx, Tensor* dw, Tensor* db) {
+  // bf16 throughout: the ReLU mask and bias gradient (relu_bias_backward), then the two
+  // products on the tensor cores.
+  if (bf16::all({&dy, relu_output, &x, &w, dx, dw, db}))
+    return Backend::linear_backward(dy, relu_output, x, w, dx, dw, db);
+  if (bf16::widened(*this, &CudaBackend::linear_backward, dy, relu_output, x, w, dx, dw, db)) return;
   const int64_t n = x.dim(0), in = x.dim(1), out = w.dim(0);
   // --gemm-impl and --reduce-impl pick teaching kernels, which the epilogue would bypass.
   if (gemm_impl() != GemmImpl::Cublas || reduce_impl() != ReduceImpl::Auto || !dw || !db || n == 0 || in == 0 ||

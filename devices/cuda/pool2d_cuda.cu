@@ -8,6 +8,7 @@
 // so there are no atomics and dx repeats bit for bit.
 #include <algorithm>
 
+#include "devices/bf16_widening.h"
 #include "devices/cuda/cuda_backend.h"
 #include "devices/cuda/cuda_context.h"
 #include "devices/kernel_log.h"
@@ -155,6 +156,7 @@ void with_index_type(const Pool2dGeometry& g, Launch launch) {
 // ---- launchers --------------------------------------------------------------------------
 
 void CudaBackend::maxpool2d_forward(const Pool2dGeometry& g, const Tensor& x, Tensor& y, Tensor& argmax) {
+  if (bf16::widened(*this, &CudaBackend::maxpool2d_forward, g, x, y, argmax)) return;
   maxpool2d_bias_forward(g, x, nullptr, y, argmax);
 }
 
@@ -176,6 +178,7 @@ void CudaBackend::maxpool2d_bias_forward(const Pool2dGeometry& g, const Tensor& 
 }
 
 void CudaBackend::maxpool2d_backward(const Pool2dGeometry& g, const Tensor& dy, const Tensor& argmax, Tensor& dx) {
+  if (bf16::widened(*this, &CudaBackend::maxpool2d_backward, g, dy, argmax, dx)) return;
   NNLAB_LOG_KERNEL("maxpool2d_backward", dy);  // nnlab explain: record the call
   cuda::require_f32("maxpool2d_backward", dy);
   const int64_t total = g.n * g.c * g.h * g.w;
@@ -189,6 +192,7 @@ void CudaBackend::maxpool2d_backward(const Pool2dGeometry& g, const Tensor& dy, 
 }
 
 void CudaBackend::avgpool2d_forward(const Pool2dGeometry& g, const Tensor& x, Tensor& y) {
+  if (bf16::widened(*this, &CudaBackend::avgpool2d_forward, g, x, y)) return;
   NNLAB_LOG_KERNEL("avgpool2d_forward", x);  // nnlab explain: record the call
   cuda::require_f32("avgpool2d_forward", x);
   const int64_t total = g.n * g.c * g.p * g.q;
@@ -201,6 +205,7 @@ void CudaBackend::avgpool2d_forward(const Pool2dGeometry& g, const Tensor& x, Te
 }
 
 void CudaBackend::avgpool2d_backward(const Pool2dGeometry& g, const Tensor& dy, Tensor& dx) {
+  if (bf16::widened(*this, &CudaBackend::avgpool2d_backward, g, dy, dx)) return;
   NNLAB_LOG_KERNEL("avgpool2d_backward", dy);  // nnlab explain: record the call
   cuda::require_f32("avgpool2d_backward", dy);
   const int64_t total = g.n * g.c * g.h * g.w;

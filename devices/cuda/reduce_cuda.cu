@@ -2,6 +2,7 @@
 // partials, then a shared-memory tree; see block_reduce.cuh): no float atomics, so a run
 // repeats bit for bit. Totals accumulate in double, as on the CPU. The Linear bias gradient
 // also has a ladder of four teaching kernels, chosen by --reduce-impl (devices/reduce_impl.h).
+#include "devices/bf16_widening.h"
 #include "devices/cuda/block_reduce.cuh"
 #include "devices/cuda/cuda_backend.h"
 #include "devices/cuda/cuda_context.h"
@@ -18,8 +19,10 @@ constexpr int kReduceBlocks = 256;
 // ---- kernels ----------------------------------------------------------------------------
 
 // y: (outer, c, inner)  b: (c)     y[o, j, i] += b[j]
-__global__ void bias_forward_kernel(float* y, const float* b, int64_t c, int64_t inner, int64_t n) {
-  NNLAB_GRID_STRIDE(idx, n) y[idx] += b[(idx / inner) % c];
+// T: float32, or bf16 (the sum in float, rounded once as stored)
+template <typename T>
+__global__ void bias_forward_kernel(T* y, const T* b, int64_t c, int64_t inner, int64_t n) {
+  NNLAB_GRID_STRIDE(idx, n) y[idx] = T(float(y[idx]) + float(b[(idx / inner) % c]));
 }
 
 // dy: (outer, c, inner)  db: (c)   db[j] = Σ_o Σ_i dz[o, j, i], in two passes.
@@ -239,17 +242,24 @@ void launch_sum(cuda::Context& c, const Tensor& x, double scale, Tensor& out) {
 }  // namespace
 
 void CudaBackend::bias_forward(Tensor& y, const Tensor& b, int64_t inner) {
+  const bool bf16_kernel = y.dtype() == DType::BFloat16 && b.dtype() == DType::BFloat16;
+  if (!bf16_kernel && bf16::widened(*this, &CudaBackend::bias_forward, y, b, inner)) return;
   NNLAB_LOG_KERNEL("bias_forward", y);  // nnlab explain: record the call
-  cuda::require_f32("bias_forward", y);
+  if (!bf16_kernel) cuda::require_f32("bias_forward", y);
   const int64_t c = b.numel();
   NNLAB_CHECK(c > 0 && inner > 0 && y.numel() % (c * inner) == 0, "bias_forward: ", y.describe(), " is not (outer, ",
               c, ", ", inner, ")");
   if (!y.numel()) return;
-  cuda::launch("bias_forward_kernel", bias_forward_kernel, cuda::grid_for(*ctx_, y.numel()), cuda::kThreads,
-               ctx_->stream, cuda::ptr<float>(y), cuda::ptr<float>(b), c, inner, y.numel());
+  if (bf16_kernel)
+    cuda::launch("bias_forward_kernel", bias_forward_kernel<BFloat16>, cuda::grid_for(*ctx_, y.numel()),
+                 cuda::kThreads, ctx_->stream, cuda::ptr<BFloat16>(y), cuda::ptr<BFloat16>(b), c, inner, y.numel());
+  else
+    cuda::launch("bias_forward_kernel", bias_forward_kernel<float>, cuda::grid_for(*ctx_, y.numel()), cuda::kThreads,
+                 ctx_->stream, cuda::ptr<float>(y), cuda::ptr<float>(b), c, inner, y.numel());
 }
 
 void CudaBackend::bias_backward(const Tensor& dy, Tensor& db, int64_t inner) {
+  if (bf16::widened(*this, &CudaBackend::bias_backward, dy, db, inner)) return;
   const ReduceImpl rung = ladder_rung(inner);
   NNLAB_LOG_KERNEL(ladder_kernel_name(rung), dy);  // nnlab explain: record the call, and the rung
   cuda::require_f32("bias_backward", dy);
@@ -262,6 +272,7 @@ void CudaBackend::bias_backward(const Tensor& dy, Tensor& db, int64_t inner) {
 
 // y, dy, dz: (outer, c, inner)  db: (c) or null   dz = dy·[y > 0];  db[j] = Σ_o Σ_i dz[o, j, i]
 void CudaBackend::relu_bias_backward(const Tensor& y, const Tensor& dy, Tensor& dz, Tensor* db, int64_t inner) {
+  if (bf16::widened(*this, &CudaBackend::relu_bias_backward, y, dy, dz, db, inner)) return;
   if (!db) return unary_backward(UnaryOp::Relu, y, y, dy, dz);  // no bias: the ReLU's kernel alone
   // A rung of the ladder: the ReLU's kernel, then the rung on dz (Backend's two-kernel form).
   if (ladder_rung(inner) != ReduceImpl::Auto) return Backend::relu_bias_backward(y, dy, dz, db, inner);
@@ -277,6 +288,7 @@ void CudaBackend::relu_bias_backward(const Tensor& y, const Tensor& dy, Tensor& 
 }
 
 void CudaBackend::sum_all(const Tensor& x, double scale, Tensor& out) {
+  if (bf16::widened(*this, &CudaBackend::sum_all, x, scale, out)) return;
   NNLAB_LOG_KERNEL("sum_all", x);  // nnlab explain: record the call
   cuda::require_f32("sum_all", x);
   launch_sum<false>(*ctx_, x, scale, out);

@@ -5,6 +5,7 @@
 // read-back, and makes the loss NaN (which raises the non-finite flag).
 #include <algorithm>
 
+#include "devices/bf16_widening.h"
 #include "devices/cuda/block_reduce.cuh"
 #include "devices/cuda/cuda_backend.h"
 #include "devices/cuda/cuda_context.h"
@@ -241,6 +242,7 @@ void CudaBackend::check_finite_all(const std::vector<Tensor>& xs, Tensor& flag,
 }
 
 void CudaBackend::check_finite(const Tensor& x, Tensor& flag, NonFiniteMark mark) {
+  if (bf16::widened(*this, &CudaBackend::check_finite, x, flag, mark)) return;
   NNLAB_LOG_KERNEL("check_finite", x);  // nnlab explain: record the call
   cuda::require_f32("check_finite", x);
   check_dtype("check_finite", flag, DType::Int32);

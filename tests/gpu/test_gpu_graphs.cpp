@@ -313,3 +313,10 @@ TEST_CASE("gpu: the warm-up before the first epoch changes no loss and no runnin
                                     {"--no-warm-up --cuda-graphs off", "--cuda-graphs off", "--no-warm-up --cuda-graphs on",
                                      "--cuda-graphs on"});
 }
+
+// bf16 activations (--precision bf16) add casts and bf16 copies of the weights to the step;
+// captured, the step still gives eager mode's losses bit for bit.
+TEST_CASE("gpu: --precision bf16 trains in a graph as eagerly", "[gpu][graphs][cli][precision]") {
+  require_losses_equal_across_modes("--model cnn --precision bf16",
+                                    {"--cuda-graphs off --data-on-device off", "--cuda-graphs on --data-on-device on"});
+}

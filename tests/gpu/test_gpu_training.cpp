@@ -150,3 +150,31 @@ TEST_CASE("gpu: cnn trains identically on the CPU and on CUDA in strict float32"
     CHECK(rel <= 1e-4);
   }
 }
+
+// Mixed precision (layers/precision.h): the same bf16 model on both devices. Each op rounds
+// its outputs to bf16 once on either, but a float32 sum in another order can round to the
+// neighbouring bf16 value, so the two runs part by bf16's rounding, not by float32's.
+TEST_CASE("gpu: cnn in bf16 trains on CUDA as on the CPU, with float32 masters", "[gpu][training][precision]") {
+  set_cuda_deterministic(true);
+  const Device dev = Device::cuda(0);
+  auto cpu_model = build_cnn(2025), gpu_model = build_cnn(2025);
+  gpu_model->to(dev);
+  for (Sequential* m : {cpu_model.get(), gpu_model.get()}) m->set_compute_dtype(DType::BFloat16);
+  SGD cpu_opt(cpu_model->parameters(), SgdOptions{0.01, 0.9});
+  SGD gpu_opt(gpu_model->parameters(), SgdOptions{0.01, 0.9});
+  const std::vector<Batch> batches = fixed_batches(10, 32, 2000);
+  std::vector<double> cpu_losses, gpu_losses;
+  for (const Batch& b : batches) {
+    cpu_losses.push_back(train_step(*cpu_model, cpu_opt, b, Device::cpu()).item());
+    gpu_losses.push_back(train_step(*gpu_model, gpu_opt, b, dev).item());
+  }
+  set_cuda_deterministic(false);
+  require_allclose(gpu_losses, cpu_losses, 1e-2, 0.0, "bf16 losses, CUDA against the CPU");
+  const auto cpu_params = cpu_model->named_parameters(), gpu_params = gpu_model->named_parameters();
+  for (size_t i = 0; i < cpu_params.size(); ++i) {
+    INFO(gpu_params[i].first);
+    CHECK(gpu_params[i].second.dtype() == DType::Float32);
+    require_allclose(gpu_params[i].second.to_vector<double>(), cpu_params[i].second.to_vector<double>(), 2e-2, 1e-3,
+                     "parameters after 10 bf16 steps");
+  }
+}

@@ -1,0 +1,23 @@
+#include "layers/precision.h"
+
+#include "autograd/ops.h"
+
+namespace nnlab {
+
+DType precision_storage_dtype(const std::string& precision, const char* option) {
+  if (precision == "fp32" || precision == "tf32") return DType::Float32;
+  if (precision == "bf16") return DType::BFloat16;
+  fail(option, ": '", precision, "' is not a precision (fp32, tf32 or bf16)");
+}
+
+Tensor compute_copy(const Tensor& param, const Tensor& x) {
+  if (!param.defined() || x.dtype() != DType::BFloat16) return param;
+  return cast(param, DType::BFloat16);
+}
+
+Tensor float_island(const Tensor& x, const std::function<Tensor(const Tensor&)>& op) {
+  if (x.dtype() != DType::BFloat16) return op(x);
+  return cast(op(cast(x, DType::Float32)), DType::BFloat16);
+}
+
+}  // namespace nnlab

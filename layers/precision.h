@@ -1,0 +1,32 @@
+// Mixed precision (`--precision bf16`): bf16 activations and weight copies, float32 master
+// weights, optimizer state, BatchNorm statistics and loss.
+//
+// How it flows, all through autograd's cast (autograd/ops.h), so backward needs nothing of its
+// own: the model's input is cast to bf16 at the top of the model (Sequential's compute dtype);
+// every layer computes in its input's dtype, so a Linear or Conv2d meeting a bf16 input casts
+// its float32 weight and bias to bf16 copies in the graph (compute_copy), and their bf16
+// gradients come back through the cast as float32 gradients of the masters, which the
+// optimizer updates in float32; BatchNorm normalises in float32 (float_island); the model's
+// output is cast back to float32, so the softmax, the loss and its gradient are float32.
+#pragma once
+#include <functional>
+#include <string>
+
+#include "core/tensor.h"
+
+namespace nnlab {
+
+// The activations' dtype for a --precision value: float32 for "fp32" and "tf32" (tf32 is a
+// math mode of float32 tensors), bfloat16 for "bf16"; anything else is an error naming `option`.
+DType precision_storage_dtype(const std::string& precision, const char* option);
+
+// param as a layer computes with it on input x: a bf16 copy (cast in the graph, so the float32
+// master receives its gradient) when x is bf16 and param is not, else param itself (an
+// undefined param stays undefined).
+Tensor compute_copy(const Tensor& param, const Tensor& x);
+
+// Runs `op` on x in float32 and returns the result in x's dtype: a layer whose statistics must
+// stay float32 (BatchNorm) inside a bf16 model.
+Tensor float_island(const Tensor& x, const std::function<Tensor(const Tensor&)>& op);
+
+}  // namespace nnlab
