@@ -41,6 +41,7 @@ VariantRun run_variant(const TrainConfig& c, const RunVariant& v, int64_t test_i
   vc.gemm_impl = gemm_impl_name(v.gemm);
   vc.reduce_impl = reduce_impl_name(v.reduce);
   vc.math = cuda_math_name(v.math);
+  if (!v.precision.empty()) vc.precision = v.precision;
   vc.metrics.clear();
   vc.test_images = test_images;
   Trainer trainer(vc);
@@ -51,6 +52,8 @@ VariantRun run_variant(const TrainConfig& c, const RunVariant& v, int64_t test_i
   run.conv = conv_impl_name(v.conv);
   run.gemm = gemm_impl_name(v.gemm);
   run.reduce = reduce_impl_name(v.reduce);
+  run.math = vc.math;
+  run.precision = vc.precision;
   for (const EpochResult& e : trainer.epoch_results()) {
     run.phases.data += e.phases.data;
     run.phases.forward += e.phases.forward;
@@ -109,7 +112,8 @@ void register_compare_command(CLI::App& app) {
   add_train_options(*sub, *config);
   sub->add_option("--devices", *devices,
                   "Run variants, comma-separated, the first is the baseline: DEVICE[:threads=N][:conv=auto|reference|"
-                  "im2col|cudnn][:math=fp32|tf32|bf16][:gemm=...][:reduce=...], e.g. cpu,cuda or cpu:threads=1,cpu:threads=2")
+                  "im2col|cudnn][:math=fp32|tf32|bf16][:gemm=...][:reduce=...][:precision=fp32|bf16], e.g. cpu,cuda, "
+                  "cpu:threads=1,cpu:threads=2 or cuda,cuda:precision=bf16")
       ->required();
   sub->add_option("--conv-impl", *conv,
                   "Convolution for every variant that names none: auto, reference, im2col (CPU) or cudnn (CUDA)")
@@ -128,6 +132,8 @@ void register_compare_command(CLI::App& app) {
                 "compare does not take --checkpoint-dir, --resume or --val-split; use nnlab train for those");
     NNLAB_CHECK(*test_images >= 0, "--test-images must be >= 0, got ", *test_images);
     finalize_train_config(*sub, c);
+    NNLAB_CHECK(c.math == "fp32", "compare sets the math mode per device (--math ", c.math,
+                " would apply to none of them): write it into --devices, e.g. --devices cuda,cuda:math=", c.math);
     const std::vector<RunVariant> variants =
         parse_variants(*devices, c.threads, parse_conv_impl(*conv), parse_gemm_impl(*gemm), parse_reduce_impl(*reduce));
     NNLAB_CHECK(variants.size() >= 2, "--devices needs at least two run variants to compare, got '", *devices,

@@ -72,7 +72,28 @@ void print_launch_totals(const DeviceExplain& d) {
               d.label.c_str(), launches, threads, library);
 }
 
+// Whether every run stepped through the same nodes (direction, layer, op), so one table can
+// hold them side by side; a bf16 run has casts a float32 one has not.
+bool same_nodes(const std::vector<DeviceExplain>& runs) {
+  for (const DeviceExplain& d : runs) {
+    if (d.ops.size() != runs[0].ops.size()) return false;
+    for (size_t i = 0; i < d.ops.size(); ++i) {
+      const OpRecord &a = d.ops[i], &b = runs[0].ops[i];
+      if (a.phase != b.phase || a.layer != b.layer || a.op != b.op) return false;
+    }
+  }
+  return true;
+}
+
 void print_explain(const std::vector<DeviceExplain>& runs, bool launches) {
+  if (!same_nodes(runs)) {  // one table per run, one after the other
+    for (const DeviceExplain& d : runs) {
+      std::printf("%s: its own nodes (not those of %s)\n", d.label.c_str(),
+                  &d == &runs[0] ? runs[1].label.c_str() : runs[0].label.c_str());
+      print_explain({d}, launches);
+    }
+    return;
+  }
   int layer_width = 11, op_width = 13;  // wider where a fused layer's names need it
   for (const OpRecord& r : runs[0].ops) {
     layer_width = std::max(layer_width, static_cast<int>(r.layer.size()));
@@ -202,7 +223,8 @@ void print_totals(const DeviceExplain& d) {
 
 void register_explain_command(CLI::App& app) {
   struct Options {
-    std::string model = "cnn", model_file, devices = "cpu", conv = "auto", gemm = "cublas", reduce = "auto";
+    std::string model = "cnn", model_file, devices = "cpu", conv = "auto", gemm = "cublas", reduce = "auto",
+                precision = "fp32";
     int64_t batch = 64;
     int threads = 0, repeats = 21;
     uint64_t seed = 0;
@@ -229,6 +251,10 @@ void register_explain_command(CLI::App& app) {
                   "CPU: plain steps behind each median of the time outside the kernels (the step, then its kernels "
                   "timed call by call)")
       ->capture_default_str();
+  sub->add_option("--precision", o->precision,
+                  "fp32 or bf16 (bf16 activations and weight copies, float32 masters: docs/precision.md), for every "
+                  "device that names none with :precision=")
+      ->capture_default_str();
   sub->add_flag("--launches", o->launches,
                 "CUDA: under each call, the kernels it launched with their grid and block, as kernel<<<grid, block>>>");
   add_command(sub, [sub, o] {
@@ -241,6 +267,12 @@ void register_explain_command(CLI::App& app) {
     std::vector<RunVariant> variants =
         parse_variants(o->devices, o->threads, parse_conv_impl(o->conv), parse_gemm_impl(o->gemm),
                        parse_reduce_impl(o->reduce));
+    NNLAB_CHECK(o->precision != "tf32", "explain --precision tf32 is the math mode of float32 tensors: write --device "
+                "cuda:math=tf32");
+    NNLAB_CHECK(o->precision == "fp32" || o->precision == "bf16", "--precision must be fp32 or bf16, got '",
+                o->precision, "'");
+    for (RunVariant& v : variants)
+      if (v.precision.empty()) v.precision = o->precision;
     std::vector<RunVariant> usable;
     for (const RunVariant& v : variants) {
       if (v.device_text.rfind("cuda", 0) == 0 && variants.size() > 1 && !cuda_status().usable) {
@@ -253,8 +285,10 @@ void register_explain_command(CLI::App& app) {
     check_variants(usable);
     std::vector<DeviceExplain> runs;
     for (const RunVariant& v : usable) runs.push_back(explain_on(v, info, o->batch, o->seed, o->repeats));
-    std::printf("nnlab explain: %s, batch %lld, one training step after two warm-up steps; cpu kernels: %s\n",
-                info.name.c_str(), static_cast<long long>(o->batch), host_cpu::kernel_isa_report().c_str());
+    std::printf("nnlab explain: %s, batch %lld%s, one training step after two warm-up steps; cpu kernels: %s\n",
+                info.name.c_str(), static_cast<long long>(o->batch),
+                o->precision == "bf16" ? ", precision bf16 (where a device names none)" : "",
+                host_cpu::kernel_isa_report().c_str());
     if (!runs.front().fused_groups.empty()) {
       std::string groups;
       for (const std::string& g : runs.front().fused_groups) groups += (groups.empty() ? "" : ", ") + g;

@@ -118,6 +118,8 @@ void write_compare_records(const CompareResult& r, const nlohmann::json& environ
                      {"conv_impl", v.conv},
                      {"gemm_impl", v.gemm},
                      {"reduce_impl", v.reduce},
+                     {"math", v.math},
+                     {"precision", v.precision},
                      {"steps", v.step_loss.size()},
                      {"seconds", v.seconds},
                      {"images_per_second", v.images_per_second},

@@ -13,7 +13,7 @@
 namespace nnlab {
 
 struct VariantRun {
-  std::string label, device, conv, gemm, reduce;
+  std::string label, device, conv, gemm, reduce, math, precision;
   int threads = 0;
   int64_t epochs = 0, images = 0;
   PhaseSeconds phases;  // summed over all steps

@@ -27,6 +27,7 @@
 #include "devices/gemm_impl.h"
 #include "devices/registry.h"
 #include "layers/fuse_epilogues.h"
+#include "layers/precision.h"
 #include "layers/zoo.h"
 #include "optim/make_optimizer.h"
 
@@ -89,7 +90,7 @@ std::string dims(const Tensor& t) {
   if (!t.defined()) return "-";
   std::string out;
   for (int64_t d : t.shape()) out += (out.empty() ? "" : "×") + std::to_string(d);
-  return out.empty() ? "scalar" : out;
+  return (out.empty() ? "scalar" : out) + (t.dtype() == DType::BFloat16 ? " bf16" : "");
 }
 
 // FLOPs of one direction of an op, from its shapes. A GEMM-like op costs 2·m·n·k per product;
@@ -120,11 +121,15 @@ double op_flops(const std::string& op, const Node& node, const Tensor& out, int 
 double op_bytes(const std::string& op, const std::vector<Tensor>& in, const Tensor& out,
                 const std::vector<Tensor>* grads) {
   if (op == "Reshape") return 0;  // a view: no data moves
-  double n = static_cast<double>(out.numel());
-  for (const Tensor& t : in) n += t.defined() ? static_cast<double>(t.numel()) : 0.0;
+  // each tensor in its own dtype: a cast reads float32 and writes bf16
+  const auto bytes = [](const Tensor& t) {
+    return t.defined() ? static_cast<double>(t.numel()) * static_cast<double>(dtype_size(t.dtype())) : 0.0;
+  };
+  double n = bytes(out);
+  for (const Tensor& t : in) n += bytes(t);
   if (grads)
-    for (const Tensor& g : *grads) n += g.defined() ? static_cast<double>(g.numel()) : 0.0;
-  return n * static_cast<double>(dtype_size(out.dtype()));
+    for (const Tensor& g : *grads) n += bytes(g);
+  return n;
 }
 
 // Measured peaks: the best of a few sgemm runs, and of a few large copies (read + write).
@@ -229,11 +234,20 @@ void record_step(Sequential& model, Optimizer& opt, const Tensor& images, const 
   try {
     opt.zero_grad();
     restart();
+    // The model's forward step by step, as Sequential::forward runs it: in its compute dtype
+    // (bf16: the input cast on the way in, the logits cast back to float32 for the loss).
+    const bool mixed = model.compute_dtype() != DType::Float32;
     Tensor x = images;
+    if (mixed) {  // the batch needs no gradient, so its cast is no node: its record is made here
+      x = cast(images, model.compute_dtype());
+      close({"fwd", "input", "Cast", dims(images) + " → " + dims(x), 0, op_bytes("Cast", {images}, x, nullptr)});
+    }
     for (const Sequential::Step& step : model.run_order()) {
       layer = step.name;
       x = step.run(x);
     }
+    layer = "output";
+    if (mixed) x = cast(x, DType::Float32);
     layer = "loss";
     Tensor loss = cross_entropy(x, labels);
     loss.backward();
@@ -360,6 +374,7 @@ DeviceExplain explain_on(const RunVariant& v, const ModelFile& info, int64_t bat
   fuse_epilogues(*model);
   out.fused_groups = fused_groups(*model);
   model->to(device);
+  model->set_compute_dtype(precision_storage_dtype(v.precision.empty() ? "fp32" : v.precision, "precision"));
   OptimizerConfig oc;
   oc.name = info.recipe.optimizer;
   oc.lr = info.recipe.lr;

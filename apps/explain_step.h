@@ -53,9 +53,9 @@ struct DeviceExplain {
   std::vector<std::string> fused_groups;  // what fuse_epilogues ran as one op each
 };
 
-// One step of `info`'s model at `batch` on the variant's device, after two warm-up steps; on
-// the CPU, then `repeats` plain steps and as many timed call by call, for the time outside the
-// kernels.
+// One step of `info`'s model at `batch` on the variant's device, in its precision (fp32 when it
+// names none), after two warm-up steps; on the CPU, then `repeats` plain steps and as many
+// timed call by call, for the time outside the kernels.
 DeviceExplain explain_on(const RunVariant& v, const ModelFile& info, int64_t batch, uint64_t seed, int repeats);
 
 }  // namespace nnlab

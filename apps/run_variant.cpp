@@ -12,7 +12,7 @@ namespace {
 
 constexpr const char* kSyntax =
     "write DEVICE[:threads=N][:conv=auto|reference|im2col|cudnn][:math=fp32|tf32|bf16][:gemm=cublas|naive|tiled|registers]"
-    "[:reduce=auto|uncoalesced|coalesced|tree|shuffle] with DEVICE cpu, cuda or cuda:N, "
+    "[:reduce=auto|uncoalesced|coalesced|tree|shuffle][:precision=fp32|bf16] with DEVICE cpu, cuda or cuda:N, "
     "e.g. cpu:threads=1,cpu:threads=2";
 
 std::vector<std::string> split(const std::string& text, char sep) {
@@ -58,6 +58,12 @@ RunVariant parse_one(const std::string& item, int default_threads, ConvImpl defa
       v.reduce = parse_reduce_impl(value);
     } else if (key == "math") {
       v.math = parse_cuda_math(value, "device '" + item + "': math");
+    } else if (key == "precision") {
+      NNLAB_CHECK(value != "tf32", "device '", item, "': precision=tf32 is the math mode of float32 tensors: write ",
+                  parts[0], ":math=tf32");
+      NNLAB_CHECK(value == "fp32" || value == "bf16", "device '", item, "': precision must be fp32 or bf16, got '",
+                  value, "'");
+      v.precision = value;
     } else {
       fail("device '", item, "': unknown setting '", key, "'; ", kSyntax);
     }

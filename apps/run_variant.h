@@ -4,11 +4,12 @@
 //   KEY      = threads (CPU threads, 0 = all cores) | conv (reference | im2col | cudnn)
 //            | math (fp32 | tf32 | bf16; tf32 and bf16 on CUDA only) | gemm (cublas | naive | tiled | registers; CUDA)
 //            | reduce (uncoalesced | coalesced | tree | shuffle; CUDA only, devices/reduce_impl.h)
+//            | precision (fp32 | bf16: the activations' storage, docs/precision.md)
 //   e.g.  cpu:threads=1,cpu:threads=2     cpu:conv=reference,cpu:conv=im2col     cpu,cuda:math=tf32
-//         cuda,cuda:gemm=tiled     cuda:reduce=uncoalesced,cuda:reduce=shuffle
+//         cuda,cuda:gemm=tiled     cuda:reduce=uncoalesced,cuda:reduce=shuffle     cuda,cuda:precision=bf16
 //
 // A list is comma-separated. Settings a variant does not name come from the command's own
-// --threads, --conv-impl, --gemm-impl and --reduce-impl.
+// --threads, --conv-impl, --gemm-impl, --reduce-impl and --precision.
 #pragma once
 #include <string>
 #include <vector>
@@ -29,6 +30,7 @@ struct RunVariant {
   GemmImpl gemm = GemmImpl::Cublas;
   ReduceImpl reduce = ReduceImpl::Auto;
   CudaMath math = CudaMath::Fp32;
+  std::string precision;  // "fp32" or "bf16"; empty: the command's own --precision
 };
 
 // Parses a comma-separated list; throws an Error naming the bad item and the syntax.

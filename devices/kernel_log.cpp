@@ -87,7 +87,7 @@ std::string dims_text(std::initializer_list<long long> dims) {
 std::string tensor_dims(const Tensor& t) {
   std::string out;
   for (int64_t d : t.shape()) out += (out.empty() ? "" : "×") + std::to_string(d);
-  return out.empty() ? "scalar" : out;
+  return (out.empty() ? "scalar" : out) + (t.dtype() == DType::BFloat16 ? " bf16" : "");
 }
 
 KernelLogScope::KernelLogScope() : was_on_(kernel_log_enabled()) {

@@ -82,7 +82,7 @@ std::vector<KernelCall> take_kernel_calls();
 // "64×128×3136": the dimensions joined with the multiplication sign.
 std::string dims_text(std::initializer_list<long long> dims);
 
-// "64×32×28×28": a tensor's shape as the log writes it.
+// "64×32×28×28": a tensor's shape as the log writes it ("64×32×28×28 bf16" for bf16 data).
 std::string tensor_dims(const Tensor& t);
 
 // Times a kernel call while the log is on: the clock starts at construction and stops when

@@ -35,6 +35,17 @@ std::vector<nlohmann::json> read_records(const std::string& path) {
   return out;
 }
 
+// Runs `compare <args> --metrics <dir>/m.jsonl` for two variants and returns its records:
+// the run's, then one per variant.
+std::vector<nlohmann::json> compare_records(const std::string& args, const nnlab_test::TempDir& dir) {
+  const CliResult r = run_cli("compare " + args + " --metrics " + (dir / "m.jsonl"));
+  INFO(r.output);
+  REQUIRE(r.exit_code == 0);
+  std::vector<nlohmann::json> records = read_records(dir / "m.jsonl");
+  REQUIRE(records.size() == 3);
+  return records;
+}
+
 }  // namespace
 
 TEST_CASE("compare runs the identical training on two CPU thread counts", "[compare]") {
@@ -70,12 +81,9 @@ TEST_CASE("compare runs the identical training on two CPU thread counts", "[comp
 
 TEST_CASE("compare of the reference and im2col convolutions tracks to float rounding", "[compare]") {
   nnlab_test::TempDir dir("nnlab_cmd");
-  const CliResult r = run_cli("compare --model cnn --devices cpu:conv=reference,cpu:conv=im2col --threads 2 "
-                              "--max-steps 2 --batch 4 --test-images 20 --metrics " + (dir / "m.jsonl"));
-  INFO(r.output);
-  REQUIRE(r.exit_code == 0);
-  const std::vector<nlohmann::json> records = read_records(dir / "m.jsonl");
-  REQUIRE(records.size() == 3);
+  const std::vector<nlohmann::json> records = compare_records(
+      "--model cnn --devices cpu:conv=reference,cpu:conv=im2col --threads 2 --max-steps 2 --batch 4 --test-images 20",
+      dir);
   CHECK(records[1]["conv_impl"] == "reference");
   CHECK(records[2]["conv_impl"] == "im2col");
   CHECK(records[2]["drift"]["max_loss_diff"].get<double>() < 1e-4);
@@ -106,6 +114,17 @@ TEST_CASE("compare refuses bad devices and report paths before training, writing
   CHECK(cudnn.exit_code != 0);
   CHECK(cudnn.output.find("cudnn runs on CUDA only") != std::string::npos);
 
+  const CliResult tf32 = run_cli("compare --model mlp --devices cpu,cpu:precision=tf32" + outputs);
+  CHECK(tf32.exit_code != 0);
+  CHECK(tf32.output.find("precision=tf32 is the math mode of float32 tensors: write cpu:math=tf32") !=
+        std::string::npos);
+
+  // --math would apply to no variant (each sets its own): refused, not ignored.
+  const CliResult math = run_cli("compare --model mlp --devices cpu,cuda --math tf32" + outputs);
+  CHECK(math.exit_code != 0);
+  CHECK(math.output.find("compare sets the math mode per device") != std::string::npos);
+  CHECK(math.output.find("cuda:math=tf32") != std::string::npos);
+
   const CliResult rung = run_cli("compare --model mlp --devices cpu,cpu:reduce=tree" + outputs);
   CHECK(rung.exit_code != 0);
   CHECK(rung.output.find("--reduce-impl tree is a CUDA kernel of the reduction ladder") != std::string::npos);
@@ -128,4 +147,22 @@ TEST_CASE("compare refuses bad devices and report paths before training, writing
   CHECK_FALSE(fs::exists(report));
   CHECK_FALSE(fs::exists(metrics));
   CHECK_FALSE(fs::exists(dir / "missing"));
+}
+
+// fp32 against bf16 on one device, as the variant key :precision= says: each variant's record
+// names its precision, the bf16 one trains (its first loss near the float32 one: the same batch
+// through the same weights, rounded to bf16) and its master weights drift only a little.
+TEST_CASE("compare trains fp32 against bf16 side by side", "[compare][precision]") {
+  nnlab_test::TempDir dir("nnlab_cmd");
+  const std::vector<nlohmann::json> records = compare_records(
+      "--model mlp --devices cpu,cpu:precision=bf16 --max-steps 3 --batch 16 --test-images 100 --threads 1", dir);
+  CHECK(records[1]["precision"] == "fp32");
+  CHECK(records[2]["precision"] == "bf16");
+  CHECK(records[2]["variant"] == "cpu:precision=bf16");
+  const double fp32 = records[1]["step_loss"][0].get<double>(), bf16 = records[2]["step_loss"][0].get<double>();
+  CHECK(fp32 != bf16);
+  CHECK(std::abs(fp32 - bf16) < 0.05 * fp32);
+  const double drift = records[2]["drift"]["weight_relative_l2"]["fc1.weight"].get<double>();
+  CHECK(drift > 0.0);
+  CHECK(drift < 0.05);
 }

@@ -28,6 +28,7 @@ using nnlab_test::random_tensor;
 using nnlab_test::run_cli;
 using nnlab_test::CliResult;
 using nnlab_test::read_text;
+using nnlab_test::count_of;
 
 namespace {
 
@@ -210,6 +211,12 @@ TEST_CASE("nnlab explain refuses what it cannot run", "[explain]") {
   CHECK(no_steps.exit_code == 1);
   CHECK(no_steps.output.find("--repeats must lie in 1..10000, got 0") != std::string::npos);
   CHECK(unknown.output.find("unknown device 'tpu'") != std::string::npos);
+  const CliResult fp16 = run_cli("explain --model mlp --precision fp16");
+  CHECK(fp16.exit_code != 0);
+  CHECK(fp16.output.find("--precision must be fp32 or bf16, got 'fp16'") != std::string::npos);
+  const CliResult tf32 = run_cli("explain --model mlp --device cpu:precision=tf32");
+  CHECK(tf32.exit_code != 0);
+  CHECK(tf32.output.find("write cpu:math=tf32") != std::string::npos);
   const CliResult cudnn = run_cli("explain --model cnn --conv-impl cudnn --batch 1");
   CHECK(cudnn.exit_code != 0);
   CHECK(cudnn.output.find("cudnn runs on CUDA only") != std::string::npos);
@@ -223,6 +230,23 @@ TEST_CASE("nnlab explain refuses what it cannot run", "[explain]") {
     CHECK(both.output.find("cuda: not usable: ") != std::string::npos);
     CHECK(both.output.find("bwd  fc1+relu1   Linear") != std::string::npos);
   }
+}
+
+// A bf16 step as train's --precision bf16 runs it: the input's, the weights' and the logits'
+// casts are nodes of their own, so a float32 step beside it has other nodes and each gets a
+// table of its own.
+TEST_CASE("nnlab explain runs a bf16 step beside a float32 one", "[explain][precision]") {
+  const CliResult r = run_cli("explain --model mlp --batch 4 --threads 1 --repeats 1 --device cpu,cpu:precision=bf16");
+  INFO(r.output);
+  REQUIRE(r.exit_code == 0);
+  CHECK(r.output.find("cpu: its own nodes (not those of cpu:precision=bf16)") != std::string::npos);
+  CHECK(r.output.find("cpu:precision=bf16: its own nodes (not those of cpu)") != std::string::npos);
+  CHECK(r.output.find("fwd  input       Cast") != std::string::npos);
+  CHECK(r.output.find("fwd  output      Cast") != std::string::npos);
+  CHECK(count_of(r.output, "fwd  fc1+relu1   Linear") == 2);
+  const CliResult fp32 = run_cli("explain --model mlp --batch 4 --threads 1 --repeats 1");
+  REQUIRE(fp32.exit_code == 0);
+  CHECK(fp32.output.find("Cast") == std::string::npos);
 }
 
 TEST_CASE("the kernel log times each call from its record to the end of its dispatch, nested calls once",

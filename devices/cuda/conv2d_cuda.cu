@@ -1,7 +1,8 @@
 // Convolution on CUDA through cuDNN's legacy API (cudnnConvolutionForward, BackwardData,
 // BackwardFilter), the twin of devices/cpu/conv2d_cpu.cpp.
 //
-// x: (n, c, h, w)  w: (k, c, r, s)  y: (n, k, p, q), NCHW float32, dilation 1, one group.
+// x: (n, c, h, w)  w: (k, c, r, s)  y: (n, k, p, q), NCHW, dilation 1, one group; float32, or
+// bf16 throughout (cuDNN's PSEUDO_BFLOAT16: bf16 tensors, float32 sums, tensor cores allowed).
 //
 // The descriptors are made once per geometry and kept in a ConvPlan. The algorithm for each
 // direction is chosen once per geometry too, the first time that direction runs, by timing
@@ -38,36 +39,44 @@ namespace {
 // The most workspace an algorithm may use; faster algorithms that want more are skipped.
 constexpr size_t kWorkspaceLimit = size_t(512) << 20;
 
-void set_tensor(cudnnTensorDescriptor_t d, int64_t n, int64_t c, int64_t h, int64_t w) {
-  NNLAB_CUDNN_CHECK(cudnnSetTensor4dDescriptor(d, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, int(n), int(c), int(h), int(w)));
+cudnnDataType_t cudnn_type(bool bf16) { return bf16 ? CUDNN_DATA_BFLOAT16 : CUDNN_DATA_FLOAT; }
+
+void set_tensor(cudnnTensorDescriptor_t d, bool bf16, int64_t n, int64_t c, int64_t h, int64_t w) {
+  NNLAB_CUDNN_CHECK(cudnnSetTensor4dDescriptor(d, CUDNN_TENSOR_NCHW, cudnn_type(bf16), int(n), int(c), int(h), int(w)));
 }
 
-cudnnConvolutionDescriptor_t make_conv_desc(const Conv2dGeometry& g) {
+// Tensor cores: for bf16 data always (that is what bf16 is for), for float32 only as TF32,
+// when the math mode allows it.
+bool tensor_cores(const cuda::ConvPlan& p) { return p.bf16 || cuda_math_tf32(); }
+
+// The compute type is float32 for both data types: bf16 products summed in float32.
+cudnnConvolutionDescriptor_t make_conv_desc(const Conv2dGeometry& g, const cuda::ConvPlan& p) {
   cudnnConvolutionDescriptor_t d = nullptr;
   NNLAB_CUDNN_CHECK(cudnnCreateConvolutionDescriptor(&d));
   NNLAB_CUDNN_CHECK(cudnnSetConvolution2dDescriptor(d, int(g.pad_h), int(g.pad_w), int(g.stride_h), int(g.stride_w),
                                                     1, 1, CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT));
-  NNLAB_CUDNN_CHECK(cudnnSetConvolutionMathType(d, cuda_math_tf32() ? CUDNN_DEFAULT_MATH : CUDNN_FMA_MATH));
+  NNLAB_CUDNN_CHECK(cudnnSetConvolutionMathType(d, tensor_cores(p) ? CUDNN_DEFAULT_MATH : CUDNN_FMA_MATH));
   return d;
 }
 
-cuda::ConvPlan& plan_for(cuda::Context& c, const Conv2dGeometry& g) {
+cuda::ConvPlan& plan_for(cuda::Context& c, const Conv2dGeometry& g, bool bf16) {
   const cuda::ConvKey key{g.n, g.c, g.h, g.w, g.k, g.r, g.s, g.stride_h, g.stride_w, g.pad_h, g.pad_w,
-                          cuda_math_tf32() ? 1 : 0, cuda_deterministic() ? 1 : 0};
+                          cuda_math_tf32() ? 1 : 0, cuda_deterministic() ? 1 : 0, bf16 ? 1 : 0};
   auto it = c.conv_plans.find(key);
   if (it != c.conv_plans.end()) return *it->second;
   auto plan = std::make_unique<cuda::ConvPlan>();
+  plan->bf16 = bf16;
   for (cudnnTensorDescriptor_t* d : {&plan->x_desc, &plan->y_desc, &plan->bias_desc})
     NNLAB_CUDNN_CHECK(cudnnCreateTensorDescriptor(d));
-  set_tensor(plan->x_desc, g.n, g.c, g.h, g.w);
-  set_tensor(plan->y_desc, g.n, g.k, g.p, g.q);
-  set_tensor(plan->bias_desc, 1, g.k, 1, 1);
+  set_tensor(plan->x_desc, bf16, g.n, g.c, g.h, g.w);
+  set_tensor(plan->y_desc, bf16, g.n, g.k, g.p, g.q);
+  set_tensor(plan->bias_desc, bf16, 1, g.k, 1, 1);
   NNLAB_CUDNN_CHECK(cudnnCreateFilterDescriptor(&plan->w_desc));
-  NNLAB_CUDNN_CHECK(
-      cudnnSetFilter4dDescriptor(plan->w_desc, CUDNN_DATA_FLOAT, CUDNN_TENSOR_NCHW, int(g.k), int(g.c), int(g.r), int(g.s)));
-  plan->fwd_desc = make_conv_desc(g);
-  plan->bwd_data_desc = make_conv_desc(g);
-  plan->bwd_filter_desc = make_conv_desc(g);
+  NNLAB_CUDNN_CHECK(cudnnSetFilter4dDescriptor(plan->w_desc, cudnn_type(bf16), CUDNN_TENSOR_NCHW, int(g.k), int(g.c),
+                                               int(g.r), int(g.s)));
+  plan->fwd_desc = make_conv_desc(g, *plan);
+  plan->bwd_data_desc = make_conv_desc(g, *plan);
+  plan->bwd_filter_desc = make_conv_desc(g, *plan);
   int n = 0, k = 0, p = 0, q = 0;
   NNLAB_CUDNN_CHECK(cudnnGetConvolution2dForwardOutputDim(plan->fwd_desc, plan->x_desc, plan->w_desc, &n, &k, &p, &q));
   NNLAB_CHECK(n == g.n && k == g.k && p == g.p && q == g.q, "conv2d on CUDA: cuDNN computes an output of (", n, ", ",
@@ -76,8 +85,8 @@ cuda::ConvPlan& plan_for(cuda::Context& c, const Conv2dGeometry& g) {
 }
 
 template <typename Perf>
-cudnnMathType_t math_for(const Perf& chosen) {
-  return cuda_math_tf32() ? chosen.mathType : CUDNN_FMA_MATH;
+cudnnMathType_t math_for(const cuda::ConvPlan& p, const Perf& chosen) {
+  return tensor_cores(p) ? chosen.mathType : CUDNN_FMA_MATH;
 }
 
 // The three directions differ only in which descriptors and buffers each cuDNN call takes;
@@ -190,9 +199,9 @@ void choose_algorithm(cuda::Context& c, cuda::ConvPlan& pl, const Conv2dGeometry
     NNLAB_CUDNN_CHECK(Direction::find(c.cudnn, pl, in0.raw_data(), in1.raw_data(), out.raw_data(), requested, &count,
                                       perf.data(), scratch.as<void>(), ws));
   }
-  const auto& best = cuda::pick_algorithm(perf.data(), count, ws, cuda_math_tf32(), cuda_deterministic(),
-                                          Direction::name, g);
-  NNLAB_CUDNN_CHECK(cudnnSetConvolutionMathType(Direction::desc(pl), math_for(best)));
+  const auto& best =
+      cuda::pick_algorithm(perf.data(), count, ws, tensor_cores(pl), cuda_deterministic(), Direction::name, g);
+  NNLAB_CUDNN_CHECK(cudnnSetConvolutionMathType(Direction::desc(pl), math_for(pl, best)));
   Direction::keep(pl, best);
 }
 
@@ -209,19 +218,31 @@ bool use_direct(const Tensor& x, const Conv2dGeometry& g, const ConvEpilogue& e)
   return conv_impl() == ConvImpl::Auto && cuda::direct_applies(g, e);
 }
 
-// nnlab explain: "cudnnConvolutionForward algo=1 x 64×32×14×14 w 64×32×3×3"
-size_t log_cudnn(const char* call, int algo, const Conv2dGeometry& g) {
+// nnlab explain: "cudnnConvolutionForward algo=1 x 64×32×14×14 w 64×32×3×3 s1 p1" (" bf16" after it
+// for bf16 data)
+size_t log_cudnn(const char* call, const cuda::ConvPlan& p, int algo, const Conv2dGeometry& g) {
   return record_kernel(call, "algo=" + std::to_string(algo) + " x " + dims_text({g.n, g.c, g.h, g.w}) + " w " +
-                          dims_text({g.k, g.c, g.r, g.s}) + " s" + std::to_string(g.stride_h) + " p" +
-                          std::to_string(g.pad_h));
+                                 dims_text({g.k, g.c, g.r, g.s}) + " s" + std::to_string(g.stride_h) + " p" +
+                                 std::to_string(g.pad_h) + (p.bf16 ? " bf16" : ""));
 }
+
+// cuDNN runs a convolution on these operands itself: all float32, or all bf16 (the present
+// ones); the reference kernels are float32 only. Anything else is widened (bf16_widening.h).
+bool cudnn_takes(std::initializer_list<const Tensor*> operands) {
+  bool f32 = true;
+  for (const Tensor* t : operands)
+    if (t && t->defined() && t->dtype() != DType::Float32) f32 = false;
+  return f32 || (bf16::all(operands) && conv_impl() != ConvImpl::Reference);
+}
+
+bool is_bf16(const Tensor& t) { return t.dtype() == DType::BFloat16; }
 
 // y = max(0, conv(x, w) + b) in one cuDNN call, where cuDNN runs it for the plan's forward
 // algorithm: true when queued. The first call per geometry finds out (and is not logged); a
 // NOT_SUPPORTED answer queues nothing, and the caller runs the separate calls from then on.
 bool convolve_bias_relu(cuda::Context& c, const Conv2dGeometry& g, const Tensor& x, const Tensor& w, const Tensor& b,
                         Tensor& y) {
-  cuda::ConvPlan& pl = plan_for(c, g);
+  cuda::ConvPlan& pl = plan_for(c, g, false);
   if (pl.fused_relu_tried && !pl.fused_relu_runs) return false;
   if (!pl.have_fwd) choose_algorithm<ForwardDirection>(c, pl, g, x, w, y);
   if (!pl.relu_desc) {
@@ -244,8 +265,9 @@ bool convolve_bias_relu(cuda::Context& c, const Conv2dGeometry& g, const Tensor&
     if (st != CUDNN_STATUS_NOT_SUPPORTED) NNLAB_CUDNN_CHECK(st);
     return pl.fused_relu_runs;
   }
-  KernelTiming timing(kernel_log_enabled() ? log_cudnn("cudnnConvolutionBiasActivationForward", int(pl.fwd_algo), g)
-                                           : kNotRecorded);
+  KernelTiming timing(kernel_log_enabled()
+                          ? log_cudnn("cudnnConvolutionBiasActivationForward", pl, int(pl.fwd_algo), g)
+                          : kNotRecorded);
   NNLAB_CUDNN_CHECK(run());
   return true;
 }
@@ -258,9 +280,13 @@ bool convolve_bias_relu(cuda::Context& c, const Conv2dGeometry& g, const Tensor&
 // pool, by the pool's kernel (maxpool2d_bias_forward: max(z + b) = max(z) + b for a bias that
 // is constant over each window), so the convolution's output is written once, by cuDNN, and
 // neither read nor written again by cudnnAddTensor. The rest is Backend::conv2d_forward's.
+// bf16 takes Backend::conv2d_forward's separate steps: the direct kernels and the fused call
+// are float32, and the bias goes into cuDNN's sum (convolve), not after the pool.
 void CudaBackend::conv2d_forward(const Conv2dGeometry& g, const ConvEpilogue& e, const Tensor& x, const Tensor& w,
                                  const Tensor* b, Tensor& y, Tensor* argmax) {
-  if (bf16::widened(*this, &CudaBackend::conv2d_forward, g, e, x, w, b, y, argmax)) return;
+  if (!cudnn_takes({&x, &w, b, &y}) && bf16::widened(*this, &CudaBackend::conv2d_forward, g, e, x, w, b, y, argmax))
+    return;
+  if (is_bf16(x)) return Backend::conv2d_forward(g, e, x, w, b, y, argmax);
   const bool bias = b && b->defined();
   if (use_direct(x, g, e)) {
     cuda::require_f32("conv2d_forward", x);
@@ -282,11 +308,16 @@ void CudaBackend::conv2d_forward(const Conv2dGeometry& g, const ConvEpilogue& e,
 
 // A shallow first layer with a ReLU (and max-pool) epilogue, no dx wanted: its filter gradient
 // and bias straight from dy and the epilogue's saved tensor, one kernel and its final sums; the
-// convolution's gradient dz is never stored. The rest is Backend::conv2d_backward's.
+// convolution's gradient dz is never stored. The rest (and all of bf16) is
+// Backend::conv2d_backward's.
 void CudaBackend::conv2d_backward(const Conv2dGeometry& g, const ConvEpilogue& e, const Tensor& dy,
                                   const Tensor& saved, const Tensor& x, const Tensor& w, Tensor& dx, Tensor& dw,
                                   Tensor& db) {
-  if (bf16::widened(*this, &CudaBackend::conv2d_backward, g, e, dy, saved, x, w, dx, dw, db)) return;
+  const Tensor* saved_activation = e.kind == ConvEpilogue::Kind::ReluMaxPool ? nullptr : &saved;  // else int32 argmax
+  if (!cudnn_takes({&dy, saved_activation, &x, &w, &dx, &dw, &db}) &&
+      bf16::widened(*this, &CudaBackend::conv2d_backward, g, e, dy, saved, x, w, dx, dw, db))
+    return;
+  if (is_bf16(dy)) return Backend::conv2d_backward(g, e, dy, saved, x, w, dx, dw, db);
   if (!dx.defined() && dw.defined() && use_direct(dy, g, e)) {
     cuda::require_f32("conv2d_backward", dy);
     return cuda::conv2d_direct_backward_filter(*ctx_, g, e, dy, saved, x, dw, db.defined() ? &db : nullptr);
@@ -295,30 +326,46 @@ void CudaBackend::conv2d_backward(const Conv2dGeometry& g, const ConvEpilogue& e
 }
 
 // y = conv(x, w) (+ b broadcast over (n, ·, p, q))
+// In bf16 the bias enters cuDNN's own sum: y is set to b first and the call computes
+// y = conv + 1·y in float32, rounding once, as the CPU's widened kernel does. Adding b after a
+// bf16 convolution would round the product first, off by up to a bf16 step of the product
+// where the bias nearly cancels it.
 void CudaBackend::convolve(const Conv2dGeometry& g, const Tensor& x, const Tensor& w, const Tensor* b, Tensor& y) {
-  cuda::require_f32("conv2d_forward", x);
+  if (!cudnn_takes({&x, &w, b, &y}) && bf16::widened(*this, &CudaBackend::convolve, g, x, w, b, y)) return;
+  const bool bf16 = is_bf16(x), bias = b && b->defined();
+  if (!bf16) cuda::require_f32("conv2d_forward", x);
   cuda::Context& c = *ctx_;
   if (use_reference(x)) return cuda::conv2d_reference_forward(c, g, x, w, b, y);  // --conv-impl reference
-  cuda::ConvPlan& pl = plan_for(c, g);
+  cuda::ConvPlan& pl = plan_for(c, g, bf16);
   if (!pl.have_fwd) choose_algorithm<ForwardDirection>(c, pl, g, x, w, y);
-  KernelTiming timing(kernel_log_enabled() ? log_cudnn("cudnnConvolutionForward", int(pl.fwd_algo), g) : kNotRecorded);
+  const bool bias_in_sum = bias && bf16;
+  if (bias_in_sum) {
+    fill(y, 0.0);
+    bias_forward(y, *b, g.p * g.q);  // 0 + b: exact
+  }
+  KernelTiming timing(kernel_log_enabled() ? log_cudnn("cudnnConvolutionForward", pl, int(pl.fwd_algo), g)
+                                           : kNotRecorded);
   cuda::Scratch workspace(*c.allocator, pl.fwd_workspace);
   const float one = 1.0f, zero = 0.0f;
   NNLAB_CUDNN_CHECK(cudnnConvolutionForward(c.cudnn, &one, pl.x_desc, x.raw_data(), pl.w_desc, w.raw_data(),
-                                            pl.fwd_desc, pl.fwd_algo, workspace.as<void>(), pl.fwd_workspace, &zero,
-                                            pl.y_desc, y.raw_data()));
-  if (b && b->defined())
+                                            pl.fwd_desc, pl.fwd_algo, workspace.as<void>(), pl.fwd_workspace,
+                                            bias_in_sum ? &one : &zero, pl.y_desc, y.raw_data()));
+  if (bias && !bf16)
     NNLAB_CUDNN_CHECK(cudnnAddTensor(c.cudnn, &one, pl.bias_desc, b->raw_data(), &one, pl.y_desc, y.raw_data()));
 }
 
 // dx = the transposed convolution of dy with w
 void CudaBackend::convolve_backward_data(const Conv2dGeometry& g, const Tensor& dy, const Tensor& w, Tensor& dx) {
-  cuda::require_f32("conv2d_backward_data", dy);
+  if (!cudnn_takes({&dy, &w, &dx}) && bf16::widened(*this, &CudaBackend::convolve_backward_data, g, dy, w, dx)) return;
+  const bool bf16 = is_bf16(dy);
+  if (!bf16) cuda::require_f32("conv2d_backward_data", dy);
   cuda::Context& c = *ctx_;
   if (use_reference(dy)) return cuda::conv2d_reference_backward_data(c, g, dy, w, dx);  // --conv-impl reference
-  cuda::ConvPlan& pl = plan_for(c, g);
+  cuda::ConvPlan& pl = plan_for(c, g, bf16);
   if (!pl.have_bwd_data) choose_algorithm<BackwardDataDirection>(c, pl, g, w, dy, dx);
-  KernelTiming timing(kernel_log_enabled() ? log_cudnn("cudnnConvolutionBackwardData", int(pl.bwd_data_algo), g) : kNotRecorded);
+  KernelTiming timing(kernel_log_enabled()
+                          ? log_cudnn("cudnnConvolutionBackwardData", pl, int(pl.bwd_data_algo), g)
+                          : kNotRecorded);
   cuda::Scratch workspace(*c.allocator, pl.bwd_data_workspace);
   const float one = 1.0f, zero = 0.0f;
   NNLAB_CUDNN_CHECK(cudnnConvolutionBackwardData(c.cudnn, &one, pl.w_desc, w.raw_data(), pl.y_desc, dy.raw_data(),
@@ -330,15 +377,20 @@ void CudaBackend::convolve_backward_data(const Conv2dGeometry& g, const Tensor& 
 // db = Σ_{n,p,q} dy (bias_backward)
 void CudaBackend::convolve_backward_filter(const Conv2dGeometry& g, const Tensor& dy, const Tensor& x, Tensor& dw,
                                            Tensor* db) {
-  cuda::require_f32("conv2d_backward_filter", dy);
+  if (!cudnn_takes({&dy, &x, &dw, db}) &&
+      bf16::widened(*this, &CudaBackend::convolve_backward_filter, g, dy, x, dw, db))
+    return;
+  const bool bf16 = is_bf16(dy);
+  if (!bf16) cuda::require_f32("conv2d_backward_filter", dy);
   cuda::Context& c = *ctx_;
   if (use_reference(dy)) {
     cuda::conv2d_reference_backward_filter(c, g, dy, x, dw);  // --conv-impl reference
   } else {
-    cuda::ConvPlan& pl = plan_for(c, g);
+    cuda::ConvPlan& pl = plan_for(c, g, bf16);
     if (!pl.have_bwd_filter) choose_algorithm<BackwardFilterDirection>(c, pl, g, x, dy, dw);
-    KernelTiming timing(kernel_log_enabled() ? log_cudnn("cudnnConvolutionBackwardFilter", int(pl.bwd_filter_algo), g)
-                                             : kNotRecorded);
+    KernelTiming timing(kernel_log_enabled()
+                            ? log_cudnn("cudnnConvolutionBackwardFilter", pl, int(pl.bwd_filter_algo), g)
+                            : kNotRecorded);
     cuda::Scratch workspace(*c.allocator, pl.bwd_filter_workspace);
     const float one = 1.0f, zero = 0.0f;
     NNLAB_CUDNN_CHECK(cudnnConvolutionBackwardFilter(c.cudnn, &one, pl.x_desc, x.raw_data(), pl.y_desc, dy.raw_data(),

@@ -40,10 +40,12 @@ struct ConvPlan {
   // with the forward algorithm; a NOT_SUPPORTED answer leaves the separate calls in place.
   cudnnActivationDescriptor_t relu_desc = nullptr;
   bool fused_relu_tried = false, fused_relu_runs = false;
+  // bf16 data (float32 sums): the tensor cores are allowed whatever the math mode
+  bool bf16 = false;
   ~ConvPlan();
 };
-// n, c, h, w, k, r, s, stride_h, stride_w, pad_h, pad_w, tf32, deterministic
-using ConvKey = std::array<int64_t, 13>;
+// n, c, h, w, k, r, s, stride_h, stride_w, pad_h, pad_w, tf32, deterministic, bf16
+using ConvKey = std::array<int64_t, 14>;
 
 // A cuBLASLt product's descriptors and the algorithm its heuristic chose, made once per
 // shape and epilogue (gemm_lt_cuda.cpp). usable = false: the library has no algorithm for it,
@@ -56,8 +58,8 @@ struct LtPlan {
   bool usable = false;
   ~LtPlan();
 };
-// trans_a, trans_b, m, n, k, epilogue, math (a CudaMath)
-using LtKey = std::array<int64_t, 7>;
+// trans_a, trans_b, m, n, k, epilogue, math (a CudaMath), bf16 storage
+using LtKey = std::array<int64_t, 8>;
 
 struct Context {
   int device = 0;

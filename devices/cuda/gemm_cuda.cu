@@ -48,16 +48,25 @@ __global__ void linear_epilogue_bf16_kernel(const float* z, const BFloat16* b, B
 
 }  // namespace
 
-// The bf16 Linear forward: x·wᵀ on the tensor cores with float32 sums (gemm_bf16_storage into
-// a float32 scratch), then the bias and ReLU and the one rounding (linear_epilogue_bf16_kernel).
+// The bf16 Linear forward: x·wᵀ on the tensor cores with float32 sums, the bias and ReLU applied
+// to those sums and the result rounded once. With a bias, one cublasLtMatmul with the epilogue
+// where cuBLASLt has an algorithm for it; else (and without a bias but with the ReLU)
+// gemm_bf16_storage into a float32 scratch, then linear_epilogue_bf16_kernel; with neither, the
+// product straight into y, rounded as it is stored.
 void CudaBackend::linear_forward_bf16(const Tensor& x, const Tensor& w, const Tensor* b, Tensor& y, bool relu) {
   const int64_t n = x.dim(0), in = x.dim(1), out = w.dim(0);
+  const bool bias = b && b->defined();
+  if (bias && n > 0 && in > 0 && out > 0 &&
+      cuda::lt_gemm(*ctx_, relu ? cuda::LtEpilogue::BiasRelu : cuda::LtEpilogue::Bias, DType::BFloat16, false, true, n,
+                    out, in, x.raw_data(), w.raw_data(), y.raw_data(), b->raw_data()))
+    return;
+  if (!bias && !relu) return gemm(false, true, n, out, in, 1.0, x, w, 0.0, y);
   Tensor z = Tensor::empty(y.shape(), DType::Float32, y.device());
   gemm(false, true, n, out, in, 1.0, x, w, 0.0, z);
   if (!z.numel()) return;
   NNLAB_LOG_KERNEL("linear_epilogue_bf16", y);  // nnlab explain: record the call
   cuda::launch("linear_epilogue_bf16_kernel", linear_epilogue_bf16_kernel, cuda::grid_for(*ctx_, z.numel()),
-               cuda::kThreads, ctx_->stream, cuda::ptr<float>(z), b && b->defined() ? cuda::ptr<BFloat16>(*b) : nullptr,
+               cuda::kThreads, ctx_->stream, cuda::ptr<float>(z), bias ? cuda::ptr<BFloat16>(*b) : nullptr,
                cuda::ptr<BFloat16>(y), out, relu, z.numel());
 }
 
@@ -137,34 +146,35 @@ void CudaBackend::linear_forward(const Tensor& x, const Tensor& w, const Tensor*
   if (gemm_impl() != GemmImpl::Cublas || !bias || n == 0 || in == 0 || out == 0)
     return Backend::linear_forward(x, w, b, y, relu);
   for (const Tensor* t : {&x, &w, b, static_cast<const Tensor*>(&y)}) cuda::require_f32("linear_forward", *t);
-  if (!cuda::lt_gemm(*ctx_, relu ? cuda::LtEpilogue::BiasRelu : cuda::LtEpilogue::Bias, false, true, n, out, in,
-                     cuda::ptr<float>(x), cuda::ptr<float>(w), cuda::ptr<float>(y), cuda::ptr<float>(*b)))
+  if (!cuda::lt_gemm(*ctx_, relu ? cuda::LtEpilogue::BiasRelu : cuda::LtEpilogue::Bias, DType::Float32, false, true, n,
+                     out, in, x.raw_data(), w.raw_data(), y.raw_data(), b->raw_data()))
     Backend::linear_forward(x, w, b, y, relu);
 }
 
 // dz = dy·[y > 0] (one kernel, with the ReLU) or dy;  dw (out, in) = dzᵀ · x (TN out×in×n) with
-// db = Σ_rows dz as its epilogue;  dx = dz · w (gemm).
+// db = Σ_rows dz as its epilogue;  dx = dz · w (gemm). bf16 throughout takes the same path on
+// the tensor cores (dw and db each rounded once from float32 sums); any other mix with bf16
+// goes through float32 copies.
 void CudaBackend::linear_backward(const Tensor& dy, const Tensor* relu_output, const Tensor& x, const Tensor& w,
                                   Tensor* dx, Tensor* dw, Tensor* db) {
-  // bf16 throughout: the ReLU mask and bias gradient (relu_bias_backward), then the two
-  // products on the tensor cores.
-  if (bf16::all({&dy, relu_output, &x, &w, dx, dw, db}))
-    return Backend::linear_backward(dy, relu_output, x, w, dx, dw, db);
-  if (bf16::widened(*this, &CudaBackend::linear_backward, dy, relu_output, x, w, dx, dw, db)) return;
+  const bool bf16 = bf16::all({&dy, relu_output, &x, &w, dx, dw, db});
+  if (!bf16 && bf16::widened(*this, &CudaBackend::linear_backward, dy, relu_output, x, w, dx, dw, db)) return;
   const int64_t n = x.dim(0), in = x.dim(1), out = w.dim(0);
-  // --gemm-impl and --reduce-impl pick teaching kernels, which the epilogue would bypass.
-  if (gemm_impl() != GemmImpl::Cublas || reduce_impl() != ReduceImpl::Auto || !dw || !db || n == 0 || in == 0 ||
-      out == 0)
+  // --gemm-impl and --reduce-impl pick teaching kernels, which the epilogue would bypass (bf16
+  // products are always cuBLAS's: the rungs are float32).
+  if ((!bf16 && gemm_impl() != GemmImpl::Cublas) || reduce_impl() != ReduceImpl::Auto || !dw || !db || n == 0 ||
+      in == 0 || out == 0)
     return Backend::linear_backward(dy, relu_output, x, w, dx, dw, db);
-  for (const Tensor* t : {&dy, &x, static_cast<const Tensor*>(dw), static_cast<const Tensor*>(db)})
-    cuda::require_f32("linear_backward", *t);
+  if (!bf16)
+    for (const Tensor* t : {&dy, &x, static_cast<const Tensor*>(dw), static_cast<const Tensor*>(db)})
+      cuda::require_f32("linear_backward", *t);
   Tensor dz = dy;
   if (relu_output) {
     dz = Tensor::empty(dy.shape(), dy.dtype(), dy.device());
     unary_backward(UnaryOp::Relu, *relu_output, *relu_output, dy, dz);
   }
-  if (!cuda::lt_gemm(*ctx_, cuda::LtEpilogue::BiasGradA, true, false, out, in, n, cuda::ptr<float>(dz),
-                     cuda::ptr<float>(x), cuda::ptr<float>(*dw), cuda::ptr<float>(*db))) {
+  if (!cuda::lt_gemm(*ctx_, cuda::LtEpilogue::BiasGradA, dy.dtype(), true, false, out, in, n, dz.raw_data(),
+                     x.raw_data(), dw->raw_data(), db->raw_data())) {
     bias_backward(dz, *db, 1);
     return linear_products(dz, x, w, dx, dw);
   }

@@ -21,10 +21,12 @@ enum class LtEpilogue : int {
 };
 const char* lt_epilogue_name(LtEpilogue e);
 
-// Queues C = op(A)·op(B) with the epilogue on ctx's stream (row-major, contiguous, float32;
-// TF32 or bf16 tensor cores under --math) and returns true. Returns false having queued nothing when
-// cuBLASLt has no algorithm for it; the caller then takes its plain path. m, n, k ≥ 1.
-bool lt_gemm(Context& ctx, LtEpilogue e, bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, const float* a,
-             const float* b, float* c, float* bias);
+// Queues C = op(A)·op(B) with the epilogue on ctx's stream (row-major, contiguous) and returns
+// true. `storage` is the dtype of A, B, C and the bias: float32 (TF32 or bf16 tensor cores under
+// --math), or bf16 (float32 sums, the epilogue applied to them, C and a bias gradient rounded
+// once). Returns false having queued nothing when cuBLASLt has no algorithm for it; the caller
+// then takes its plain path. m, n, k ≥ 1.
+bool lt_gemm(Context& ctx, LtEpilogue e, DType storage, bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k,
+             const void* a, const void* b, void* c, void* bias);
 
 }  // namespace nnlab::cuda

@@ -51,13 +51,15 @@ cublasLtEpilogue_t column_major_epilogue(LtEpilogue e) {
 }
 
 // The column-major problem of gemm_plan.h, described to cuBLASLt, and the heuristic's first
-// answer for it with at most the context's workspace.
-std::unique_ptr<LtPlan> make_plan(Context& ctx, LtEpilogue e, bool trans_a, bool trans_b, int64_t m, int64_t n,
-                                  int64_t k, CudaMath math) {
+// answer for it with at most the context's workspace. bf16 storage computes in plain float32
+// (bf16 products are exact on the tensor cores), whatever --math says.
+std::unique_ptr<LtPlan> make_plan(Context& ctx, LtEpilogue e, bool bf16, bool trans_a, bool trans_b, int64_t m,
+                                  int64_t n, int64_t k, CudaMath math) {
   auto plan = std::make_unique<LtPlan>();
   const ColumnMajorGemm p = column_major_plan(trans_a, trans_b, m, n, k);
+  const cudaDataType type = bf16 ? CUDA_R_16BF : CUDA_R_32F;
   NNLAB_CUBLAS_CHECK(
-      cublasLtMatmulDescCreate(&plan->desc, compute_type(math), CUDA_R_32F));
+      cublasLtMatmulDescCreate(&plan->desc, bf16 ? CUBLAS_COMPUTE_32F : compute_type(math), CUDA_R_32F));
   const int32_t op_first = p.trans_first ? CUBLAS_OP_T : CUBLAS_OP_N;
   const int32_t op_second = p.trans_second ? CUBLAS_OP_T : CUBLAS_OP_N;
   const uint32_t epilogue = column_major_epilogue(e);
@@ -66,12 +68,17 @@ std::unique_ptr<LtPlan> make_plan(Context& ctx, LtEpilogue e, bool trans_a, bool
       cublasLtMatmulDescSetAttribute(plan->desc, CUBLASLT_MATMUL_DESC_TRANSB, &op_second, sizeof(op_second)));
   NNLAB_CUBLAS_CHECK(
       cublasLtMatmulDescSetAttribute(plan->desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &epilogue, sizeof(epilogue)));
+  if (bf16 && e != LtEpilogue::None) {  // the bias (or its gradient) in bf16 too, said outright
+    const int32_t bias_type = type;
+    NNLAB_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(plan->desc, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &bias_type,
+                                                      sizeof(bias_type)));
+  }
   // Stored shapes (column-major rows × cols): op(first) is p.m × p.k, op(second) p.k × p.n.
-  NNLAB_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&plan->first, CUDA_R_32F, p.trans_first ? p.k : p.m,
+  NNLAB_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&plan->first, type, p.trans_first ? p.k : p.m,
                                                 p.trans_first ? p.m : p.k, p.ld_first));
-  NNLAB_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&plan->second, CUDA_R_32F, p.trans_second ? p.n : p.k,
+  NNLAB_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&plan->second, type, p.trans_second ? p.n : p.k,
                                                 p.trans_second ? p.k : p.n, p.ld_second));
-  NNLAB_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&plan->out, CUDA_R_32F, p.m, p.n, p.ldc));
+  NNLAB_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&plan->out, type, p.m, p.n, p.ldc));
 
   cublasLtMatmulPreference_t pref = nullptr;
   NNLAB_CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&pref));
@@ -94,12 +101,16 @@ std::unique_ptr<LtPlan> make_plan(Context& ctx, LtEpilogue e, bool trans_a, bool
 
 }  // namespace
 
-bool lt_gemm(Context& ctx, LtEpilogue e, bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, const float* a,
-             const float* b, float* c, float* bias) {
+bool lt_gemm(Context& ctx, LtEpilogue e, DType storage, bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k,
+             const void* a, const void* b, void* c, void* bias) {
+  NNLAB_CHECK(storage == DType::Float32 || storage == DType::BFloat16, "cublasLtMatmul: float32 or bf16 storage, got ",
+              dtype_name(storage));
+  const bool bf16 = storage == DType::BFloat16;
   const CudaMath math = static_cast<CudaMath>(cuda_math_mode());
-  const LtKey key{trans_a, trans_b, m, n, k, static_cast<int64_t>(e), static_cast<int64_t>(math)};
+  const LtKey key{trans_a, trans_b, m, n, k, static_cast<int64_t>(e), static_cast<int64_t>(math), bf16 ? 1 : 0};
   auto it = ctx.lt_plans.find(key);
-  if (it == ctx.lt_plans.end()) it = ctx.lt_plans.emplace(key, make_plan(ctx, e, trans_a, trans_b, m, n, k, math)).first;
+  if (it == ctx.lt_plans.end())
+    it = ctx.lt_plans.emplace(key, make_plan(ctx, e, bf16, trans_a, trans_b, m, n, k, math)).first;
   LtPlan& plan = *it->second;
   if (!plan.usable) return false;
   // The workspace is taken on first use, not at start-up (a program that never runs a Linear
@@ -116,7 +127,9 @@ bool lt_gemm(Context& ctx, LtEpilogue e, bool trans_a, bool trans_b, int64_t m, 
   const float one = 1.0f, zero = 0.0f;
   KernelTiming timing(kernel_log_enabled()  // nnlab explain: the call as the row-major product it computes
                           ? record_kernel(std::string("cublasLtMatmul (") +
-                                              (math == CudaMath::Fp32 ? "" : std::string(cuda_math_name(math)) + ", ") +
+                                              (bf16                     ? "bf16 storage, "
+                                               : math == CudaMath::Fp32 ? ""
+                                                                        : std::string(cuda_math_name(math)) + ", ") +
                                               lt_epilogue_name(e) + ")",
                                           std::string(trans_a ? "T" : "N") + (trans_b ? "T" : "N") + " " +
                                               dims_text({m, n, k}))

@@ -1,15 +1,17 @@
 // bf16 ops on CUDA against the CPU's (docs/precision.md): the native bf16 kernels (a Linear
-// layer's products, bias and ReLU; ReLU, sigmoid and tanh) and the widened ones (convolutions,
-// pools, adds) give each output within one bf16 step of the CPU's. Both round every output
-// once; what may differ is the order of a float32 sum, which can send a value to the
+// layer's products, bias and ReLU; convolutions in cuDNN; pools; ReLU, sigmoid and tanh) and
+// the widened ones (adds) give each output within one bf16 step of the CPU's. Both round every
+// output once; what may differ is the order of a float32 sum, which can send a value to the
 // neighbouring bf16 number, so the tolerance is bf16's relative step, 2⁻⁷.
 #include "gpu/gpu_support.h"
 
+#include <algorithm>
 #include <functional>
 #include <string>
 #include <vector>
 
 #include "autograd/ops.h"
+#include "devices/kernel_log.h"
 
 using namespace nnlab;
 using namespace nnlab::gputest;
@@ -50,13 +52,39 @@ void require_same_on_both(const std::string& what, const std::vector<Tensor>& in
   }
 }
 
+// Each of `families` is in the log on bf16 data. A widened call runs on float32 copies, as every
+// CPU call does, so the one on bf16 data is CUDA's own bf16 kernel.
+void require_bf16_calls(const std::vector<KernelCall>& calls, const std::vector<std::string>& families) {
+  for (const std::string& family : families) {
+    INFO(family);
+    CHECK(std::any_of(calls.begin(), calls.end(), [&](const KernelCall& c) {
+      return c.family == family && Catch::endsWith(c.detail, " bf16");
+    }));
+  }
+}
+
 }  // namespace
 
+// With a bias, forward and backward are one cuBLASLt call each on the bf16 tensors (the bias
+// and ReLU, or the bias gradient, in its epilogue); without one, cuBLAS's plain product.
 TEST_CASE("gpu: a Linear layer in bf16 matches the CPU's, with and without its ReLU", "[gpu][precision]") {
   for (const Epilogue& e : {Epilogue{}, Epilogue::relu()}) {
-    require_same_on_both("linear" + e.describe(), {bf16_input({33, 70}), bf16_input({20, 70}), bf16_input({20})},
-                         [&](const std::vector<Tensor>& t) { return linear(t[0], t[1], t[2], e); });
+    std::vector<KernelCall> calls;
+    {
+      KernelLogScope log;
+      require_same_on_both("linear" + e.describe(), {bf16_input({33, 70}), bf16_input({20, 70}), bf16_input({20})},
+                           [&](const std::vector<Tensor>& t) { return linear(t[0], t[1], t[2], e); });
+      calls = take_kernel_calls();
+    }
+    std::vector<std::string> families;
+    for (const KernelCall& c : calls) families.push_back(c.family);
+    INFO(Catch::Detail::stringify(families));
+    const auto has = [&](const std::string& f) { return std::count(families.begin(), families.end(), f) == 1; };
+    CHECK(has(!e.none() ? "cublasLtMatmul (bf16 storage, bias+relu)" : "cublasLtMatmul (bf16 storage, bias)"));
+    CHECK(has("cublasLtMatmul (bf16 storage, bias gradient)"));
   }
+  require_same_on_both("linear without a bias", {bf16_input({9, 30}), bf16_input({7, 30})},
+                       [&](const std::vector<Tensor>& t) { return linear(t[0], t[1], Tensor()); });
 }
 
 TEST_CASE("gpu: elementwise ops in bf16 match the CPU's", "[gpu][precision]") {
@@ -73,8 +101,49 @@ TEST_CASE("gpu: convolutions and pools in bf16 match the CPU's", "[gpu][precisio
                          {bf16_input({3, 4, 10, 10}), bf16_input({6, 4, 3, 3}), bf16_input({6})},
                          [&](const std::vector<Tensor>& t) { return conv2d(t[0], t[1], t[2], 1, 1, e); });
   }
-  require_same_on_both("max_pool2d", {bf16_input({2, 3, 8, 8})},
-                       [](const std::vector<Tensor>& t) { return max_pool2d(t[0], 2); });
-  require_same_on_both("avg_pool2d", {bf16_input({2, 3, 8, 8})},
-                       [](const std::vector<Tensor>& t) { return avg_pool2d(t[0], 2); });
+  std::vector<KernelCall> calls;
+  {
+    KernelLogScope log;
+    require_same_on_both("max_pool2d", {bf16_input({2, 3, 9, 9})},
+                         [](const std::vector<Tensor>& t) { return max_pool2d(t[0], 3, 2, 1); });
+    require_same_on_both("avg_pool2d", {bf16_input({2, 3, 9, 9})},
+                         [](const std::vector<Tensor>& t) { return avg_pool2d(t[0], 3, 2, 1); });
+    calls = take_kernel_calls();
+  }
+  require_bf16_calls(calls, {"maxpool2d_forward", "maxpool2d_backward", "avgpool2d_forward", "avgpool2d_backward"});
+}
+
+// A bf16 convolution runs in cuDNN on the bf16 tensors themselves (the log names each call's
+// data "bf16"; a widened one would convolve float32 copies), and rounds its output once, to
+// nearest even, with the bias inside the float32 sum. One 3 × 3 window of ones, so each output
+// is the sum of its filter's taps:
+//   1 + 3·2⁻⁹ with no bias: bf16's step at 1 is 2⁻⁷, so it rounds up to 1 + 2⁻⁷ (a truncating
+//   store would keep 1);
+//   1 + 2⁻⁹ with the bias −1: 2⁻⁹ exactly when rounded once (rounding the product first to 1,
+//   then adding the bias, would give 0).
+TEST_CASE("gpu: a bf16 convolution runs in cuDNN in bf16 and rounds once, the bias inside", "[gpu][precision]") {
+  const auto on_device_bf16 = [](const std::vector<float>& v, const Shape& s) {
+    Tensor t = on_gpu(Tensor::from_vector(v, s).to(DType::BFloat16));
+    t.set_requires_grad(true);
+    return t;
+  };
+  std::vector<float> taps(18, 0.0f);
+  taps[0] = 1.0f, taps[4] = 3.0f * 0x1p-9f;  // filter 0: 1 + 3·2⁻⁹
+  taps[9] = 1.0f, taps[13] = 0x1p-9f;        // filter 1: 1 + 2⁻⁹
+  const Tensor x = on_device_bf16(std::vector<float>(9, 1.0f), {1, 1, 3, 3});
+  const Tensor w = on_device_bf16(taps, {2, 1, 3, 3}), b = on_device_bf16({0.0f, -1.0f}, {2});
+  std::vector<KernelCall> calls;
+  Tensor y;
+  {
+    KernelLogScope log;
+    y = conv2d(x, w, b, 1, 0);
+    y.backward(on_gpu(Tensor::full({1, 2, 1, 1}, 1.0, DType::BFloat16)));
+    calls = take_kernel_calls();
+  }
+  CHECK(y.to_vector<double>() == std::vector<double>{1.0 + 0x1p-7, 0x1p-9});
+  require_bf16_calls(calls,
+                     {"cudnnConvolutionForward", "cudnnConvolutionBackwardData", "cudnnConvolutionBackwardFilter"});
+  // dx at the centre sums both filters' centre taps: 3·2⁻⁹ + 2⁻⁹ = 2⁻⁷, exact
+  CHECK(x.grad().to_vector<double>()[4] == 0x1p-7);
+  CHECK(x.grad().to_vector<double>()[0] == 2.0);
 }

@@ -1,10 +1,13 @@
-// The CUDA simulator's cuBLASLt: descriptors, a heuristic that answers for the float32
+// The CUDA simulator's cuBLASLt: descriptors, a heuristic that answers for the float32 and bf16
 // products and epilogues nnlab uses, and cublasLtMatmul, checked as the library documents
 // (cublasLt.h) and then run on the stream by OpenBLAS, followed by the epilogue:
 //   BIAS:       D[i][j] += bias[i]            (bias: D's rows, broadcast over its columns)
 //   RELU:       D = max(D, 0), after the bias where both are asked for
 //   BGRADA:     bias[i] = Σ_k op(A)[i][k]     (the bias gradient from A: D's rows)
 //   BGRADB:     bias[j] = Σ_k op(B)[k][j]     (the bias gradient from B: D's columns)
+// bf16 matrices (A, B, C, D and the bias all CUDA_R_16BF, float32 compute and scale) are widened
+// to float32, computed as above, and D (and a bias gradient) rounded to bf16 once at the end,
+// as the tensor cores' float32 accumulator is rounded once by the epilogue's store.
 // Other epilogues, types and compute modes get no algorithm from the heuristic
 // (CUBLAS_STATUS_NOT_SUPPORTED), as a real library does for what it cannot run, so a caller
 // must be ready to fall back. A call's arguments are checked on the calling thread; the
@@ -130,17 +133,21 @@ cublasStatus_t read_problem(const char* call, cublasLtMatmulDesc_t desc, cublasL
 }
 
 // What the simulator runs: float32 matrices (TF32 computes as float32 here, as in
-// sim_cublas.cpp; FAST_16BF rounds A and B to bf16 first) and the epilogues listed at the top.
+// sim_cublas.cpp; FAST_16BF rounds A and B to bf16 first), or bf16 ones with plain float32
+// compute, and the epilogues listed at the top.
 bool simulated(const Problem& p) {
-  const bool f32 = p.a.type == CUDA_R_32F && p.b.type == CUDA_R_32F && p.c.type == CUDA_R_32F &&
-                   p.d.type == CUDA_R_32F && p.desc.scale == CUDA_R_32F &&
-                   (p.desc.bias_type == -1 || p.desc.bias_type == CUDA_R_32F);
-  const bool compute = p.desc.compute == CUBLAS_COMPUTE_32F || p.desc.compute == CUBLAS_COMPUTE_32F_FAST_TF32 ||
-                       p.desc.compute == CUBLAS_COMPUTE_32F_FAST_16BF;
+  const auto all_of = [&](cudaDataType_t t) {
+    return p.a.type == t && p.b.type == t && p.c.type == t && p.d.type == t && p.desc.scale == CUDA_R_32F &&
+           (p.desc.bias_type == -1 || p.desc.bias_type == t);
+  };
+  const bool f32 = all_of(CUDA_R_32F) && (p.desc.compute == CUBLAS_COMPUTE_32F ||
+                                          p.desc.compute == CUBLAS_COMPUTE_32F_FAST_TF32 ||
+                                          p.desc.compute == CUBLAS_COMPUTE_32F_FAST_16BF);
+  const bool bf16 = all_of(CUDA_R_16BF) && p.desc.compute == CUBLAS_COMPUTE_32F;
   switch (p.desc.epilogue) {
     case CUBLASLT_EPILOGUE_DEFAULT: case CUBLASLT_EPILOGUE_RELU: case CUBLASLT_EPILOGUE_BIAS:
     case CUBLASLT_EPILOGUE_RELU_BIAS: case CUBLASLT_EPILOGUE_BGRADA: case CUBLASLT_EPILOGUE_BGRADB:
-      return f32 && compute;
+      return f32 || bf16;
     default: return false;
   }
 }
@@ -149,13 +156,34 @@ bool simulated(const Problem& p) {
 // refuses one chosen for another problem (a real library may run it and compute garbage).
 constexpr uint64_t kAlgoMagic = 0x6e6e6c61624c7431ull;  // "nnlabLt1"
 uint64_t problem_tag(const Problem& p) {
-  return p.m * 1000003ull ^ p.n * 10007ull ^ p.k * 101ull ^ uint64_t(p.desc.epilogue) << 48 ^
+  return p.m * 1000003ull ^ p.n * 10007ull ^ p.k * 101ull ^ uint64_t(p.d.type) << 40 ^ uint64_t(p.desc.epilogue) << 48 ^
          uint64_t(transposed(p.desc.trans_a)) << 60 ^ uint64_t(transposed(p.desc.trans_b)) << 61;
 }
 
-size_t layout_bytes(const Layout& l) {
+size_t element_bytes(cudaDataType_t t) { return t == CUDA_R_16BF ? sizeof(uint16_t) : sizeof(float); }
+
+// Elements from the first to the last of a column-major matrix (the gaps of ld included).
+size_t layout_elements(const Layout& l) {
   if (l.rows == 0 || l.cols == 0) return 0;
-  return ((l.cols - 1) * static_cast<uint64_t>(l.ld) + l.rows) * sizeof(float);
+  return (l.cols - 1) * static_cast<uint64_t>(l.ld) + l.rows;
+}
+size_t layout_bytes(const Layout& l) { return layout_elements(l) * element_bytes(l.type); }
+
+// `count` values at p as float32: float32 data as it is, bf16 widened into `copy`.
+const float* as_float(const void* p, size_t count, bool bf16, std::vector<float>& copy) {
+  if (!bf16) return static_cast<const float*>(p);
+  const auto* bits = static_cast<const nnlab::BFloat16*>(p);
+  copy.resize(count);
+  for (size_t i = 0; i < count; ++i) copy[i] = float(bits[i]);
+  return copy.data();
+}
+
+// Float32 results back into bf16 storage, each rounded once: `rows` of each of `cols` columns
+// ld apart (the gaps between columns are not the matrix's and are left as they are).
+void store_rounded(const std::vector<float>& values, uint64_t rows, uint64_t cols, int64_t ld, void* p) {
+  auto* bits = static_cast<nnlab::BFloat16*>(p);
+  for (uint64_t j = 0; j < cols; ++j)
+    for (uint64_t i = 0; i < rows; ++i) bits[i + j * ld] = nnlab::BFloat16(values[i + j * ld]);
 }
 
 // Element (i, j) of op(X) for a column-major X with leading dimension ld.
@@ -302,26 +330,33 @@ cublasStatus_t cublasLtMatmul(cublasLtHandle_t lightHandle, cublasLtMatmulDesc_t
       !nnlab::sim::check_device_access(call, "C", C, layout_bytes(p.c)) ||
       !nnlab::sim::check_device_access(call, "D", D, layout_bytes(p.d)) ||
       ((add_bias || grad_a || grad_b) &&
-       !nnlab::sim::check_device_access(call, "the bias", p.desc.bias, bias_length * sizeof(float))) ||
+       !nnlab::sim::check_device_access(call, "the bias", p.desc.bias, bias_length * element_bytes(p.d.type))) ||
       (workspaceSizeInBytes && !nnlab::sim::check_device_access(call, "the workspace", workspace, workspaceSizeInBytes)))
     return CUBLAS_STATUS_INVALID_VALUE;
   if (p.m == 0 || p.n == 0) return CUBLAS_STATUS_SUCCESS;
 
   const float a_s = *static_cast<const float*>(alpha), b_s = *static_cast<const float*>(beta);
   nnlab::sim::enqueue(stream, "cublas", "cublasLtMatmul", [=] {
-    const auto* a = static_cast<const float*>(A);
-    const auto* b = static_cast<const float*>(B);
-    std::vector<float> a16, b16;  // FAST_16BF: the operands as the bf16 tensor cores take them
-    if (p.desc.compute == CUBLAS_COMPUTE_32F_FAST_16BF) {
-      a16.assign(a, a + layout_bytes(p.a) / sizeof(float));
-      b16.assign(b, b + layout_bytes(p.b) / sizeof(float));
+    const bool bf16 = p.d.type == CUDA_R_16BF;
+    std::vector<float> a16, b16, c_wide, d_wide, bias_wide;  // float32 copies of bf16 or rounded operands
+    const float* a = as_float(A, layout_elements(p.a), bf16, a16);
+    const float* b = as_float(B, layout_elements(p.b), bf16, b16);
+    if (p.desc.compute == CUBLAS_COMPUTE_32F_FAST_16BF) {  // the operands as the bf16 tensor cores take them
+      a16.assign(a, a + layout_elements(p.a));
+      b16.assign(b, b + layout_elements(p.b));
       for (float& v : a16) v = nnlab::round_to_bf16(v);
       for (float& v : b16) v = nnlab::round_to_bf16(v);
       a = a16.data(), b = b16.data();
     }
-    const auto* c = static_cast<const float*>(C);
-    auto* d = static_cast<float*>(D);
-    auto* bias = static_cast<float*>(p.desc.bias);
+    const float* c = b_s == 0.0f ? nullptr : as_float(C, layout_elements(p.c), bf16, c_wide);
+    if (bf16) d_wide.resize(layout_elements(p.d));
+    float* d = bf16 ? d_wide.data() : static_cast<float*>(D);
+    float* bias = static_cast<float*>(p.desc.bias);
+    if (bf16 && (add_bias || grad_a || grad_b)) {
+      as_float(p.desc.bias, add_bias ? bias_length : 0, true, bias_wide);
+      bias_wide.resize(bias_length);
+      bias = bias_wide.data();
+    }
     const bool ta = transposed(p.desc.trans_a), tb = transposed(p.desc.trans_b);
     // D = beta·C first (beta = 0 never reads C), then D += alpha·op(A)·op(B).
     for (uint64_t j = 0; j < p.n; ++j)
@@ -349,6 +384,9 @@ cublasStatus_t cublasLtMatmul(cublasLtHandle_t lightHandle, cublasLtMatmulDesc_t
         for (uint64_t kk = 0; kk < p.k; ++kk) s += at(b, p.b.ld, tb, kk, j);
         bias[j] = s;
       }
+    if (!bf16) return;
+    store_rounded(d_wide, p.m, p.n, int64_t(p.d.ld), D);
+    if (grad_a || grad_b) store_rounded(bias_wide, bias_length, 1, int64_t(bias_length), p.desc.bias);
   });
   return CUBLAS_STATUS_SUCCESS;
 }

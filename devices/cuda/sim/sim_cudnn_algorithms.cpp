@@ -9,7 +9,8 @@
 // CUDNN_STATUS_NOT_SUPPORTED, as is a valid algorithm the simulator does not implement (a
 // value outside the enum is BAD_PARAM). Where the reference names no status, the choice is
 // said next to the check. Every failure leaves a diagnostic naming the argument.
-// Limits of the simulator (NOT_SUPPORTED): float32 only, packed NCHW tensors, one group.
+// Limits of the simulator (NOT_SUPPORTED): float32 data, or bf16 data with float32 compute
+// (PSEUDO_BFLOAT16), packed NCHW tensors, one group.
 #include <algorithm>
 #include <chrono>
 #include <memory>
@@ -38,8 +39,9 @@ cudnnStatus_t geometry(const char* call, const cudnnTensorStruct* x, const cudnn
     return fail(CUDNN_STATUS_BAD_PARAM, call, "a descriptor is null or was never set");
   if (x->type != w->type || (y && y->type != x->type))
     return fail(CUDNN_STATUS_BAD_PARAM, call, "the tensors' data types differ");
-  if (x->type != CUDNN_DATA_FLOAT || conv->compute != CUDNN_DATA_FLOAT)
-    return fail(CUDNN_STATUS_NOT_SUPPORTED, call, "the simulator convolves float32 data in float32 only");
+  if ((x->type != CUDNN_DATA_FLOAT && x->type != CUDNN_DATA_BFLOAT16) || conv->compute != CUDNN_DATA_FLOAT)
+    return fail(CUDNN_STATUS_NOT_SUPPORTED, call,
+                "the simulator convolves float32 or bf16 data, in float32 (the convolution's compute type)");
   if (!x->packed() || (y && !y->packed()))
     return fail(CUDNN_STATUS_NOT_SUPPORTED, call, "the simulator convolves packed NCHW tensors only");
   if (x->c != w->c)
@@ -48,6 +50,7 @@ cudnnStatus_t geometry(const char* call, const cudnnTensorStruct* x, const cudnn
   g->n = x->n, g->c = x->c, g->h = x->h, g->w = x->w, g->k = w->k, g->r = w->r, g->s = w->s;
   g->pad_h = conv->pad_h, g->pad_w = conv->pad_w, g->stride_h = conv->u, g->stride_w = conv->v;
   g->dil_h = conv->dil_h, g->dil_w = conv->dil_w, g->flip = conv->mode == CUDNN_CONVOLUTION;
+  g->bf16 = x->type == CUDNN_DATA_BFLOAT16;
   g->p = nnlab::sim::dnn::conv_output_size(g->h, g->pad_h, g->r, g->dil_h, g->stride_h);
   g->q = nnlab::sim::dnn::conv_output_size(g->w, g->pad_w, g->s, g->dil_w, g->stride_w);
   if (g->p <= 0 || g->q <= 0)
@@ -98,9 +101,7 @@ struct Operands {
 };
 
 size_t operand_bytes(Direction dir, const ConvGeometry& g, int i) {
-  const int64_t x = g.n * g.chw(), w = g.k * g.crs(), y = g.n * g.kpq();
-  const int64_t sizes[3][3] = {{x, w, y}, {w, y, x}, {x, y, w}};
-  return size_t(sizes[int(dir)][i]) * sizeof(float);
+  return nnlab::sim::dnn::operand_elements(dir, g, i) * (g.bf16 ? sizeof(uint16_t) : sizeof(float));
 }
 
 // Device memory for every operand (and `need` bytes of workspace). Host memory is refused
@@ -137,15 +138,14 @@ cudnnStatus_t convolve(const char* call, Direction dir, cudnnHandle_t handle, co
   if ((st = check_memory(call, dir, g, ops, workspace, need)) != CUDNN_STATUS_SUCCESS) return st;
   // Scaling factors are host memory, read now (cuDNN's rule).
   const float a = *static_cast<const float*>(alpha), b = *static_cast<const float*>(beta);
-  const float* in0 = static_cast<const float*>(ops.in0);
-  const float* in1 = static_cast<const float*>(ops.in1);
-  float* out = static_cast<float*>(ops.out);
+  const void *in0 = ops.in0, *in1 = ops.in1;
+  void* out = ops.out;
   float* ws = static_cast<float*>(workspace);
   const int threads = nnlab::sim::worker_threads();
   const std::string name = call;
   nnlab::sim::enqueue(handle->stream, "cudnn", call, [=] {
     try {
-      nnlab::sim::dnn::conv_run(dir, algo, g, in0, in1, out, a, b, ws, threads);
+      nnlab::sim::dnn::conv_run_stored(dir, algo, g, in0, in1, out, a, b, ws, threads);
     } catch (const std::exception& e) {
       nnlab::sim::raise_sticky_error(cudaErrorLaunchFailure, name + " failed while running: " + e.what());
     }
@@ -183,9 +183,8 @@ cudnnStatus_t find(const char* call, Direction dir, cudnnHandle_t handle, const 
     size_t memory;
   };
   auto trials = std::make_shared<std::vector<Trial>>();
-  const float* in0 = static_cast<const float*>(ops.in0);
-  const float* in1 = static_cast<const float*>(ops.in1);
-  float* out = static_cast<float*>(ops.out);
+  const void *in0 = ops.in0, *in1 = ops.in1;
+  void* out = ops.out;
   float* ws = static_cast<float*>(workspace);
   const int threads = nnlab::sim::worker_threads();
   nnlab::sim::enqueue(handle->stream, "cudnn", call, [=] {
@@ -200,7 +199,7 @@ cudnnStatus_t find(const char* call, Direction dir, cudnnHandle_t handle, const 
         } else {
           const auto start = std::chrono::steady_clock::now();
           try {
-            nnlab::sim::dnn::conv_run(dir, t.algo, g, in0, in1, out, 1.0f, 0.0f, ws, threads);
+            nnlab::sim::dnn::conv_run_stored(dir, t.algo, g, in0, in1, out, 1.0f, 0.0f, ws, threads);
             t.ms = std::chrono::duration<float, std::milli>(std::chrono::steady_clock::now() - start).count();
           } catch (const std::bad_alloc&) {
             t.status = CUDNN_STATUS_ALLOC_FAILED;

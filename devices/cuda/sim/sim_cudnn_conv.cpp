@@ -19,10 +19,16 @@
 // real choice to make. Internal buffers are allocated before a parallel region (one slice per
 // thread), so running out of memory throws on the calling thread, not inside OpenMP.
 //
+// bf16 tensors (cuDNN's PSEUDO_BFLOAT16 configuration: bf16 data, float32 compute) are widened
+// to float32 copies, convolved as above, and the result out = alpha·conv + beta·out rounded to
+// bf16 once, to nearest even, as the GPU's epilogue stores it (conv_run_stored).
+//
 // Every sum runs in a fixed order that does not depend on the thread count, so a result
 // repeats bit for bit (OpenBLAS splits its work over rows and columns of C, never over the
 // summed dimension).
 #include "devices/cuda/sim/sim_cudnn_internal.h"
+
+#include "core/bfloat16.h"
 
 #include <cblas.h>
 #include <omp.h>
@@ -250,6 +256,37 @@ void conv_run(Direction dir, int algo, const ConvGeometry& g, const float* in0, 
       if (batched) return backward_filter_batched(g, in0, in1, out, alpha, beta, workspace, threads);
       return backward_filter_per_image(g, in0, in1, out, alpha, beta, threads);
   }
+}
+
+size_t operand_elements(Direction dir, const ConvGeometry& g, int i) {
+  const int64_t x = g.n * g.chw(), w = g.k * g.crs(), y = g.n * g.kpq();
+  const int64_t sizes[3][3] = {{x, w, y}, {w, y, x}, {x, y, w}};
+  return size_t(sizes[int(dir)][i]);
+}
+
+namespace {
+
+std::vector<float> widened(const void* data, size_t count) {
+  const auto* bits = static_cast<const BFloat16*>(data);
+  std::vector<float> wide(count);
+  for (size_t i = 0; i < count; ++i) wide[i] = float(bits[i]);
+  return wide;
+}
+
+}  // namespace
+
+void conv_run_stored(Direction dir, int algo, const ConvGeometry& g, const void* in0, const void* in1, void* out,
+                     float alpha, float beta, float* workspace, int threads) {
+  if (!g.bf16)
+    return conv_run(dir, algo, g, static_cast<const float*>(in0), static_cast<const float*>(in1),
+                    static_cast<float*>(out), alpha, beta, workspace, threads);
+  const std::vector<float> a = widened(in0, operand_elements(dir, g, 0)), b = widened(in1, operand_elements(dir, g, 1));
+  const size_t count = operand_elements(dir, g, 2);
+  // beta == 0 never reads out, as for float32: it may hold any bits, NaN included
+  std::vector<float> result = beta != 0.0f ? widened(out, count) : std::vector<float>(count);
+  conv_run(dir, algo, g, a.data(), b.data(), result.data(), alpha, beta, workspace, threads);
+  auto* stored = static_cast<BFloat16*>(out);
+  for (size_t i = 0; i < count; ++i) stored[i] = BFloat16(result[i]);
 }
 
 }  // namespace nnlab::sim::dnn

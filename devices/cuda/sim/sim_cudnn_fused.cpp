@@ -76,6 +76,8 @@ cudnnStatus_t cudnnConvolutionBiasActivationForward(
   if (!same_shape(zd, yd)) return fail(CUDNN_STATUS_BAD_PARAM, call, "z's descriptor differs from y's");
   if (bd.type != yd.type || bd.n != 1 || bd.c != yd.c || bd.h != 1 || bd.w != 1)
     return fail(CUDNN_STATUS_BAD_PARAM, call, "the bias must be (1, " + std::to_string(yd.c) + ", 1, 1) of y's type");
+  if (yd.type != CUDNN_DATA_FLOAT)
+    return fail(CUDNN_STATUS_NOT_SUPPORTED, call, "the simulator fuses float32 tensors only");
   if (!bias || !z || !y) return fail(CUDNN_STATUS_BAD_PARAM, call, "z, the bias or y is null");
   const size_t y_bytes = yd.span() * sizeof(float);
   if (!nnlab::sim::check_device_access(call, "z", z, y_bytes) ||

@@ -43,7 +43,8 @@ struct cudnnConvolutionStruct {
 
 namespace nnlab::sim::dnn {
 
-// x: (n, c, h, w)  w: (k, c, r, s)  y: (n, k, p, q), packed NCHW float32, one group.
+// x: (n, c, h, w)  w: (k, c, r, s)  y: (n, k, p, q), packed NCHW, one group; the data float32
+// or bf16 (computed in float32 either way).
 // p = 1 + (h + 2·pad_h − ((r − 1)·dil_h + 1)) / stride_h, and likewise q.
 struct ConvGeometry {
   int64_t n = 0, c = 0, h = 0, w = 0;
@@ -51,6 +52,7 @@ struct ConvGeometry {
   int64_t p = 0, q = 0;
   int64_t pad_h = 0, pad_w = 0, stride_h = 1, stride_w = 1, dil_h = 1, dil_w = 1;
   bool flip = false;  // CUDNN_CONVOLUTION: the filter is applied rotated by 180°
+  bool bf16 = false;  // CUDNN_DATA_BFLOAT16 tensors (the compute type is float32 either way)
 
   int64_t crs() const { return c * r * s; }
   int64_t pq() const { return p * q; }
@@ -88,5 +90,13 @@ bool conv_workspace_bytes(Direction dir, int algo, const ConvGeometry& g, size_t
 // `workspace` holds at least conv_workspace_bytes; images are spread over `threads` threads.
 void conv_run(Direction dir, int algo, const ConvGeometry& g, const float* in0, const float* in1, float* out,
               float alpha, float beta, float* workspace, int threads);
+
+// The element count of operand i (0, 1: the inputs, 2: the output) in conv_run's order.
+size_t operand_elements(Direction dir, const ConvGeometry& g, int i);
+
+// conv_run on the operands as they are stored: float32, or bf16 (g.bf16) widened to float32
+// copies, with out rounded to bf16 once at the end.
+void conv_run_stored(Direction dir, int algo, const ConvGeometry& g, const void* in0, const void* in1, void* out,
+                     float alpha, float beta, float* workspace, int threads);
 
 }  // namespace nnlab::sim::dnn
