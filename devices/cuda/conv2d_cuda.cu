@@ -339,10 +339,7 @@ void CudaBackend::convolve(const Conv2dGeometry& g, const Tensor& x, const Tenso
   cuda::ConvPlan& pl = plan_for(c, g, bf16);
   if (!pl.have_fwd) choose_algorithm<ForwardDirection>(c, pl, g, x, w, y);
   const bool bias_in_sum = bias && bf16;
-  if (bias_in_sum) {
-    fill(y, 0.0);
-    bias_forward(y, *b, g.p * g.q);  // 0 + b: exact
-  }
+  if (bias_in_sum) cuda::bias_broadcast(c, y, *b, g.p * g.q);
   KernelTiming timing(kernel_log_enabled() ? log_cudnn("cudnnConvolutionForward", pl, int(pl.fwd_algo), g)
                                            : kNotRecorded);
   cuda::Scratch workspace(*c.allocator, pl.fwd_workspace);

@@ -172,6 +172,10 @@ T* ptr(const Tensor& t) {
   return static_cast<T*>(t.raw_data());
 }
 
+// reduce_cuda.cu: y (outer, c, inner) = b[channel] broadcast, float32 or bf16 alike (a bf16
+// convolution's bias, set before cuDNN adds the product to it: conv2d_cuda.cu).
+void bias_broadcast(Context& ctx, Tensor& y, const Tensor& b, int64_t inner);
+
 // conv2d_reference_cuda.cu: the teaching convolution, one thread per output element, run
 // by the conv2d kernels of conv2d_cuda.cu when --conv-impl reference is selected.
 void conv2d_reference_forward(Context& c, const Conv2dGeometry& g, const Tensor& x, const Tensor& w, const Tensor* b,

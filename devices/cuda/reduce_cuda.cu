@@ -2,6 +2,8 @@
 // partials, then a shared-memory tree; see block_reduce.cuh): no float atomics, so a run
 // repeats bit for bit. Totals accumulate in double, as on the CPU. The Linear bias gradient
 // also has a ladder of four teaching kernels, chosen by --reduce-impl (devices/reduce_impl.h).
+// The bias kernels also take bf16 (T = BFloat16): loads widened, sums as for float32, each
+// output rounded once as it is stored; the ladder's rungs are float32 teaching kernels.
 #include "devices/bf16_widening.h"
 #include "devices/cuda/block_reduce.cuh"
 #include "devices/cuda/cuda_backend.h"
@@ -18,11 +20,14 @@ constexpr int kReduceBlocks = 256;
 
 // ---- kernels ----------------------------------------------------------------------------
 
-// y: (outer, c, inner)  b: (c)     y[o, j, i] += b[j]
+// y: (outer, c, inner)  b: (c)     y[o, j, i] += b[j]   (Overwrite: y[o, j, i] = b[j])
 // T: float32, or bf16 (the sum in float, rounded once as stored)
-template <typename T>
+template <typename T, bool Overwrite>
 __global__ void bias_forward_kernel(T* y, const T* b, int64_t c, int64_t inner, int64_t n) {
-  NNLAB_GRID_STRIDE(idx, n) y[idx] = T(float(y[idx]) + float(b[(idx / inner) % c]));
+  NNLAB_GRID_STRIDE(idx, n) {
+    const float bias = float(b[(idx / inner) % c]);
+    y[idx] = Overwrite ? T(bias) : T(float(y[idx]) + bias);
+  }
 }
 
 // dy: (outer, c, inner)  db: (c)   db[j] = Σ_o Σ_i dz[o, j, i], in two passes.
@@ -32,16 +37,16 @@ __global__ void bias_forward_kernel(T* y, const T* b, int64_t c, int64_t inner, 
 //
 // Pass 1, block (j, p): the sum of slice p of channel j (cuda::channel_slices), into
 // partial[j, p]. Pass 2: db[j] = Σ_p partial[j, p], p in order.
-template <bool Masked>
-__global__ void bias_backward_partial_kernel(const float* dy, const float* y, float* dz, double* partial, int64_t c,
+template <typename T, bool Masked>
+__global__ void bias_backward_partial_kernel(const T* dy, const T* y, T* dz, double* partial, int64_t c,
                                              int64_t inner, cuda::ChannelSlices slices) {
   double s = 0.0;
   for (cuda::ChannelWalk v(slices, c, inner); v.more(); v.next()) {
     const int64_t at = v.at();
-    float d = dy[at];
+    float d = float(dy[at]);
     if (Masked) {
-      d = y[at] > 0.0f ? d : 0.0f;
-      dz[at] = d;
+      d = float(y[at]) > 0.0f ? d : 0.0f;
+      dz[at] = T(d);  // exact: dy's value or 0
     }
     s += d;
   }
@@ -49,9 +54,11 @@ __global__ void bias_backward_partial_kernel(const float* dy, const float* y, fl
   if (threadIdx.x == 0) partial[blockIdx.x * slices.slices + blockIdx.y] = s;
 }
 
-// partial: (c, slices)  db: (c)
-__global__ void bias_backward_final_kernel(const double* partial, int64_t slices, float* db, int64_t c) {
-  NNLAB_GRID_STRIDE(j, c) db[j] = static_cast<float>(cuda::sum_of_slices(partial, j, slices));
+// partial: (c, slices)  db: (c)   the double sum to float32 (then to bf16, as the CPU's widened
+// kernel rounds its float32 result)
+template <typename T>
+__global__ void bias_backward_final_kernel(const double* partial, int64_t slices, T* db, int64_t c) {
+  NNLAB_GRID_STRIDE(j, c) db[j] = T(static_cast<float>(cuda::sum_of_slices(partial, j, slices)));
 }
 
 // ---- the reduction ladder: the Linear bias gradient, four ways (--reduce-impl) ------------
@@ -183,18 +190,41 @@ const char* ladder_kernel_name(ReduceImpl rung) {
 
 // ---- launchers --------------------------------------------------------------------------
 
-// db (and with Masked, dz) from dy: (outer, c, inner), in slices fixed by the shape.
-template <bool Masked>
-void launch_bias_backward(cuda::Context& ctx, const char* name, const Tensor& dy, const float* y, float* dz,
+// db (and with Masked, dz from y) from dy: (outer, c, inner), in slices fixed by the shape;
+// every tensor of dy's dtype T.
+template <typename T, bool Masked>
+void launch_bias_backward(cuda::Context& ctx, const char* name, const Tensor& dy, const Tensor* y, Tensor* dz,
                           Tensor& db, int64_t inner) {
   const int64_t c = db.numel();
   const cuda::ChannelSlices slices = cuda::channel_slices(dy.numel() / c);
   cuda::Scratch partial(*ctx.allocator, static_cast<size_t>(c * slices.slices) * sizeof(double));
-  cuda::launch(name, bias_backward_partial_kernel<Masked>,
+  cuda::launch(name, bias_backward_partial_kernel<T, Masked>,
                dim3(static_cast<unsigned>(c), static_cast<unsigned>(slices.slices)), cuda::kThreads, ctx.stream,
-               cuda::ptr<float>(dy), y, dz, partial.as<double>(), c, inner, slices);
-  cuda::launch("bias_backward_final_kernel", bias_backward_final_kernel, cuda::grid_for(ctx, c), cuda::kThreads,
-               ctx.stream, static_cast<const double*>(partial.as<double>()), slices.slices, cuda::ptr<float>(db), c);
+               cuda::ptr<T>(dy), y ? cuda::ptr<T>(*y) : nullptr, dz ? cuda::ptr<T>(*dz) : nullptr,
+               partial.as<double>(), c, inner, slices);
+  cuda::launch("bias_backward_final_kernel", bias_backward_final_kernel<T>, cuda::grid_for(ctx, c), cuda::kThreads,
+               ctx.stream, static_cast<const double*>(partial.as<double>()), slices.slices, cuda::ptr<T>(db), c);
+}
+
+template <bool Masked>
+void launch_bias_backward(cuda::Context& ctx, const char* name, const Tensor& dy, const Tensor* y, Tensor* dz,
+                          Tensor& db, int64_t inner) {
+  if (dy.dtype() == DType::BFloat16) return launch_bias_backward<BFloat16, Masked>(ctx, name, dy, y, dz, db, inner);
+  launch_bias_backward<float, Masked>(ctx, name, dy, y, dz, db, inner);
+}
+
+template <bool Overwrite>
+void launch_bias_forward(cuda::Context& ctx, Tensor& y, const Tensor& b, int64_t inner) {
+  const int64_t c = b.numel();
+  NNLAB_CHECK(c > 0 && inner > 0 && y.numel() % (c * inner) == 0, "bias_forward: ", y.describe(), " is not (outer, ",
+              c, ", ", inner, ")");
+  if (!y.numel()) return;
+  if (y.dtype() == DType::BFloat16)
+    cuda::launch("bias_forward_kernel", bias_forward_kernel<BFloat16, Overwrite>, cuda::grid_for(ctx, y.numel()),
+                 cuda::kThreads, ctx.stream, cuda::ptr<BFloat16>(y), cuda::ptr<BFloat16>(b), c, inner, y.numel());
+  else
+    cuda::launch("bias_forward_kernel", bias_forward_kernel<float, Overwrite>, cuda::grid_for(ctx, y.numel()),
+                 cuda::kThreads, ctx.stream, cuda::ptr<float>(y), cuda::ptr<float>(b), c, inner, y.numel());
 }
 
 // The rung of the ladder `rung` names, for dy: (rows, c).
@@ -246,23 +276,24 @@ void CudaBackend::bias_forward(Tensor& y, const Tensor& b, int64_t inner) {
   if (!bf16_kernel && bf16::widened(*this, &CudaBackend::bias_forward, y, b, inner)) return;
   NNLAB_LOG_KERNEL("bias_forward", y);  // nnlab explain: record the call
   if (!bf16_kernel) cuda::require_f32("bias_forward", y);
-  const int64_t c = b.numel();
-  NNLAB_CHECK(c > 0 && inner > 0 && y.numel() % (c * inner) == 0, "bias_forward: ", y.describe(), " is not (outer, ",
-              c, ", ", inner, ")");
-  if (!y.numel()) return;
-  if (bf16_kernel)
-    cuda::launch("bias_forward_kernel", bias_forward_kernel<BFloat16>, cuda::grid_for(*ctx_, y.numel()),
-                 cuda::kThreads, ctx_->stream, cuda::ptr<BFloat16>(y), cuda::ptr<BFloat16>(b), c, inner, y.numel());
-  else
-    cuda::launch("bias_forward_kernel", bias_forward_kernel<float>, cuda::grid_for(*ctx_, y.numel()), cuda::kThreads,
-                 ctx_->stream, cuda::ptr<float>(y), cuda::ptr<float>(b), c, inner, y.numel());
+  launch_bias_forward<false>(*ctx_, y, b, inner);
 }
 
+namespace cuda {
+void bias_broadcast(Context& ctx, Tensor& y, const Tensor& b, int64_t inner) {
+  NNLAB_LOG_KERNEL("bias_broadcast", y);  // nnlab explain: record the call
+  NNLAB_CHECK(y.dtype() == b.dtype() && (y.dtype() == DType::Float32 || y.dtype() == DType::BFloat16),
+              "bias_broadcast: ", y.describe(), " and ", b.describe(), " must both be float32 or both bf16");
+  launch_bias_forward<true>(ctx, y, b, inner);
+}
+}  // namespace cuda
+
 void CudaBackend::bias_backward(const Tensor& dy, Tensor& db, int64_t inner) {
-  if (bf16::widened(*this, &CudaBackend::bias_backward, dy, db, inner)) return;
   const ReduceImpl rung = ladder_rung(inner);
+  const bool bf16_kernel = bf16::all({&dy, &db}) && rung == ReduceImpl::Auto;  // the rungs are float32
+  if (!bf16_kernel && bf16::widened(*this, &CudaBackend::bias_backward, dy, db, inner)) return;
   NNLAB_LOG_KERNEL(ladder_kernel_name(rung), dy);  // nnlab explain: record the call, and the rung
-  cuda::require_f32("bias_backward", dy);
+  if (!bf16_kernel) cuda::require_f32("bias_backward", dy);
   const int64_t c = db.numel();
   NNLAB_CHECK(c > 0 && inner > 0 && dy.numel() % (c * inner) == 0, "bias_backward: ", dy.describe(),
               " is not (outer, ", c, ", ", inner, ")");
@@ -272,19 +303,19 @@ void CudaBackend::bias_backward(const Tensor& dy, Tensor& db, int64_t inner) {
 
 // y, dy, dz: (outer, c, inner)  db: (c) or null   dz = dy·[y > 0];  db[j] = Σ_o Σ_i dz[o, j, i]
 void CudaBackend::relu_bias_backward(const Tensor& y, const Tensor& dy, Tensor& dz, Tensor* db, int64_t inner) {
-  if (bf16::widened(*this, &CudaBackend::relu_bias_backward, y, dy, dz, db, inner)) return;
+  const bool bf16_kernel = bf16::all({&y, &dy, &dz, db});
+  if (!bf16_kernel && bf16::widened(*this, &CudaBackend::relu_bias_backward, y, dy, dz, db, inner)) return;
   if (!db) return unary_backward(UnaryOp::Relu, y, y, dy, dz);  // no bias: the ReLU's kernel alone
   // A rung of the ladder: the ReLU's kernel, then the rung on dz (Backend's two-kernel form).
   if (ladder_rung(inner) != ReduceImpl::Auto) return Backend::relu_bias_backward(y, dy, dz, db, inner);
   NNLAB_LOG_KERNEL("relu_bias_backward", dy);  // nnlab explain: record the call
-  cuda::require_f32("relu_bias_backward", dy);
+  if (!bf16_kernel) cuda::require_f32("relu_bias_backward", dy);
   const int64_t c = db->numel();
   NNLAB_CHECK(c > 0 && inner > 0 && dy.numel() % (c * inner) == 0 && y.numel() == dy.numel() &&
                   dz.numel() == dy.numel(),
               "relu_bias_backward: ", dy.describe(), " is not (outer, ", c, ", ", inner, ") or does not match ",
               y.describe());
-  launch_bias_backward<true>(*ctx_, "relu_bias_backward_partial_kernel", dy, cuda::ptr<float>(y), cuda::ptr<float>(dz),
-                             *db, inner);
+  launch_bias_backward<true>(*ctx_, "relu_bias_backward_partial_kernel", dy, &y, &dz, *db, inner);
 }
 
 void CudaBackend::sum_all(const Tensor& x, double scale, Tensor& out) {
