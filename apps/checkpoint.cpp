@@ -4,6 +4,7 @@
 
 #include "layers/dropout.h"
 #include "layers/fuse_epilogues.h"
+#include "layers/precision.h"
 
 #ifndef NNLAB_VERSION
 #define NNLAB_VERSION "0.1.0"
@@ -29,7 +30,7 @@ Json config_json(const TrainConfig& c) {
                                 {"warmup_steps", s.warmup_steps}}},
           {"clip_grad_norm", c.clip_grad_norm}, {"crop_padding", c.crop_padding}, {"hflip", c.hflip},
           {"normalize", c.normalize}, {"seed", c.seed}, {"threads", c.threads}, {"device", c.device},
-          {"max_steps", c.max_steps}, {"checkpoint_every", c.checkpoint_every}, {"val_split", c.val_split}};
+          {"precision", c.precision}, {"max_steps", c.max_steps}, {"checkpoint_every", c.checkpoint_every}, {"val_split", c.val_split}};
 }
 
 // A metadata entry parsed as JSON, with a clear error when it is missing or damaged.
@@ -189,6 +190,10 @@ std::shared_ptr<Sequential> load_model_from_checkpoint(const std::string& path, 
   load_model_tensors(file, path, ci.model, *model, ci.model);
   fuse_epilogues(*model);
   model->to(device);
+  // It computes as it was trained: a --precision bf16 run's checkpoint evaluates in bf16, so eval
+  // repeats the run's test accuracy (a checkpoint from before --precision is float32's).
+  const auto config = nlohmann::json::parse(ci.metadata.at("config"));
+  model->set_compute_dtype(precision_storage_dtype(config.value("precision", "fp32"), "the checkpoint's precision"));
   return model;
 }
 

@@ -110,10 +110,11 @@ int run_eval(const EvalOptions& o) {
               " has ", test.channels(), "x", test.height(), "x", test.width(), " images of ", test.classes,
               " classes");
   const auto training = nlohmann::json::parse(info.metadata.at("training"));
-  std::printf("checkpoint %s: model %s, epoch %lld, %lld steps in all; %s test set (%lld images) on %s\n",
+  std::printf("checkpoint %s: model %s, epoch %lld, %lld steps in all; %s test set (%lld images) on %s%s\n",
               o.checkpoint.c_str(), info.model.c_str(), static_cast<long long>(training.value("epoch", 0)),
               static_cast<long long>(training.value("global_step", 0)), data.c_str(),
-              static_cast<long long>(test.size()), device.str().c_str());
+              static_cast<long long>(test.size()), device.str().c_str(),
+              model->compute_dtype() == DType::BFloat16 ? ", in bf16 as it was trained" : "");
   const std::vector<std::string>& names = info.class_names.empty() ? test.class_names : info.class_names;
   print_report(confusion_matrix(*model, test, o, info.normalization, device, info.input.classes), names);
   return 0;

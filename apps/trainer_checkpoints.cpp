@@ -79,7 +79,8 @@ void Trainer::resume_from(const std::string& path) {
       {"--batch", saved.value("batch", 0), config_.batch},
       {"--seed", saved.value("seed", uint64_t{0}), config_.seed},
       {"--optimizer", saved["optimizer"].value("name", ""), config_.optimizer.name},
-      {"--val-split", saved.value("val_split", 0.0), config_.val_split}};
+      {"--val-split", saved.value("val_split", 0.0), config_.val_split},
+      {"--precision", saved.value("precision", "fp32"), config_.precision}};
   for (const auto& [option, then, now] : same)
     NNLAB_CHECK(then == now, "checkpoint ", path, " was saved by a run with ", option, " ", then.dump(), ", not ",
                 now.dump(), "; resume with the options of the first run");

@@ -16,6 +16,36 @@ using nnlab_test::CliResult;
 using nnlab_test::run_cli;
 using nnlab_test::TempDir;
 
+// A --precision bf16 run's checkpoint evaluates in bf16, as the trainer evaluated it, and its
+// run resumes only in bf16.
+TEST_CASE("a bf16 run's checkpoint evaluates in bf16 and resumes only in bf16", "[eval][precision]") {
+  if (!std::filesystem::exists("/usr/share/datasets/fashion-mnist/t10k-images-idx3-ubyte.gz")) {
+    WARN("dataset-fashion-mnist is not installed; scripts/setup.sh installs it");
+    return;
+  }
+  const TempDir tmp("nnlab_eval");
+  const std::string d = tmp / "run";
+  const CliResult train =
+      run_cli("train --model mlp --epochs 1 --max-steps 30 --threads 2 --precision bf16 --checkpoint-dir " + d);
+  INFO(train.output);
+  REQUIRE(train.exit_code == 0);
+  std::smatch m;
+  REQUIRE(std::regex_search(train.output, m, std::regex("final test accuracy ([0-9.]+)%")));
+  const CliResult r = run_cli("eval --checkpoint " + d + "/last.safetensors --threads 2");
+  INFO(r.output);
+  REQUIRE(r.exit_code == 0);
+  CHECK(r.output.find("in bf16 as it was trained") != std::string::npos);
+  CHECK(r.output.find("test accuracy " + std::string(m[1]) + "% (") != std::string::npos);
+
+  const CliResult fp32 = run_cli("train --resume " + d + "/last.safetensors --epochs 2 --threads 2");
+  CHECK(fp32.exit_code != 0);
+  CHECK(fp32.output.find("saved by a run with --precision \"bf16\", not \"fp32\"") != std::string::npos);
+  const CliResult bf16 =
+      run_cli("train --resume " + d + "/last.safetensors --epochs 1 --max-steps 40 --threads 2 --precision bf16");
+  INFO(bf16.output);
+  CHECK(bf16.exit_code == 0);
+}
+
 TEST_CASE("eval reports accuracy, per-class accuracy and the confusion matrix", "[eval]") {
   if (!std::filesystem::exists("/usr/share/datasets/fashion-mnist/t10k-images-idx3-ubyte.gz")) {
     WARN("dataset-fashion-mnist is not installed; scripts/setup.sh installs it");
