@@ -21,6 +21,7 @@
 #include "devices/registry.h"
 #include "apps/train_config.h"
 #include "layers/fuse_epilogues.h"
+#include "layers/precision.h"
 #include "layers/zoo.h"
 #include "optim/make_optimizer.h"
 
@@ -76,15 +77,18 @@ std::vector<T> parse_numbers(const std::string& text, const char* option, T lo, 
   return out;
 }
 
-// Images/s of `steps` training steps after `warmup` untimed ones, on one synthetic batch.
-// Width w multiplies every hidden width (scale_widths); width 1 is the model itself. On CUDA
+// Images/s of `steps` training steps after `warmup` untimed ones, on one synthetic batch, in the
+// variant's precision (fp32 when it names none). Width w multiplies every hidden width
+// (scale_widths); width 1 is the model itself. On CUDA
 // the step is train's: forward and backward replayed as one CUDA graph where the model allows
 // one (apps/step_graph.h), captured at the second step, the optimizer after it.
-double measure(const SweepOptions& o, const ModelFile& info, double width, Device device, int64_t batch) {
+double measure(const SweepOptions& o, const ModelFile& info, double width, const RunVariant& v, Device device,
+               int64_t batch) {
   const InputSpec in = recipe_input(info, "sweep");
   auto model = make_model(scale_widths(info, width), in, o.seed);
   fuse_epilogues(*model);
   model->to(device);
+  model->set_compute_dtype(precision_storage_dtype(v.precision.empty() ? "fp32" : v.precision, "precision"));
   OptimizerConfig oc;
   oc.name = info.recipe.optimizer;
   oc.lr = info.recipe.lr;
@@ -197,7 +201,7 @@ void sweep_group(const SweepOptions& o, const SweepPlan& plan, const ModelFile& 
     const bool cpu_runs_it = wanted == CudaMath::Fp32 || (wanted == CudaMath::Bf16 && host_cpu::bf16_available());
     v.math = v.device_text.rfind("cuda", 0) == 0 || cpu_runs_it ? wanted : CudaMath::Fp32;
     const Device device = apply_variant(v);
-    for (int64_t b : plan.batches) rate[vi].push_back(measure(o, info, width, device, b));
+    for (int64_t b : plan.batches) rate[vi].push_back(measure(o, info, width, v, device, b));
   }
   const std::string &a = plan.variants[0].label, &b = plan.variants[1].label;
   for (size_t i = 0; i < plan.batches.size(); ++i) {
@@ -269,7 +273,8 @@ void register_sweep_command(CLI::App& app) {
   sub->add_option("--model-file", o->model_files, "Your own model file(s), comma-separated (docs/models.md)");
   sub->add_option("--devices", o->devices,
                   "Two run variants A,B (A is the CPU side): DEVICE[:threads=N][:conv=...][:math=...][:gemm=...]"
-                  "[:reduce=...]; default cpu,cuda when CUDA is usable, else cpu:threads=1,cpu");
+                  "[:reduce=...][:precision=fp32|bf16]; default cpu,cuda when CUDA is usable, else "
+                  "cpu:threads=1,cpu");
   sub->add_option("--batches", o->batches, "Batch sizes, comma-separated")->capture_default_str();
   sub->add_option("--widths", o->widths, "Width multipliers of every hidden layer, comma-separated")->capture_default_str();
   sub->add_option("--math", o->maths, "Math modes, comma-separated: fp32, tf32, bf16 (the last two CUDA only)")->capture_default_str();

@@ -45,6 +45,17 @@ TEST_CASE("sweep measures images/s over batches and widths with a crossover verd
   CHECK(html.find("<script src") == std::string::npos);  // its one script is inline
 }
 
+TEST_CASE("sweep measures a bf16 variant beside a float32 one", "[sweep][precision]") {
+  const CliResult r = run_cli("sweep --model mlp --devices cpu:threads=1,cpu:threads=1:precision=bf16 --batches 4 "
+                              "--steps 1 --warmup 1");
+  INFO(r.output);
+  REQUIRE(r.exit_code == 0);
+  CHECK(r.output.find("cpu:threads=1:precision=bf16") != std::string::npos);
+  const CliResult bad = run_cli("sweep --model mlp --devices cpu,cpu:precision=fp16 --batches 4 --steps 1");
+  CHECK(bad.exit_code != 0);
+  CHECK(bad.output.find("precision must be fp32 or bf16, got 'fp16'") != std::string::npos);
+}
+
 TEST_CASE("sweep refuses what it cannot measure", "[sweep]") {
   nnlab_test::TempDir dir("nnlab_cmd");
   const std::string report = dir / "s.html";
