@@ -193,7 +193,8 @@ std::shared_ptr<Sequential> load_model_from_checkpoint(const std::string& path, 
   // It computes as it was trained: a --precision bf16 run's checkpoint evaluates in bf16, so eval
   // repeats the run's test accuracy (a checkpoint from before --precision is float32's).
   const auto config = nlohmann::json::parse(ci.metadata.at("config"));
-  model->set_compute_dtype(precision_storage_dtype(config.value("precision", "fp32"), "the checkpoint's precision"));
+  const std::string precision = config.value("precision", "fp32");
+  model->set_compute_dtype(precision_storage_dtype(precision, device, "the checkpoint's precision"));
   return model;
 }
 

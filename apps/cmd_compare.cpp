@@ -22,6 +22,7 @@
 #include "autograd/ops.h"
 #include "devices/host_cpu.h"
 #include "devices/registry.h"
+#include "layers/precision.h"
 
 namespace nnlab {
 
@@ -139,6 +140,9 @@ void register_compare_command(CLI::App& app) {
     NNLAB_CHECK(variants.size() >= 2, "--devices needs at least two run variants to compare, got '", *devices,
                 "'; e.g. --devices cpu,cuda or --devices cpu:threads=1,cpu:threads=2");
     check_variants(variants);  // an unusable device fails here, before any data is read
+    for (const RunVariant& v : variants)  // and a GPU without bf16 tensor cores asked for bf16
+      precision_storage_dtype(v.precision.empty() ? c.precision : v.precision, resolve_device(v.device_text, nullptr),
+                              "--precision");
     if (!report->empty()) check_writable(*report, "--report");
     if (!c.metrics.empty()) check_writable(c.metrics, "--metrics");
     CompareResult result;

@@ -88,7 +88,8 @@ double measure(const SweepOptions& o, const ModelFile& info, double width, const
   auto model = make_model(scale_widths(info, width), in, o.seed);
   fuse_epilogues(*model);
   model->to(device);
-  model->set_compute_dtype(precision_storage_dtype(v.precision.empty() ? "fp32" : v.precision, "precision"));
+  const std::string precision = v.precision.empty() ? "fp32" : v.precision;
+  model->set_compute_dtype(precision_storage_dtype(precision, device, "precision"));
   OptimizerConfig oc;
   oc.name = info.recipe.optimizer;
   oc.lr = info.recipe.lr;

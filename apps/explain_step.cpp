@@ -374,7 +374,8 @@ DeviceExplain explain_on(const RunVariant& v, const ModelFile& info, int64_t bat
   fuse_epilogues(*model);
   out.fused_groups = fused_groups(*model);
   model->to(device);
-  model->set_compute_dtype(precision_storage_dtype(v.precision.empty() ? "fp32" : v.precision, "precision"));
+  const std::string precision = v.precision.empty() ? "fp32" : v.precision;
+  model->set_compute_dtype(precision_storage_dtype(precision, device, "precision"));
   OptimizerConfig oc;
   oc.name = info.recipe.optimizer;
   oc.lr = info.recipe.lr;

@@ -50,6 +50,7 @@ Trainer::Trainer(TrainConfig config) : config_(std::move(config)) {
     requested_reduce = parse_reduce_impl(config_.reduce_impl);
     check_reduce_impl(requested_reduce, device_);
     graphs_mode_ = parse_cuda_graphs(config_.cuda_graphs);
+    precision_storage_dtype(config_.precision, device_, "--precision");  // before any data is read
   });
   host_cpu::set_bf16_products(device_.is_cpu() && config_.math == "bf16");
   set_conv_impl(requested_conv);
@@ -73,7 +74,7 @@ Trainer::Trainer(TrainConfig config) : config_(std::move(config)) {
   model_ = make_model(config_.model_spec, input, config_.seed);
   fuse_epilogues(*model_);
   model_->to(device_);
-  model_->set_compute_dtype(precision_storage_dtype(config_.precision, "--precision"));
+  model_->set_compute_dtype(precision_storage_dtype(config_.precision, device_, "--precision"));
   const World& world = World::get();
   if (world.distributed()) seed_dropout(*model_, rank_dropout_seed(config_.seed, world.rank()));
   optimizer_ = make_optimizer(config_.optimizer, model_->parameters());

@@ -173,6 +173,10 @@ class Backend : public DeviceMemory {
   ~Backend() override = default;
   Device device() const { return device_; }
   virtual std::string name() const = 0;
+  // Why bf16 tensors (--precision bf16) cannot run here, or "" when they can. The CPU always
+  // can (it computes each op in float32 between bf16 loads and stores); CUDA needs bf16 tensor
+  // cores, compute capability 8.0 or later.
+  virtual std::string bf16_obstacle() const { return {}; }
   // Waits for queued work (a no-op on the CPU). Only the host's read-backs need it.
   virtual void synchronize() {}
   // Runs `work` while recording everything it queues on this device into a graph, instead of

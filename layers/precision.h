@@ -12,6 +12,7 @@
 #include <functional>
 #include <string>
 
+#include "core/device.h"
 #include "core/tensor.h"
 
 namespace nnlab {
@@ -19,6 +20,9 @@ namespace nnlab {
 // The activations' dtype for a --precision value: float32 for "fp32" and "tf32" (tf32 is a
 // math mode of float32 tensors), bfloat16 for "bf16"; anything else is an error naming `option`.
 DType precision_storage_dtype(const std::string& precision, const char* option);
+// The same, for a model that runs on `device`: bf16 where the device cannot run it (a GPU
+// without bf16 tensor cores: Backend::bf16_obstacle) is an error saying why.
+DType precision_storage_dtype(const std::string& precision, Device device, const char* option);
 
 // param as a layer computes with it on input x: a bf16 copy (cast in the graph, so the float32
 // master receives its gradient) when x is bf16 and param is not, else param itself (an

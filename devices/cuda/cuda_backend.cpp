@@ -220,6 +220,16 @@ std::string CudaBackend::name() const {
   return std::string("CUDA (cuBLAS + cuDNN) on ") + prop.name;
 }
 
+// cuBLAS's and cuDNN's bf16 products run on the tensor cores of Ampere (8.0) and later; an
+// older GPU answers CUBLAS_STATUS_NOT_SUPPORTED deep inside a step.
+std::string CudaBackend::bf16_obstacle() const {
+  cudaDeviceProp prop{};
+  NNLAB_CUDA_CHECK(cudaGetDeviceProperties(&prop, ctx_->device));
+  if (prop.major >= 8) return {};
+  return device().str() + " (" + prop.name + ") has compute capability " + std::to_string(prop.major) + "." +
+         std::to_string(prop.minor) + "; bf16 tensors need 8.0 or later (Ampere, Hopper)";
+}
+
 void CudaBackend::synchronize() {
   NNLAB_CUDA_CHECK(cudaStreamSynchronize(ctx_->stream));
   ctx_->raise_device_fault();

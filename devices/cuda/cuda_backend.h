@@ -55,6 +55,7 @@ class CudaBackend final : public Backend {
   explicit CudaBackend(int index);
   ~CudaBackend() override;
   std::string name() const override;
+  std::string bf16_obstacle() const override;
   CachingAllocator& allocator() override { return *allocator_; }
   void synchronize() override;
   cuda::Context& context() { return *ctx_; }

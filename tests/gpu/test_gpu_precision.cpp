@@ -6,11 +6,13 @@
 #include "gpu/gpu_support.h"
 
 #include <algorithm>
+#include <filesystem>
 #include <functional>
 #include <string>
 #include <vector>
 
 #include "autograd/ops.h"
+#include "cli_support.h"
 #include "devices/kernel_log.h"
 
 using namespace nnlab;
@@ -147,4 +149,33 @@ TEST_CASE("gpu: a bf16 convolution runs in cuDNN in bf16 and rounds once, the bi
   // dx at the centre sums both filters' centre taps: 3·2⁻⁹ + 2⁻⁹ = 2⁻⁷, exact
   CHECK(x.grad().to_vector<double>()[4] == 0x1p-7);
   CHECK(x.grad().to_vector<double>()[0] == 2.0);
+}
+
+// A GPU without bf16 tensor cores (compute capability below 8.0; the simulator reports the one
+// NNLAB_SIM_COMPUTE_CAPABILITY says) is refused for bf16 by every command, before any data is
+// read and with nothing written, and still trains in float32.
+TEST_CASE("gpu: --precision bf16 on a GPU without bf16 tensor cores is one clear refusal", "[gpu][precision][cli]") {
+  if (!cuda_simulated()) {
+    WARN("a real GPU reports its own compute capability; the refusal is checked on the simulator");
+    return;
+  }
+  nnlab_test::ScopedEnv volta("NNLAB_SIM_COMPUTE_CAPABILITY", "7.0");
+  const nnlab_test::TempDir dir("nnlab_bf16");
+  const std::string metrics = dir / "m.jsonl";
+  const char* why = "has compute capability 7.0; bf16 tensors need 8.0 or later (Ampere, Hopper)";
+  const std::vector<std::string> commands = {
+      "train --device cuda --model mlp --max-steps 1 --precision bf16 --metrics " + metrics,
+      "compare --model mlp --devices cpu,cuda:precision=bf16 --max-steps 1 --metrics " + metrics,
+      "explain --model mlp --batch 2 --device cuda --precision bf16"};
+  for (const std::string& command : commands) {
+    const nnlab_test::CliResult r = nnlab_test::run_cli(command);
+    INFO(command << "\n" << r.output);
+    CHECK(r.exit_code != 0);
+    CHECK(r.output.find(why) != std::string::npos);
+    CHECK(r.output.find("steps in") == std::string::npos);  // nothing trained
+  }
+  CHECK_FALSE(std::filesystem::exists(metrics));
+  const nnlab_test::CliResult fp32 = nnlab_test::run_cli("train --device cuda --model mlp --max-steps 2 --test-images 64");
+  INFO(fp32.output);
+  CHECK(fp32.exit_code == 0);
 }

@@ -9,7 +9,10 @@
 // streams take turns at the simulator's block threads.
 #include <cstdio>
 #include <cstring>
+#include <cstdlib>
 #include <mutex>
+#include <tuple>
+#include <utility>
 
 #include "core/error.h"
 #include "devices/cuda/sim/sim.h"
@@ -85,6 +88,28 @@ cudaError_t cudaGetDevice(int* device) {
   return sticky_or(cudaSuccess);
 }
 
+namespace {
+
+// The compute capability every simulated device reports: 9.0 (Hopper, the architecture CI
+// builds for), or NNLAB_SIM_COMPUTE_CAPABILITY, e.g. "7.0" for a GPU without bf16 tensor cores,
+// so what nnlab refuses on one can be tested.
+std::pair<int, int> compute_capability() {
+  static const std::pair<int, int> cc = [] {
+    const char* text = std::getenv("NNLAB_SIM_COMPUTE_CAPABILITY");
+    if (!text) return std::make_pair(9, 0);
+    int major = 0, minor = 0;
+    char tail = 0;
+    NNLAB_CHECK(std::sscanf(text, "%d.%d%c", &major, &minor, &tail) == 2 && major >= 3 && major <= 20 &&
+                    minor >= 0 && minor <= 9,
+                "NNLAB_SIM_COMPUTE_CAPABILITY must be MAJOR.MINOR, e.g. 8.0, got '", text,
+                "'; unset it for the default");
+    return std::make_pair(major, minor);
+  }();
+  return cc;
+}
+
+}  // namespace
+
 cudaError_t cudaGetDeviceProperties(cudaDeviceProp* prop, int device) {
   if (!prop) return fail_call(cudaErrorInvalidValue, "cudaGetDeviceProperties: null argument");
   if (!nnlab::sim::valid_device(device))
@@ -105,6 +130,7 @@ cudaError_t cudaGetDeviceProperties(cudaDeviceProp* prop, int device) {
   prop->maxGridSize[1] = prop->maxGridSize[2] = 65535;
   prop->multiProcessorCount = nnlab::sim::block_threads();
   prop->maxThreadsPerMultiProcessor = 2048;  // as on sm_80 and sm_90
+  std::tie(prop->major, prop->minor) = compute_capability();
   prop->canMapHostMemory = 1;
   prop->unifiedAddressing = 1;
   return cudaSuccess;
