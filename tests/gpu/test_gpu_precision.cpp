@@ -175,7 +175,8 @@ TEST_CASE("gpu: --precision bf16 on a GPU without bf16 tensor cores is one clear
     CHECK(r.output.find("steps in") == std::string::npos);  // nothing trained
   }
   CHECK_FALSE(std::filesystem::exists(metrics));
-  const nnlab_test::CliResult fp32 = nnlab_test::run_cli("train --device cuda --model mlp --max-steps 2 --test-images 64");
+  const nnlab_test::CliResult fp32 =
+      nnlab_test::run_cli("train --device cuda --model mlp --max-steps 2 --test-images 64");
   INFO(fp32.output);
   CHECK(fp32.exit_code == 0);
 }
