@@ -4,7 +4,6 @@
 
 #include "autograd/ops.h"
 #include "devices/registry.h"
-#include "layers/precision.h"
 
 namespace nnlab {
 
@@ -23,10 +22,9 @@ Tensor BatchNorm2d::forward(const Tensor& x) {
   const bool training = is_training();
   // Counted on the device: no read-back, and a CUDA graph's replays each add their one.
   if (training) backend_for(num_batches_tracked_.device()).increment_counter(num_batches_tracked_);
-  // In float32 whatever x's dtype: the statistics and the running averages stay float32.
-  return float_island(x, [&](const Tensor& x32) {
-    return batch_norm2d(x32, weight_, bias_, running_mean_, running_var_, training, options_.momentum, options_.eps);
-  });
+  // bf16 x normalises with the float32 parameters and statistics: sums of many values, which
+  // bf16's 8 bits would lose (the kernels compute in float32 and round y once).
+  return batch_norm2d(x, weight_, bias_, running_mean_, running_var_, training, options_.momentum, options_.eps);
 }
 
 std::string BatchNorm2d::describe() const {

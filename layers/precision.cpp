@@ -25,9 +25,4 @@ Tensor compute_copy(const Tensor& param, const Tensor& x) {
   return cast(param, DType::BFloat16);
 }
 
-Tensor float_island(const Tensor& x, const std::function<Tensor(const Tensor&)>& op) {
-  if (x.dtype() != DType::BFloat16) return op(x);
-  return cast(op(cast(x, DType::Float32)), DType::BFloat16);
-}
-
 }  // namespace nnlab

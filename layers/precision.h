@@ -6,10 +6,10 @@
 // every layer computes in its input's dtype, so a Linear or Conv2d meeting a bf16 input casts
 // its float32 weight and bias to bf16 copies in the graph (compute_copy), and their bf16
 // gradients come back through the cast as float32 gradients of the masters, which the
-// optimizer updates in float32; BatchNorm normalises in float32 (float_island); the model's
-// output is cast back to float32, so the softmax, the loss and its gradient are float32.
+// optimizer updates in float32; BatchNorm normalises bf16 activations with float32 parameters
+// and statistics (autograd/ops/batchnorm.cpp); the model's output is cast back to float32, so
+// the softmax, the loss and its gradient are float32.
 #pragma once
-#include <functional>
 #include <string>
 
 #include "core/device.h"
@@ -28,9 +28,5 @@ DType precision_storage_dtype(const std::string& precision, Device device, const
 // master receives its gradient) when x is bf16 and param is not, else param itself (an
 // undefined param stays undefined).
 Tensor compute_copy(const Tensor& param, const Tensor& x);
-
-// Runs `op` on x in float32 and returns the result in x's dtype: a layer whose statistics must
-// stay float32 (BatchNorm) inside a bf16 model.
-Tensor float_island(const Tensor& x, const std::function<Tensor(const Tensor&)>& op);
 
 }  // namespace nnlab

@@ -1,4 +1,5 @@
-// Batch normalisation over the channels of an (n, c, h, w) batch. In training the batch's
+// Batch normalisation over the channels of an (n, c, h, w) batch, float32 or float64, or bf16
+// activations with float32 parameters and statistics. In training the batch's
 // own statistics normalise it (so the gradient flows through them) and the running
 // statistics are updated in place; in evaluation the running statistics normalise it (so
 // each channel is a fixed affine map).
@@ -86,9 +87,13 @@ void check_inputs(const Tensor& x, const Tensor& gamma, const Tensor& beta, cons
   check_float("batch_norm2d", x);
   NNLAB_CHECK(x.ndim() == 4, "batch_norm2d: expected an (n, c, h, w) input, got ", x.describe());
   const int64_t c = x.dim(1);
+  // The parameters and statistics are x's dtype, or float32 for bf16 activations (mixed
+  // precision: the statistics are sums of many values, which bf16's 8 bits would lose).
+  const DType param_dtype = x.dtype() == DType::BFloat16 ? DType::Float32 : x.dtype();
   for (const Tensor* t : {&gamma, &beta, &running_mean, &running_var})
-    NNLAB_CHECK(t->ndim() == 1 && t->dim(0) == c && t->dtype() == x.dtype(), "batch_norm2d: input ",
-                x.describe(), " has ", c, " channels but a parameter or running statistic is ", t->describe());
+    NNLAB_CHECK(t->ndim() == 1 && t->dim(0) == c && t->dtype() == param_dtype, "batch_norm2d: input ",
+                x.describe(), " has ", c, " channels but a parameter or running statistic is ", t->describe(),
+                " (want ", dtype_name(param_dtype), ")");
   NNLAB_CHECK(c > 0, "batch_norm2d: the input ", x.describe(), " has no channels");
   NNLAB_CHECK(!training || x.dim(0) * x.dim(2) * x.dim(3) > 1, "batch_norm2d: training needs more than one value per channel, got ",
               x.describe(), " (use a larger batch or call eval())");
@@ -104,8 +109,8 @@ Tensor batch_norm2d(const Tensor& x, const Tensor& gamma, const Tensor& beta, Te
   Backend& be = backend_for(x.device());
   Tensor y = Tensor::empty(x.shape(), x.dtype(), x.device());
   if (training) {
-    Tensor save_mean = Tensor::empty(gamma.shape(), x.dtype(), x.device());
-    Tensor save_invstd = Tensor::empty(gamma.shape(), x.dtype(), x.device());
+    Tensor save_mean = Tensor::empty(gamma.shape(), gamma.dtype(), x.device());
+    Tensor save_invstd = Tensor::empty(gamma.shape(), gamma.dtype(), x.device());
     be.batchnorm_forward_train(x, gamma, beta, running_mean, running_var, momentum, eps, y, save_mean, save_invstd);
     if (needs_graph({&x, &gamma, &beta}))
       attach(y, std::make_shared<BatchNormBackward>(x, gamma, beta, save_mean, save_invstd));

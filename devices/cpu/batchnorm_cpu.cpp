@@ -8,6 +8,7 @@
 //   x̂ = (x − mean) / √(var + eps)       y = γ · x̂ + β
 #include <cmath>
 
+#include "devices/bf16_widening.h"
 #include "devices/cpu/cpu_backend.h"
 #include "devices/cpu/dispatch.h"
 #include "devices/kernel_log.h"
@@ -194,6 +195,10 @@ void backward_typed(const Tensor& x, const Tensor& dy, const Tensor& gamma, cons
 void CpuBackend::batchnorm_forward_train(const Tensor& x, const Tensor& gamma, const Tensor& beta,
                                          Tensor& running_mean, Tensor& running_var, double momentum, double eps,
                                          Tensor& y, Tensor& save_mean, Tensor& save_invstd) {
+  // bf16 activations (float32 parameters and statistics): on float32 copies, y rounded once
+  if (bf16::widened(*this, &CpuBackend::batchnorm_forward_train, x, gamma, beta, running_mean, running_var, momentum,
+                    eps, y, save_mean, save_invstd))
+    return;
   NNLAB_LOG_KERNEL("batchnorm_forward_train", x);  // nnlab explain: record the call
   const ChannelLayout L = layout_of(x);
   NNLAB_CHECK(L.count() > 1, "batchnorm: training needs more than one value per channel, got ", x.describe());
@@ -206,6 +211,8 @@ void CpuBackend::batchnorm_forward_train(const Tensor& x, const Tensor& gamma, c
 void CpuBackend::batchnorm_forward_eval(const Tensor& x, const Tensor& gamma, const Tensor& beta,
                                         const Tensor& running_mean, const Tensor& running_var, double eps,
                                         Tensor& y) {
+  if (bf16::widened(*this, &CpuBackend::batchnorm_forward_eval, x, gamma, beta, running_mean, running_var, eps, y))
+    return;
   NNLAB_LOG_KERNEL("batchnorm_forward_eval", x);  // nnlab explain: record the call
   cpu::dispatch_float("batchnorm_forward_eval", x, [&](auto t) {
     forward_eval_typed<decltype(t)>(x, gamma, beta, running_mean, running_var, eps, y);
@@ -214,6 +221,8 @@ void CpuBackend::batchnorm_forward_eval(const Tensor& x, const Tensor& gamma, co
 
 void CpuBackend::batchnorm_backward(const Tensor& x, const Tensor& dy, const Tensor& gamma, const Tensor& save_mean,
                                     const Tensor& save_invstd, Tensor& dx, Tensor& dgamma, Tensor& dbeta) {
+  if (bf16::widened(*this, &CpuBackend::batchnorm_backward, x, dy, gamma, save_mean, save_invstd, dx, dgamma, dbeta))
+    return;
   NNLAB_LOG_KERNEL("batchnorm_backward", x);  // nnlab explain: record the call
   cpu::dispatch_float("batchnorm_backward", x, [&](auto t) {
     backward_typed<decltype(t)>(x, dy, gamma, save_mean, save_invstd, dx, dgamma, dbeta);

@@ -12,6 +12,14 @@
 // (j, 0) also writes the statistics). Backward, two: Σ dy and Σ dy·x̂ per slice; dx (block
 // (j, 0) also writes dγ and dβ). One block per channel, as these kernels once were, gave
 // resnet8's 16-channel layers 16 blocks for a 132-SM GPU.
+//
+// T is the activations' type (x, y, dy, dx): float32, or bf16 with float32 γ, β and statistics
+// (mixed precision), loaded widened and each output rounded once as it is stored, as the CPU's
+// widened kernels round theirs.
+#include <initializer_list>
+
+#include "core/bfloat16.h"
+#include "devices/bf16_widening.h"
 #include "devices/cuda/block_reduce.cuh"
 #include "devices/cuda/cuda_backend.h"
 #include "devices/cuda/cuda_context.h"
@@ -37,21 +45,23 @@ __device__ ChannelStats channel_stats(const double* sums, const double* squares,
 // ---- kernels ----------------------------------------------------------------------------
 
 // x: (n, c, inner); block (j, p): sums[j, p] = Σ x over slice p of channel j.
-__global__ void batchnorm_sum_kernel(const float* x, double* sums, int64_t c, int64_t inner,
+template <typename T>
+__global__ void batchnorm_sum_kernel(const T* x, double* sums, int64_t c, int64_t inner,
                                      cuda::ChannelSlices slices) {
   double s = 0.0;
-  for (cuda::ChannelWalk v(slices, c, inner); v.more(); v.next()) s += x[v.at()];
+  for (cuda::ChannelWalk v(slices, c, inner); v.more(); v.next()) s += float(x[v.at()]);
   s = cuda::block_sum(s);
   if (threadIdx.x == 0) sums[blockIdx.x * slices.slices + blockIdx.y] = s;
 }
 
 // squares[j, p] = Σ (x − mean_j)² over slice p of channel j, mean_j from every slice's sum.
-__global__ void batchnorm_square_kernel(const float* x, const double* sums, double* squares, int64_t c,
+template <typename T>
+__global__ void batchnorm_square_kernel(const T* x, const double* sums, double* squares, int64_t c,
                                         int64_t inner, cuda::ChannelSlices slices) {
   const double mean = cuda::sum_of_slices(sums, blockIdx.x, slices.slices) / static_cast<double>(slices.count);
   double sq = 0.0;
   for (cuda::ChannelWalk v(slices, c, inner); v.more(); v.next()) {
-    const double d = x[v.at()] - mean;
+    const double d = float(x[v.at()]) - mean;
     sq += d * d;
   }
   sq = cuda::block_sum(sq);
@@ -59,8 +69,9 @@ __global__ void batchnorm_square_kernel(const float* x, const double* sums, doub
 }
 
 // y = (x − mean)·γ/√(var + eps) + β over slice p of channel j; γ, β, running_*, save_*: (c).
-__global__ void batchnorm_normalise_kernel(const float* x, const float* gamma, const float* beta, float* rm,
-                                           float* rv, double momentum, double eps, float* y, float* save_mean,
+template <typename T>
+__global__ void batchnorm_normalise_kernel(const T* x, const float* gamma, const float* beta, float* rm,
+                                           float* rv, double momentum, double eps, T* y, float* save_mean,
                                            float* save_invstd, const double* sums, const double* squares, int64_t c,
                                            int64_t inner, cuda::ChannelSlices slices) {
   const int64_t j = blockIdx.x, m = slices.count;
@@ -74,24 +85,26 @@ __global__ void batchnorm_normalise_kernel(const float* x, const float* gamma, c
   const float fmean = static_cast<float>(st.mean), scale = static_cast<float>(gamma[j] * st.invstd), b = beta[j];
   for (cuda::ChannelWalk v(slices, c, inner); v.more(); v.next()) {
     const int64_t e = v.at();
-    y[e] = (x[e] - fmean) * scale + b;
+    y[e] = T((float(x[e]) - fmean) * scale + b);
   }
 }
 
 // x, y: (n, c, inner)   y = (x − running_mean) · γ/√(running_var + eps) + β
-__global__ void batchnorm_forward_eval_kernel(const float* x, const float* gamma, const float* beta, const float* rm,
-                                              const float* rv, double eps, float* y, int64_t c, int64_t inner,
+template <typename T>
+__global__ void batchnorm_forward_eval_kernel(const T* x, const float* gamma, const float* beta, const float* rm,
+                                              const float* rv, double eps, T* y, int64_t c, int64_t inner,
                                               int64_t total) {
   NNLAB_GRID_STRIDE(e, total) {
     const int64_t j = (e / inner) % c;
     const double invstd = 1.0 / sqrt(static_cast<double>(rv[j]) + eps);
-    y[e] = (x[e] - rm[j]) * static_cast<float>(gamma[j] * invstd) + beta[j];
+    y[e] = T((float(x[e]) - rm[j]) * static_cast<float>(gamma[j] * invstd) + beta[j]);
   }
 }
 
 // x, dy: (n, c, inner)  save_*: (c); block (j, p): over slice p of channel j,
 //   sums[j, p] = Σ dy      products[j, p] = Σ dy · x̂
-__global__ void batchnorm_backward_sums_kernel(const float* x, const float* dy, const float* save_mean,
+template <typename T>
+__global__ void batchnorm_backward_sums_kernel(const T* x, const T* dy, const float* save_mean,
                                                const float* save_invstd, double* sums, double* products, int64_t c,
                                                int64_t inner, cuda::ChannelSlices slices) {
   const int64_t j = blockIdx.x;
@@ -99,8 +112,9 @@ __global__ void batchnorm_backward_sums_kernel(const float* x, const float* dy, 
   double s_dy = 0.0, s_dy_xhat = 0.0;
   for (cuda::ChannelWalk v(slices, c, inner); v.more(); v.next()) {
     const int64_t e = v.at();
-    s_dy += dy[e];
-    s_dy_xhat += dy[e] * (x[e] - mean) * invstd;
+    const float d = float(dy[e]);
+    s_dy += d;
+    s_dy_xhat += d * (float(x[e]) - mean) * invstd;
   }
   s_dy = cuda::block_sum(s_dy);
   s_dy_xhat = cuda::block_sum(s_dy_xhat);
@@ -112,9 +126,10 @@ __global__ void batchnorm_backward_sums_kernel(const float* x, const float* dy, 
 
 // dβ = Σ dy      dγ = Σ dy · x̂      dx = γ · invstd · (dy − dβ/m − x̂ · dγ/m)   over slice p of
 // channel j; block (j, 0) writes dγ and dβ.
-__global__ void batchnorm_backward_dx_kernel(const float* x, const float* dy, const float* gamma,
+template <typename T>
+__global__ void batchnorm_backward_dx_kernel(const T* x, const T* dy, const float* gamma,
                                              const float* save_mean, const float* save_invstd, const double* sums,
-                                             const double* products, float* dx, float* dgamma, float* dbeta,
+                                             const double* products, T* dx, float* dgamma, float* dbeta,
                                              int64_t c, int64_t inner, cuda::ChannelSlices slices) {
   const int64_t j = blockIdx.x, m = slices.count;
   const double s_dy = cuda::sum_of_slices(sums, j, slices.slices);
@@ -129,8 +144,8 @@ __global__ void batchnorm_backward_dx_kernel(const float* x, const float* dy, co
               finvstd = static_cast<float>(invstd);
   for (cuda::ChannelWalk v(slices, c, inner); v.more(); v.next()) {
     const int64_t e = v.at();
-    const float xhat = (x[e] - fmean) * finvstd;
-    dx[e] = scale * (dy[e] - mean_dy - xhat * mean_dy_xhat);
+    const float xhat = (float(x[e]) - fmean) * finvstd;
+    dx[e] = T(scale * (float(dy[e]) - mean_dy - xhat * mean_dy_xhat));
   }
 }
 
@@ -151,11 +166,27 @@ ChannelLayout layout_of(const Tensor& x) {
 
 // ---- launchers --------------------------------------------------------------------------
 
+namespace {
+
+// Runs launch(T{}) with T the activations' type: BFloat16 when x and every other activation
+// given are bf16 (γ, β and the statistics float32), else float32 throughout.
+template <typename Launch>
+void with_activation_type(const char* kernel, std::initializer_list<const Tensor*> activations,
+                          std::initializer_list<const Tensor*> parameters, Launch launch) {
+  if (bf16::all(activations)) {
+    for (const Tensor* t : parameters) check_dtype(kernel, *t, DType::Float32);
+    return launch(BFloat16{});
+  }
+  for (const Tensor* t : activations) cuda::require_f32(kernel, *t);
+  launch(float{});
+}
+
+}  // namespace
+
 void CudaBackend::batchnorm_forward_train(const Tensor& x, const Tensor& gamma, const Tensor& beta,
                                           Tensor& running_mean, Tensor& running_var, double momentum, double eps,
                                           Tensor& y, Tensor& save_mean, Tensor& save_invstd) {
   NNLAB_LOG_KERNEL("batchnorm_forward_train", x);  // nnlab explain: record the call
-  cuda::require_f32("batchnorm_forward_train", x);
   const ChannelLayout L = layout_of(x);
   NNLAB_CHECK(L.n * L.inner > 1, "batchnorm: training needs more than one value per channel, got ", x.describe());
   if (!L.c) return;
@@ -164,34 +195,40 @@ void CudaBackend::batchnorm_forward_train(const Tensor& x, const Tensor& gamma, 
   cuda::Scratch partial(*ctx_->allocator, 2 * static_cast<size_t>(L.c * slices.slices) * sizeof(double));
   double* sums = partial.as<double>();
   double* squares = sums + L.c * slices.slices;
-  cuda::launch("batchnorm_sum_kernel", batchnorm_sum_kernel, grid, cuda::kThreads, ctx_->stream, cuda::ptr<float>(x),
-               sums, L.c, L.inner, slices);
-  cuda::launch("batchnorm_square_kernel", batchnorm_square_kernel, grid, cuda::kThreads, ctx_->stream,
-               cuda::ptr<float>(x), static_cast<const double*>(sums), squares, L.c, L.inner, slices);
-  cuda::launch("batchnorm_normalise_kernel", batchnorm_normalise_kernel, grid, cuda::kThreads, ctx_->stream,
-               cuda::ptr<float>(x), cuda::ptr<float>(gamma), cuda::ptr<float>(beta), cuda::ptr<float>(running_mean),
-               cuda::ptr<float>(running_var), momentum, eps, cuda::ptr<float>(y), cuda::ptr<float>(save_mean),
-               cuda::ptr<float>(save_invstd), static_cast<const double*>(sums), static_cast<const double*>(squares),
-               L.c, L.inner, slices);
+  with_activation_type("batchnorm_forward_train", {&x, &y}, {&gamma, &beta, &running_mean, &running_var},
+                       [&](auto element) {
+    using T = decltype(element);
+    cuda::launch("batchnorm_sum_kernel", batchnorm_sum_kernel<T>, grid, cuda::kThreads, ctx_->stream,
+                 cuda::ptr<T>(x), sums, L.c, L.inner, slices);
+    cuda::launch("batchnorm_square_kernel", batchnorm_square_kernel<T>, grid, cuda::kThreads, ctx_->stream,
+                 cuda::ptr<T>(x), static_cast<const double*>(sums), squares, L.c, L.inner, slices);
+    cuda::launch("batchnorm_normalise_kernel", batchnorm_normalise_kernel<T>, grid, cuda::kThreads, ctx_->stream,
+                 cuda::ptr<T>(x), cuda::ptr<float>(gamma), cuda::ptr<float>(beta), cuda::ptr<float>(running_mean),
+                 cuda::ptr<float>(running_var), momentum, eps, cuda::ptr<T>(y), cuda::ptr<float>(save_mean),
+                 cuda::ptr<float>(save_invstd), static_cast<const double*>(sums), static_cast<const double*>(squares),
+                 L.c, L.inner, slices);
+  });
 }
 
 void CudaBackend::batchnorm_forward_eval(const Tensor& x, const Tensor& gamma, const Tensor& beta,
                                          const Tensor& running_mean, const Tensor& running_var, double eps,
                                          Tensor& y) {
   NNLAB_LOG_KERNEL("batchnorm_forward_eval", x);  // nnlab explain: record the call
-  cuda::require_f32("batchnorm_forward_eval", x);
   const ChannelLayout L = layout_of(x);
   if (!x.numel()) return;
-  cuda::launch("batchnorm_forward_eval_kernel", batchnorm_forward_eval_kernel, cuda::grid_for(*ctx_, x.numel()),
-               cuda::kThreads, ctx_->stream, cuda::ptr<float>(x), cuda::ptr<float>(gamma), cuda::ptr<float>(beta),
-               cuda::ptr<float>(running_mean), cuda::ptr<float>(running_var), eps, cuda::ptr<float>(y), L.c, L.inner,
-               x.numel());
+  with_activation_type("batchnorm_forward_eval", {&x, &y}, {&gamma, &beta, &running_mean, &running_var},
+                       [&](auto element) {
+    using T = decltype(element);
+    cuda::launch("batchnorm_forward_eval_kernel", batchnorm_forward_eval_kernel<T>, cuda::grid_for(*ctx_, x.numel()),
+                 cuda::kThreads, ctx_->stream, cuda::ptr<T>(x), cuda::ptr<float>(gamma), cuda::ptr<float>(beta),
+                 cuda::ptr<float>(running_mean), cuda::ptr<float>(running_var), eps, cuda::ptr<T>(y), L.c, L.inner,
+                 x.numel());
+  });
 }
 
 void CudaBackend::batchnorm_backward(const Tensor& x, const Tensor& dy, const Tensor& gamma, const Tensor& save_mean,
                                      const Tensor& save_invstd, Tensor& dx, Tensor& dgamma, Tensor& dbeta) {
   NNLAB_LOG_KERNEL("batchnorm_backward", x);  // nnlab explain: record the call
-  cuda::require_f32("batchnorm_backward", x);
   const ChannelLayout L = layout_of(x);
   if (!L.c) return;  // an empty batch still writes dγ = dβ = 0 below
   const cuda::ChannelSlices slices = cuda::channel_slices(L.n * L.inner);
@@ -199,13 +236,17 @@ void CudaBackend::batchnorm_backward(const Tensor& x, const Tensor& dy, const Te
   cuda::Scratch partial(*ctx_->allocator, 2 * static_cast<size_t>(L.c * slices.slices) * sizeof(double));
   double* sums = partial.as<double>();
   double* products = sums + L.c * slices.slices;
-  cuda::launch("batchnorm_backward_sums_kernel", batchnorm_backward_sums_kernel, grid, cuda::kThreads, ctx_->stream,
-               cuda::ptr<float>(x), cuda::ptr<float>(dy), cuda::ptr<float>(save_mean), cuda::ptr<float>(save_invstd),
-               sums, products, L.c, L.inner, slices);
-  cuda::launch("batchnorm_backward_dx_kernel", batchnorm_backward_dx_kernel, grid, cuda::kThreads, ctx_->stream,
-               cuda::ptr<float>(x), cuda::ptr<float>(dy), cuda::ptr<float>(gamma), cuda::ptr<float>(save_mean),
-               cuda::ptr<float>(save_invstd), static_cast<const double*>(sums), static_cast<const double*>(products),
-               cuda::ptr<float>(dx), cuda::ptr<float>(dgamma), cuda::ptr<float>(dbeta), L.c, L.inner, slices);
+  with_activation_type("batchnorm_backward", {&x, &dy, &dx}, {&gamma, &save_mean, &save_invstd, &dgamma, &dbeta},
+                       [&](auto element) {
+    using T = decltype(element);
+    cuda::launch("batchnorm_backward_sums_kernel", batchnorm_backward_sums_kernel<T>, grid, cuda::kThreads,
+                 ctx_->stream, cuda::ptr<T>(x), cuda::ptr<T>(dy), cuda::ptr<float>(save_mean),
+                 cuda::ptr<float>(save_invstd), sums, products, L.c, L.inner, slices);
+    cuda::launch("batchnorm_backward_dx_kernel", batchnorm_backward_dx_kernel<T>, grid, cuda::kThreads, ctx_->stream,
+                 cuda::ptr<T>(x), cuda::ptr<T>(dy), cuda::ptr<float>(gamma), cuda::ptr<float>(save_mean),
+                 cuda::ptr<float>(save_invstd), static_cast<const double*>(sums), static_cast<const double*>(products),
+                 cuda::ptr<T>(dx), cuda::ptr<float>(dgamma), cuda::ptr<float>(dbeta), L.c, L.inner, slices);
+  });
 }
 
 }  // namespace nnlab

@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <functional>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "autograd/ops.h"
@@ -114,6 +115,48 @@ TEST_CASE("gpu: convolutions and pools in bf16 match the CPU's", "[gpu][precisio
   }
   require_bf16_calls(calls, {"relu_bias_backward", "maxpool2d_forward", "maxpool2d_backward", "avgpool2d_forward",
                              "avgpool2d_backward"});
+}
+
+// BatchNorm on bf16 activations with float32 γ, β and statistics, training and evaluation, on
+// CUDA's own bf16 kernels: y and dx within a bf16 step of the CPU's, the running statistics and
+// dγ, dβ (float32 sums of the same bf16 values) to float32 rounding.
+TEST_CASE("gpu: BatchNorm on bf16 activations matches the CPU's, statistics in float32", "[gpu][precision]") {
+  const Tensor x = fresh_tensor({4, 3, 5, 5}, 1.0, 3.0).to(DType::BFloat16), seed = fresh_tensor(x.shape());
+  const Tensor gamma = fresh_tensor({3}, 0.5, 1.5), beta = fresh_tensor({3});
+  const Tensor mean = fresh_tensor({3}), var = fresh_tensor({3}, 0.5, 1.5);
+  struct Run {
+    Tensor y, dx, dgamma, dbeta, mean, var;
+  };
+  const auto run = [&](Device d, bool training) {
+    Tensor xd = x.to(d), g = gamma.to(d), b = beta.to(d), rm = mean.to(d), rv = var.to(d);
+    for (Tensor* t : {&xd, &g, &b}) t->set_requires_grad(true);
+    Tensor y = batch_norm2d(xd, g, b, rm, rv, training, 0.1, 1e-5);
+    y.backward(seed.to(DType::BFloat16).to(d));
+    return Run{y, xd.grad(), g.grad(), b.grad(), rm, rv};
+  };
+  for (bool training : {true, false}) {
+    INFO((training ? "training" : "evaluation"));
+    std::vector<KernelCall> calls;
+    Run on_gpu_side;
+    {
+      KernelLogScope log;
+      on_gpu_side = run(Device::cuda(0), training);
+      calls = take_kernel_calls();
+    }
+    const Run on_cpu = run(Device::cpu(), training);
+    CHECK(on_gpu_side.y.dtype() == DType::BFloat16);
+    CHECK(on_gpu_side.dx.dtype() == DType::BFloat16);
+    CHECK(on_gpu_side.dgamma.dtype() == DType::Float32);
+    require_allclose(on_gpu_side.y.to_vector<double>(), on_cpu.y.to_vector<double>(), kBf16Step, 1e-6, "y");
+    require_allclose(on_gpu_side.dx.to_vector<double>(), on_cpu.dx.to_vector<double>(), kBf16Step, 1e-4, "dx");
+    for (const auto& [gpu_t, cpu_t, name] : {std::tuple{on_gpu_side.dgamma, on_cpu.dgamma, "dgamma"},
+                                             std::tuple{on_gpu_side.dbeta, on_cpu.dbeta, "dbeta"},
+                                             std::tuple{on_gpu_side.mean, on_cpu.mean, "running mean"},
+                                             std::tuple{on_gpu_side.var, on_cpu.var, "running var"}})
+      require_allclose(gpu_t.to_vector<double>(), cpu_t.to_vector<double>(), 1e-5, 1e-5, name);
+    require_bf16_calls(calls, {training ? "batchnorm_forward_train" : "batchnorm_forward_eval"});
+    if (training) require_bf16_calls(calls, {"batchnorm_backward"});
+  }
 }
 
 // A bf16 convolution runs in cuDNN on the bf16 tensors themselves (the log names each call's
