@@ -1,5 +1,7 @@
 // Elementwise kernels on CUDA: binary ops with suffix broadcasting, activations, axpby.
 // One thread per element; the twin of devices/cpu/elementwise_cpu.cpp.
+#include <initializer_list>
+
 #include "devices/bf16_widening.h"
 #include "devices/cuda/cuda_backend.h"
 #include "devices/cuda/cuda_context.h"
@@ -36,39 +38,44 @@ __device__ __forceinline__ void binary_partials(BinaryOp op, float a, float b, f
 // element (a residual connection's add is all full operands).
 __device__ __forceinline__ int64_t operand_at(int64_t i, int64_t count) { return i < count ? i : i % count; }
 
+// The binary kernels take T = float32, or bf16 (loaded as float, computed in float, each
+// output rounded once as it is stored, as the CPU's widened kernels round theirs).
+
 // y: (n)  a: (na)  b: (nb), na and nb divide n     y[i] = a[i % na] op b[i % nb]
-__global__ void binary_forward_kernel(BinaryOp op, const float* a, int64_t na, const float* b, int64_t nb, float* y,
-                                      int64_t n) {
-  NNLAB_GRID_STRIDE(i, n) y[i] = apply_binary(op, a[operand_at(i, na)], b[operand_at(i, nb)]);
+template <typename T>
+__global__ void binary_forward_kernel(BinaryOp op, const T* a, int64_t na, const T* b, int64_t nb, T* y, int64_t n) {
+  NNLAB_GRID_STRIDE(i, n) y[i] = T(apply_binary(op, float(a[operand_at(i, na)]), float(b[operand_at(i, nb)])));
 }
 
 // dy: (n)  full operands' gradients: (n)     da[i] = dy[i]·∂a,  db[i] = dy[i]·∂b
-__global__ void binary_backward_full_kernel(BinaryOp op, const float* a, int64_t na, const float* b, int64_t nb,
-                                            const float* dy, float* da, float* db, int64_t n) {
+template <typename T>
+__global__ void binary_backward_full_kernel(BinaryOp op, const T* a, int64_t na, const T* b, int64_t nb, const T* dy,
+                                            T* da, T* db, int64_t n) {
   NNLAB_GRID_STRIDE(i, n) {
     float pa = 0.0f, pb = 0.0f;
-    binary_partials(op, a[operand_at(i, na)], b[operand_at(i, nb)], pa, pb);
-    if (da) da[i] = dy[i] * pa;
-    if (db) db[i] = dy[i] * pb;
+    binary_partials(op, float(a[operand_at(i, na)]), float(b[operand_at(i, nb)]), pa, pb);
+    if (da) da[i] = T(float(dy[i]) * pa);
+    if (db) db[i] = T(float(dy[i]) * pb);
   }
 }
 
 // dy: (outer, inner)  broadcast operands' gradients: (inner)
 // ds[j] = Σ_o dy[o, j]·∂(o, j): one thread per j sums its column in row order (no atomics,
 // the same order as the CPU, so results repeat bit for bit).
-__global__ void binary_backward_reduce_kernel(BinaryOp op, const float* a, int64_t na, const float* b, int64_t nb,
-                                              const float* dy, float* da, float* db, int64_t outer, int64_t inner) {
+template <typename T>
+__global__ void binary_backward_reduce_kernel(BinaryOp op, const T* a, int64_t na, const T* b, int64_t nb,
+                                              const T* dy, T* da, T* db, int64_t outer, int64_t inner) {
   NNLAB_GRID_STRIDE(j, inner) {
     float sa = 0.0f, sb = 0.0f;
     for (int64_t o = 0; o < outer; ++o) {
       const int64_t i = o * inner + j;
       float pa = 0.0f, pb = 0.0f;
-      binary_partials(op, a[operand_at(i, na)], b[operand_at(i, nb)], pa, pb);
-      sa += dy[i] * pa;
-      sb += dy[i] * pb;
+      binary_partials(op, float(a[operand_at(i, na)]), float(b[operand_at(i, nb)]), pa, pb);
+      sa += float(dy[i]) * pa;
+      sb += float(dy[i]) * pb;
     }
-    if (da) da[j] = sa;
-    if (db) db[j] = sb;
+    if (da) da[j] = T(sa);
+    if (db) db[j] = T(sb);
   }
 }
 
@@ -135,43 +142,55 @@ Broadcast broadcast_of(const Tensor& a, const Tensor& b, const Tensor& y) {
   return {n, na, nb, inner, n / inner};
 }
 
+// Runs launch(BFloat16{}) when every tensor given is bf16, launch(float{}) otherwise.
+template <typename Launch>
+void with_element_type(std::initializer_list<const Tensor*> tensors, Launch launch) {
+  if (bf16::all(tensors)) return launch(BFloat16{});
+  launch(float{});
+}
+
 }  // namespace
 
 // ---- launchers --------------------------------------------------------------------------
 
 void CudaBackend::binary_forward(BinaryOp op, const Tensor& a, const Tensor& b, Tensor& y) {
-  if (bf16::widened(*this, &CudaBackend::binary_forward, op, a, b, y)) return;
+  if (!bf16::all({&a, &b, &y}) && bf16::widened(*this, &CudaBackend::binary_forward, op, a, b, y)) return;
   NNLAB_LOG_KERNEL(std::string("binary_forward ") + binary_op_name(op), a);  // nnlab explain: record the call
-  cuda::require_f32("binary_forward", y);
+  if (!bf16::all({&a, &b, &y})) cuda::require_f32("binary_forward", y);
   const Broadcast B = broadcast_of(a, b, y);
   if (!B.n) return;
-  cuda::launch("binary_forward_kernel", binary_forward_kernel, cuda::grid_for(*ctx_, B.n), cuda::kThreads, ctx_->stream,
-               op, cuda::ptr<float>(a), B.na, cuda::ptr<float>(b), B.nb, cuda::ptr<float>(y), B.n);
+  with_element_type({&a, &b, &y}, [&](auto element) {
+    using T = decltype(element);
+    cuda::launch("binary_forward_kernel", binary_forward_kernel<T>, cuda::grid_for(*ctx_, B.n), cuda::kThreads,
+                 ctx_->stream, op, cuda::ptr<T>(a), B.na, cuda::ptr<T>(b), B.nb, cuda::ptr<T>(y), B.n);
+  });
 }
 
 void CudaBackend::binary_backward(BinaryOp op, const Tensor& a, const Tensor& b, const Tensor& dy, Tensor* da,
                                   Tensor* db) {
-  if (bf16::widened(*this, &CudaBackend::binary_backward, op, a, b, dy, da, db)) return;
+  const bool bf16_kernel = bf16::all({&a, &b, &dy, da, db});
+  if (!bf16_kernel && bf16::widened(*this, &CudaBackend::binary_backward, op, a, b, dy, da, db)) return;
   NNLAB_LOG_KERNEL(std::string("binary_backward ") + binary_op_name(op), a);  // nnlab explain: record the call
-  cuda::require_f32("binary_backward", dy);
+  if (!bf16_kernel) cuda::require_f32("binary_backward", dy);
   const Broadcast B = broadcast_of(a, b, dy);
   if (!B.n) return;
   const bool want_a = da && da->defined(), want_b = db && db->defined();
-  float* da_full = want_a && B.na == B.n ? cuda::ptr<float>(*da) : nullptr;
-  float* db_full = want_b && B.nb == B.n ? cuda::ptr<float>(*db) : nullptr;
-  float* da_small = want_a && B.na != B.n ? cuda::ptr<float>(*da) : nullptr;
-  float* db_small = want_b && B.nb != B.n ? cuda::ptr<float>(*db) : nullptr;
-  const float* ap = cuda::ptr<float>(a);
-  const float* bp = cuda::ptr<float>(b);
-  if (da_full || db_full) {
-    cuda::launch("binary_backward_full_kernel", binary_backward_full_kernel, cuda::grid_for(*ctx_, B.n), cuda::kThreads,
-                 ctx_->stream, op, ap, B.na, bp, B.nb, cuda::ptr<float>(dy), da_full, db_full, B.n);
-  }
-  if (da_small || db_small) {
-    cuda::launch("binary_backward_reduce_kernel", binary_backward_reduce_kernel, cuda::grid_for(*ctx_, B.inner),
-                 cuda::kThreads, ctx_->stream, op, ap, B.na, bp, B.nb, cuda::ptr<float>(dy), da_small, db_small,
-                 B.outer, B.inner);
-  }
+  with_element_type({&a, &b, &dy, da, db}, [&](auto element) {
+    using T = decltype(element);
+    T* da_full = want_a && B.na == B.n ? cuda::ptr<T>(*da) : nullptr;
+    T* db_full = want_b && B.nb == B.n ? cuda::ptr<T>(*db) : nullptr;
+    T* da_small = want_a && B.na != B.n ? cuda::ptr<T>(*da) : nullptr;
+    T* db_small = want_b && B.nb != B.n ? cuda::ptr<T>(*db) : nullptr;
+    const T* ap = cuda::ptr<T>(a);
+    const T* bp = cuda::ptr<T>(b);
+    if (da_full || db_full)
+      cuda::launch("binary_backward_full_kernel", binary_backward_full_kernel<T>, cuda::grid_for(*ctx_, B.n),
+                   cuda::kThreads, ctx_->stream, op, ap, B.na, bp, B.nb, cuda::ptr<T>(dy), da_full, db_full, B.n);
+    if (da_small || db_small)
+      cuda::launch("binary_backward_reduce_kernel", binary_backward_reduce_kernel<T>, cuda::grid_for(*ctx_, B.inner),
+                   cuda::kThreads, ctx_->stream, op, ap, B.na, bp, B.nb, cuda::ptr<T>(dy), da_small, db_small,
+                   B.outer, B.inner);
+  });
 }
 
 void CudaBackend::unary_forward(UnaryOp op, const Tensor& x, Tensor& y) {

@@ -1,6 +1,6 @@
-// bf16 ops on CUDA against the CPU's (docs/precision.md): the native bf16 kernels (a Linear
-// layer's products, bias and ReLU; convolutions in cuDNN; pools; ReLU, sigmoid and tanh) and
-// the widened ones (adds) give each output within one bf16 step of the CPU's. Both round every
+// bf16 ops on CUDA against the CPU's (docs/precision.md): CUDA's own bf16 paths (a Linear layer
+// in cuBLASLt, convolutions in cuDNN, pools, BatchNorm, elementwise and bias kernels) give each
+// output within one bf16 step of the CPU's, which widens every op to float32. Both round every
 // output once; what may differ is the order of a float32 sum, which can send a value to the
 // neighbouring bf16 number, so the tolerance is bf16's relative step, 2⁻⁷.
 #include "gpu/gpu_support.h"
@@ -94,8 +94,16 @@ TEST_CASE("gpu: elementwise ops in bf16 match the CPU's", "[gpu][precision]") {
   require_same_on_both("relu", {bf16_input({1000})}, [](const std::vector<Tensor>& t) { return relu(t[0]); });
   require_same_on_both("tanh", {bf16_input({1000})}, [](const std::vector<Tensor>& t) { return nnlab::tanh(t[0]); });
   require_same_on_both("sigmoid", {bf16_input({1000})}, [](const std::vector<Tensor>& t) { return sigmoid(t[0]); });
-  require_same_on_both("add", {bf16_input({8, 50}), bf16_input({50})},
-                       [](const std::vector<Tensor>& t) { return add(t[0], t[1]); });
+  std::vector<KernelCall> calls;
+  {
+    KernelLogScope log;
+    require_same_on_both("add", {bf16_input({8, 50}), bf16_input({50})},
+                         [](const std::vector<Tensor>& t) { return add(t[0], t[1]); });
+    require_same_on_both("mul", {bf16_input({6, 40}), bf16_input({6, 40})},
+                         [](const std::vector<Tensor>& t) { return mul(t[0], t[1]); });
+    calls = take_kernel_calls();
+  }
+  require_bf16_calls(calls, {"binary_forward add", "binary_backward add", "binary_forward mul", "binary_backward mul"});
 }
 
 TEST_CASE("gpu: convolutions and pools in bf16 match the CPU's", "[gpu][precision]") {
