@@ -238,6 +238,8 @@ void record_step(Sequential& model, Optimizer& opt, const Tensor& images, const 
     // (bf16: the input cast on the way in, the logits cast back to float32 for the loss).
     const bool mixed = model.compute_dtype() != DType::Float32;
     Tensor x = images;
+    const std::unique_ptr<WeightCopies> copies = model.weight_copies();  // bf16: the weights' casts, one call
+    if (copies) close({"fwd", "weights", "Cast", "the weights to bf16 copies (one call)", 0, 0});
     if (mixed) {  // the batch needs no gradient, so its cast is no node: its record is made here
       x = cast(images, model.compute_dtype());
       close({"fwd", "input", "Cast", dims(images) + " → " + dims(x), 0, op_bytes("Cast", {images}, x, nullptr)});

@@ -59,6 +59,9 @@ Tensor linear(const Tensor& x, const Tensor& w, const Tensor& b, const Epilogue&
 // x in another float dtype (float32, float64 or bfloat16; rounded to nearest even where it
 // narrows); x itself when it has that dtype already. The gradient comes back in x's dtype.
 Tensor cast(const Tensor& x, DType dtype);
+// cast(x, y.dtype()) where y already holds those values (made by Backend::cast_all with other
+// tensors' casts in one call): y with cast's gradient, no kernel run.
+Tensor cast_made(const Tensor& x, const Tensor& y);
 
 // ---- reduce.cpp -------------------------------------------------------------------------
 Tensor sum(const Tensor& x);   // scalar (shape [])

@@ -69,6 +69,10 @@ void Backend::copy_to_host(const Tensor&, void*) { missing("copy_to_host"); }
 void Backend::copy(const Tensor&, Tensor&) { missing("copy"); }
 void Backend::fill(Tensor&, double) { missing("fill"); }
 void Backend::cast(const Tensor&, Tensor&) { missing("cast"); }
+void Backend::cast_all(const std::vector<Tensor>& src, std::vector<Tensor>& dst) {
+  NNLAB_CHECK(src.size() == dst.size(), "cast_all: ", src.size(), " sources for ", dst.size(), " outputs");
+  for (size_t i = 0; i < src.size(); ++i) cast(src[i], dst[i]);
+}
 void Backend::gather_rows(const Tensor&, const Tensor&, Tensor&) { missing("gather_rows"); }
 void check_gemm_operands(int64_t m, int64_t n, int64_t k, const Tensor& a, const Tensor& b, const Tensor& c) {
   const bool bf16_inputs = a.dtype() == DType::BFloat16 && b.dtype() == DType::BFloat16 &&

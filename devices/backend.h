@@ -198,6 +198,9 @@ class Backend : public DeviceMemory {
   void copy(const Tensor& src, Tensor& dst) override;
   void fill(Tensor& t, double value) override;
   void cast(const Tensor& src, Tensor& dst) override;  // same shape, other dtype
+  // dst[i] = src[i] cast, for every i: a model's weights to their bf16 copies in one call where
+  // the device can (CUDA: one kernel for up to 32 tensors); the default casts them one by one.
+  virtual void cast_all(const std::vector<Tensor>& src, std::vector<Tensor>& dst);
   // rows: (n, d...)  index: int32 (b)  out: (b, d...)   out[i] = rows[index[i]]
   virtual void gather_rows(const Tensor& rows, const Tensor& index, Tensor& out);
   // The loader's batch, built from a data set held on the device as it was stored, with the

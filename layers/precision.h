@@ -11,6 +11,7 @@
 // the softmax, the loss and its gradient are float32.
 #pragma once
 #include <string>
+#include <vector>
 
 #include "core/device.h"
 #include "core/tensor.h"
@@ -26,7 +27,29 @@ DType precision_storage_dtype(const std::string& precision, Device device, const
 
 // param as a layer computes with it on input x: a bf16 copy (cast in the graph, so the float32
 // master receives its gradient) when x is bf16 and param is not, else param itself (an
-// undefined param stays undefined).
+// undefined param stays undefined). Inside a WeightCopies scope the copy comes from it.
 Tensor compute_copy(const Tensor& param, const Tensor& x);
+
+// The bf16 copies of a model's weights for one forward, made in one multi-tensor cast
+// (Backend::cast_all) instead of one cast per weight. Which weights: those compute_copy was
+// asked for in the model's previous forward, which it notes in `wanted` (so the first forward
+// learns the list, and a weight not in it is cast on its own, as without a scope). While the
+// scope lives, compute_copy takes each copy from it. Sequential::forward opens one for a bf16
+// model; one scope per thread at a time.
+class WeightCopies {
+ public:
+  explicit WeightCopies(std::vector<Tensor>& wanted);
+  ~WeightCopies();
+  WeightCopies(const WeightCopies&) = delete;
+  WeightCopies& operator=(const WeightCopies&) = delete;
+  // The copy of param made by the scope (undefined when it made none), and a note that it was
+  // wanted.
+  Tensor take(const Tensor& param);
+
+ private:
+  std::vector<Tensor>& wanted_;
+  std::vector<Tensor> masters_, copies_;
+  WeightCopies* enclosing_;
+};
 
 }  // namespace nnlab

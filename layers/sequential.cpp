@@ -24,9 +24,20 @@ void Sequential::set_compute_dtype(DType dtype) {
 
 Tensor Sequential::forward(const Tensor& x) {
   const bool mixed = compute_dtype_ == DType::BFloat16;
-  Tensor h = mixed ? cast(x, compute_dtype_) : x;
+  if (!mixed) {
+    Tensor h = x;
+    for (const Step& step : run_order_) h = step.run(h);
+    return h;
+  }
+  const std::unique_ptr<WeightCopies> copies = weight_copies();
+  Tensor h = cast(x, compute_dtype_);
   for (const Step& step : run_order_) h = step.run(h);
-  return mixed ? cast(h, x.dtype()) : h;
+  return cast(h, x.dtype());
+}
+
+std::unique_ptr<WeightCopies> Sequential::weight_copies() {
+  if (compute_dtype_ != DType::BFloat16) return nullptr;
+  return std::make_unique<WeightCopies>(bf16_weights_);
 }
 
 std::string Sequential::describe() const {

@@ -1,7 +1,11 @@
 // Sequential: children run in order; each is registered under the name given, so the
 // parameters read as in the PyTorch twin ("fc1.weight", "c1.bias").
 #pragma once
+#include <memory>
+#include <vector>
+
 #include "layers/module.h"
+#include "layers/precision.h"
 
 namespace nnlab {
 
@@ -36,11 +40,16 @@ class Sequential : public Module {
   // no cast. Set on the model's outermost Sequential only.
   void set_compute_dtype(DType dtype);
   DType compute_dtype() const { return compute_dtype_; }
+  // With a bf16 compute dtype, the scope forward() runs its steps in: the bf16 copies of the
+  // weights its last forward cast, made in one call (WeightCopies); null otherwise. explain,
+  // which runs the steps itself, opens it too.
+  std::unique_ptr<WeightCopies> weight_copies();
 
  private:
   std::vector<Step> run_order_;
   bool fused_ = false;
   DType compute_dtype_ = DType::Float32;
+  std::vector<Tensor> bf16_weights_;  // the weights the last bf16 forward cast (WeightCopies)
 };
 
 }  // namespace nnlab

@@ -232,6 +232,15 @@ void add_casts(std::vector<OpCase>& cases) {
   f32.forward64 = {1e-7, 1e-12};
   f32.gradcheck = GradcheckTolerance{1e-2, 1e-5, 1e-4};
   cases.push_back(f32);
+  // cast_made: the same round trip with the first cast's copy made outside the op (as a
+  // multi-tensor cast makes the weights' bf16 copies), the gradient through the op.
+  OpCase made = f32;
+  made.name = "cast_made round trip";
+  made.run = [](const std::vector<Tensor>& t) {
+    const DType other = t[0].dtype() == DType::Float64 ? DType::Float32 : DType::Float64;
+    return nnlab::cast(nnlab::cast_made(t[0], t[0].detach().to(other)), t[0].dtype());
+  };
+  cases.push_back(made);
 }
 
 }  // namespace

@@ -130,6 +130,25 @@ TEST_CASE("a bf16 model keeps float32 masters and trains like its float32 twin",
   }
 }
 
+// From its second forward on, a bf16 model casts its weights in one call (WeightCopies, the
+// list learned in the first): the same copies as the first forward's casts one by one, so the
+// same logits and gradients, bit for bit.
+TEST_CASE("a bf16 model's weight copies made in one call equal the casts one by one", "[precision]") {
+  auto model = small_cnn(false);
+  model->set_compute_dtype(DType::BFloat16);
+  const Tensor x = random_tensor({6, 2, 8, 8}, 9, 1, DType::Float32);
+  const auto step = [&] {
+    for (Tensor p : model->parameters()) p.set_grad(Tensor());
+    const Tensor logits = model->forward(x);
+    sum(logits).backward();
+    std::vector<std::vector<double>> out{values(logits)};
+    for (const Tensor& p : model->parameters()) out.push_back(values(p.grad()));
+    return out;
+  };
+  const auto one_by_one = step(), in_one_call = step();
+  CHECK(in_one_call == one_by_one);
+}
+
 TEST_CASE("each precision names its storage dtype, and others are refused", "[precision]") {
   CHECK(precision_storage_dtype("fp32", "--precision") == DType::Float32);
   CHECK(precision_storage_dtype("tf32", "--precision") == DType::Float32);

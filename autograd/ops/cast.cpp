@@ -34,4 +34,12 @@ Tensor cast(const Tensor& x, DType dtype) {
   return y;
 }
 
+Tensor cast_made(const Tensor& x, const Tensor& y) {
+  check_float("cast", x);
+  NNLAB_CHECK(y.shape() == x.shape() && y.device() == x.device() && y.is_leaf() && !y.requires_grad(),
+              "cast: ", y.describe(), " is not a fresh copy of ", x.describe());
+  if (x.dtype() == y.dtype()) return x;
+  return needs_graph({&x}) ? attach(y, std::make_shared<CastBackward>(x)) : y;
+}
+
 }  // namespace nnlab

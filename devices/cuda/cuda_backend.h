@@ -70,6 +70,7 @@ class CudaBackend final : public Backend {
   void copy(const Tensor& src, Tensor& dst) override;
   void fill(Tensor& t, double value) override;
   void cast(const Tensor& src, Tensor& dst) override;
+  void cast_all(const std::vector<Tensor>& src, std::vector<Tensor>& dst) override;
   void gather_rows(const Tensor& rows, const Tensor& index, Tensor& out) override;
   void increment_counter(Tensor& counter) override;
   void gather_rows_at(const Tensor& rows, const Tensor& order, const Tensor& position, Tensor& out) override;

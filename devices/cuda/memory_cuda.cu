@@ -7,10 +7,12 @@
 // through a pinned staging buffer and synchronise: the host needs the values.
 #include <algorithm>
 #include <cstring>
+#include <string>
 
 #include "core/pixels.h"
 #include "devices/cuda/cuda_backend.h"
 #include "devices/cuda/cuda_context.h"
+#include "devices/kernel_log.h"
 
 namespace nnlab {
 
@@ -31,6 +33,25 @@ __global__ void increment_counter_kernel(int32_t* counter) { *counter += 1; }
 template <typename From, typename To>
 __global__ void cast_kernel(const From* src, To* dst, int64_t n) {
   NNLAB_GRID_STRIDE(i, n) dst[i] = static_cast<To>(src[i]);
+}
+
+// Up to 32 float32 tensors and their bf16 copies, passed by value (about 800 bytes of kernel
+// parameters), as the optimizer's lists are (optim_cuda.cu).
+struct CastList {
+  static constexpr int kMax = 32;
+  const float* src[kMax];
+  BFloat16* dst[kMax];
+  int64_t n[kMax];
+};
+
+// grid: (blocks, count), blockIdx.y picks the tensor   dst_t[i] = bf16(src_t[i]), rounded
+__global__ void cast_list_kernel(CastList list) {
+  const int t = static_cast<int>(blockIdx.y);
+  const float* src = list.src[t];
+  BFloat16* dst = list.dst[t];
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < list.n[t];
+       i += int64_t(gridDim.x) * blockDim.x)
+    dst[i] = BFloat16(src[i]);
 }
 
 // position (may be null): the batch's index (and shifts) start at entry position·b, read on
@@ -260,6 +281,34 @@ void CudaBackend::cast(const Tensor& src, Tensor& dst) {
     case DType::Int32: launch_cast_from<int32_t>(*ctx_, src, dst); return;
     case DType::UInt8: launch_cast_from<uint8_t>(*ctx_, src, dst); return;
     case DType::BFloat16: launch_cast_from<BFloat16>(*ctx_, src, dst); return;
+  }
+}
+
+// float32 → bf16 copies in lists of up to 32 tensors, one launch each, the grid sized for the
+// largest; any other pair of dtypes, one cast at a time.
+void CudaBackend::cast_all(const std::vector<Tensor>& src, std::vector<Tensor>& dst) {
+  NNLAB_CHECK(src.size() == dst.size(), "cast_all: ", src.size(), " sources for ", dst.size(), " outputs");
+  for (size_t i = 0; i < src.size(); ++i)
+    if (src[i].dtype() != DType::Float32 || dst[i].dtype() != DType::BFloat16) return Backend::cast_all(src, dst);
+  if (src.empty()) return;
+  KernelTiming timing(kernel_log_enabled()  // nnlab explain: "cast_all 8 tensors to bf16"
+                          ? record_kernel("cast_all", std::to_string(src.size()) + " tensors to bf16")
+                          : kNotRecorded);
+  for (size_t first = 0; first < src.size(); first += CastList::kMax) {
+    CastList list{};
+    const int count = static_cast<int>(std::min<size_t>(CastList::kMax, src.size() - first));
+    int64_t largest = 1;
+    for (int t = 0; t < count; ++t) {
+      const Tensor &a = src[first + t], &b = dst[first + t];
+      NNLAB_CHECK(a.numel() == b.numel(), "cast_all: ", a.describe(), " to ", b.describe());
+      list.src[t] = cuda::ptr<float>(a);
+      list.dst[t] = cuda::ptr<BFloat16>(b);
+      list.n[t] = a.numel();
+      largest = std::max(largest, a.numel());
+    }
+    cuda::launch("cast_list_kernel", cast_list_kernel,
+                 dim3(static_cast<unsigned>(cuda::grid_for(*ctx_, largest)), static_cast<unsigned>(count)),
+                 cuda::kThreads, ctx_->stream, list);
   }
 }
 

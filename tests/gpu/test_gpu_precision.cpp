@@ -15,6 +15,9 @@
 #include "autograd/ops.h"
 #include "cli_support.h"
 #include "devices/kernel_log.h"
+#include "layers/activation.h"
+#include "layers/linear.h"
+#include "layers/sequential.h"
 
 using namespace nnlab;
 using namespace nnlab::gputest;
@@ -101,9 +104,13 @@ TEST_CASE("gpu: elementwise ops in bf16 match the CPU's", "[gpu][precision]") {
                          [](const std::vector<Tensor>& t) { return add(t[0], t[1]); });
     require_same_on_both("mul", {bf16_input({6, 40}), bf16_input({6, 40})},
                          [](const std::vector<Tensor>& t) { return mul(t[0], t[1]); });
+    // the same Philox mask on both devices, survivors scaled by 1/(1 − p) and rounded once
+    require_same_on_both("dropout", {bf16_input({7, 33})},
+                         [](const std::vector<Tensor>& t) { return dropout(t[0], 0.3, 5, 2, true); });
     calls = take_kernel_calls();
   }
-  require_bf16_calls(calls, {"binary_forward add", "binary_backward add", "binary_forward mul", "binary_backward mul"});
+  require_bf16_calls(calls, {"binary_forward add", "binary_backward add", "binary_forward mul", "binary_backward mul",
+                             "dropout_forward", "dropout_backward"});
 }
 
 TEST_CASE("gpu: convolutions and pools in bf16 match the CPU's", "[gpu][precision]") {
@@ -230,4 +237,39 @@ TEST_CASE("gpu: --precision bf16 on a GPU without bf16 tensor cores is one clear
       nnlab_test::run_cli("train --device cuda --model mlp --max-steps 2 --test-images 64");
   INFO(fp32.output);
   CHECK(fp32.exit_code == 0);
+}
+
+// A bf16 model's weights go to their bf16 copies in one launch from its second forward on
+// (WeightCopies), with the logits and gradients of the first forward's casts one by one.
+TEST_CASE("gpu: a bf16 model casts its weights in one launch, as one by one", "[gpu][precision]") {
+  auto model = std::make_shared<Sequential>();
+  model->add("f1", std::make_shared<Linear>(20, 30)).add("relu", std::make_shared<ReLU>());
+  model->add("f2", std::make_shared<Linear>(30, 5));
+  model->initialize(3);
+  model->to(Device::cuda(0));
+  model->set_compute_dtype(DType::BFloat16);
+  const Tensor x = on_gpu(fresh_tensor({8, 20}));
+  const auto step = [&](std::vector<KernelCall>* calls) {
+    for (Tensor p : model->parameters()) p.set_grad(Tensor());
+    KernelLogScope log;
+    const Tensor logits = model->forward(x);
+    sum(logits).backward();
+    *calls = take_kernel_calls();
+    std::vector<std::vector<double>> out{logits.to_vector<double>()};
+    for (const Tensor& p : model->parameters()) out.push_back(p.grad().to_vector<double>());
+    return out;
+  };
+  std::vector<KernelCall> first, second;
+  const auto one_by_one = step(&first), in_one_call = step(&second);
+  CHECK(in_one_call == one_by_one);
+  const auto named = [](const std::vector<KernelCall>& calls, const std::string& family) {
+    return std::count_if(calls.begin(), calls.end(), [&](const KernelCall& c) { return c.family == family; });
+  };
+  CHECK(named(first, "cast_all") == 0);
+  REQUIRE(named(second, "cast_all") == 1);
+  const auto it =
+      std::find_if(second.begin(), second.end(), [](const KernelCall& c) { return c.family == "cast_all"; });
+  CHECK(it->detail == "4 tensors to bf16");
+  REQUIRE(it->launches.size() == 1);
+  CHECK(it->launches[0].kernel == "cast_list_kernel");
 }
