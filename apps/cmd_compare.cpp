@@ -42,7 +42,7 @@ VariantRun run_variant(const TrainConfig& c, const RunVariant& v, int64_t test_i
   vc.gemm_impl = gemm_impl_name(v.gemm);
   vc.reduce_impl = reduce_impl_name(v.reduce);
   vc.math = cuda_math_name(v.math);
-  if (!v.precision.empty()) vc.precision = v.precision;
+  vc.precision = precision_of(v, c.precision);
   vc.metrics.clear();
   vc.test_images = test_images;
   Trainer trainer(vc);
@@ -141,8 +141,7 @@ void register_compare_command(CLI::App& app) {
                 "'; e.g. --devices cpu,cuda or --devices cpu:threads=1,cpu:threads=2");
     check_variants(variants);  // an unusable device fails here, before any data is read
     for (const RunVariant& v : variants)  // and a GPU without bf16 tensor cores asked for bf16
-      precision_storage_dtype(v.precision.empty() ? c.precision : v.precision, resolve_device(v.device_text, nullptr),
-                              "--precision");
+      precision_storage_dtype(precision_of(v, c.precision), resolve_device(v.device_text, nullptr), "--precision");
     if (!report->empty()) check_writable(*report, "--report");
     if (!c.metrics.empty()) check_writable(c.metrics, "--metrics");
     CompareResult result;

@@ -271,8 +271,7 @@ void register_explain_command(CLI::App& app) {
                 "cuda:math=tf32");
     NNLAB_CHECK(o->precision == "fp32" || o->precision == "bf16", "--precision must be fp32 or bf16, got '",
                 o->precision, "'");
-    for (RunVariant& v : variants)
-      if (v.precision.empty()) v.precision = o->precision;
+    for (RunVariant& v : variants) v.precision = precision_of(v, o->precision);
     std::vector<RunVariant> usable;
     for (const RunVariant& v : variants) {
       if (v.device_text.rfind("cuda", 0) == 0 && variants.size() > 1 && !cuda_status().usable) {

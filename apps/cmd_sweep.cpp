@@ -88,8 +88,7 @@ double measure(const SweepOptions& o, const ModelFile& info, double width, const
   auto model = make_model(scale_widths(info, width), in, o.seed);
   fuse_epilogues(*model);
   model->to(device);
-  const std::string precision = v.precision.empty() ? "fp32" : v.precision;
-  model->set_compute_dtype(precision_storage_dtype(precision, device, "precision"));
+  model->set_compute_dtype(precision_storage_dtype(precision_of(v), device, "precision"));
   OptimizerConfig oc;
   oc.name = info.recipe.optimizer;
   oc.lr = info.recipe.lr;

@@ -25,6 +25,7 @@
 #include "autograd/ops.h"
 #include "core/random.h"
 #include "devices/gemm_impl.h"
+#include "devices/kernel_log.h"
 #include "devices/registry.h"
 #include "layers/fuse_epilogues.h"
 #include "layers/precision.h"
@@ -86,12 +87,8 @@ std::string op_family(const Node& node) {
   return name;
 }
 
-std::string dims(const Tensor& t) {
-  if (!t.defined()) return "-";
-  std::string out;
-  for (int64_t d : t.shape()) out += (out.empty() ? "" : "×") + std::to_string(d);
-  return (out.empty() ? "scalar" : out) + (t.dtype() == DType::BFloat16 ? " bf16" : "");
-}
+// "64×32×28×28" (" bf16" after it for bf16 data), as the kernel log writes shapes; "-" for none.
+std::string dims(const Tensor& t) { return t.defined() ? tensor_dims(t) : "-"; }
 
 // FLOPs of one direction of an op, from its shapes. A GEMM-like op costs 2·m·n·k per product;
 // backward runs one product per input that needs a gradient. Elementwise work is counted as
@@ -376,8 +373,7 @@ DeviceExplain explain_on(const RunVariant& v, const ModelFile& info, int64_t bat
   fuse_epilogues(*model);
   out.fused_groups = fused_groups(*model);
   model->to(device);
-  const std::string precision = v.precision.empty() ? "fp32" : v.precision;
-  model->set_compute_dtype(precision_storage_dtype(precision, device, "precision"));
+  model->set_compute_dtype(precision_storage_dtype(precision_of(v), device, "precision"));
   OptimizerConfig oc;
   oc.name = info.recipe.optimizer;
   oc.lr = info.recipe.lr;

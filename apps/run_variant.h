@@ -33,6 +33,11 @@ struct RunVariant {
   std::string precision;  // "fp32" or "bf16"; empty: the command's own --precision
 };
 
+// The precision v runs in: its own, else the command's.
+inline std::string precision_of(const RunVariant& v, const std::string& command_precision = "fp32") {
+  return v.precision.empty() ? command_precision : v.precision;
+}
+
 // Parses a comma-separated list; throws an Error naming the bad item and the syntax.
 std::vector<RunVariant> parse_variants(const std::string& list, int default_threads, ConvImpl default_conv,
                                        GemmImpl default_gemm, ReduceImpl default_reduce);

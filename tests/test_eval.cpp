@@ -16,13 +16,22 @@ using nnlab_test::CliResult;
 using nnlab_test::run_cli;
 using nnlab_test::TempDir;
 
+namespace {
+
+// Debian's dataset-fashion-mnist, which these tests train and evaluate on (scripts/setup.sh
+// installs it); without it they say so and check nothing.
+bool fashion_mnist_installed() {
+  if (std::filesystem::exists("/usr/share/datasets/fashion-mnist/t10k-images-idx3-ubyte.gz")) return true;
+  WARN("dataset-fashion-mnist is not installed; scripts/setup.sh installs it");
+  return false;
+}
+
+}  // namespace
+
 // A --precision bf16 run's checkpoint evaluates in bf16, as the trainer evaluated it, and its
 // run resumes only in bf16.
 TEST_CASE("a bf16 run's checkpoint evaluates in bf16 and resumes only in bf16", "[eval][precision]") {
-  if (!std::filesystem::exists("/usr/share/datasets/fashion-mnist/t10k-images-idx3-ubyte.gz")) {
-    WARN("dataset-fashion-mnist is not installed; scripts/setup.sh installs it");
-    return;
-  }
+  if (!fashion_mnist_installed()) return;
   const TempDir tmp("nnlab_eval");
   const std::string d = tmp / "run";
   const CliResult train =
@@ -47,10 +56,7 @@ TEST_CASE("a bf16 run's checkpoint evaluates in bf16 and resumes only in bf16", 
 }
 
 TEST_CASE("eval reports accuracy, per-class accuracy and the confusion matrix", "[eval]") {
-  if (!std::filesystem::exists("/usr/share/datasets/fashion-mnist/t10k-images-idx3-ubyte.gz")) {
-    WARN("dataset-fashion-mnist is not installed; scripts/setup.sh installs it");
-    return;
-  }
+  if (!fashion_mnist_installed()) return;
   const TempDir tmp("nnlab_eval");
   const std::string d = tmp / "run";
   const CliResult train = run_cli("train --model mlp --epochs 1 --max-steps 30 --threads 2 --normalize dataset "

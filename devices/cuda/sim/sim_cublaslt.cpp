@@ -352,9 +352,9 @@ cublasStatus_t cublasLtMatmul(cublasLtHandle_t lightHandle, cublasLtMatmulDesc_t
     if (bf16) d_wide.resize(layout_elements(p.d));
     float* d = bf16 ? d_wide.data() : static_cast<float*>(D);
     float* bias = static_cast<float*>(p.desc.bias);
-    if (bf16 && (add_bias || grad_a || grad_b)) {
-      as_float(p.desc.bias, add_bias ? bias_length : 0, true, bias_wide);
-      bias_wide.resize(bias_length);
+    if (bf16 && (add_bias || grad_a || grad_b)) {  // the bias read widened, or its gradient summed here
+      if (add_bias) as_float(p.desc.bias, bias_length, true, bias_wide);
+      else bias_wide.assign(bias_length, 0.0f);
       bias = bias_wide.data();
     }
     const bool ta = transposed(p.desc.trans_a), tb = transposed(p.desc.trans_b);
