@@ -202,7 +202,15 @@ void record_step(Sequential& model, Optimizer& opt, const Tensor& images, const 
            op_bytes(op, node.inputs(), out, nullptr)});
     forward_of[&node] = {layer, out};
   });
+  bool leaf_casts_closed = false;
   set_backward_hook([&](const Node& node, const std::vector<Tensor>& grads) {
+    // The casts of the weights' gradients to float32 ran as one call after the walk (the
+    // engine's leaf casts): one record for all, closed at the first.
+    if (node.only_casts() && node.inputs()[0].is_leaf()) {
+      if (!leaf_casts_closed) close({"bwd", "weights", "Cast", "the weights' gradients to float32 (one call)", 0, 0});
+      leaf_casts_closed = true;
+      return;
+    }
     const std::string op = op_family(node);
     const auto& [node_layer, out] = forward_of[&node];
     std::string shapes;

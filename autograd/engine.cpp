@@ -1,5 +1,6 @@
 #include "autograd/engine.h"
 
+#include <algorithm>
 #include <unordered_map>
 #include <unordered_set>
 
@@ -56,6 +57,40 @@ void accumulate_into_leaf(const Tensor& leaf, Tensor g) {
     backend_for(grad.device()).axpby(1.0, g, 1.0, grad);  // the engine alone accumulates into .grad
   }
 }
+// The casts into leaves that waited for the end of the walk, in the order the walk met them:
+// one Backend::cast_all per device, then each node's gradient reported and given to its leaf
+// as if its own backward had made it.
+struct LeafCast {
+  Node* node;
+  Tensor dy;
+};
+
+void run_leaf_casts(std::vector<LeafCast>& casts) {
+  std::vector<Device> devices;
+  for (const LeafCast& c : casts)
+    if (std::find(devices.begin(), devices.end(), c.dy.device()) == devices.end()) devices.push_back(c.dy.device());
+  std::vector<Tensor> grads(casts.size());
+  for (const Device& device : devices) {
+    std::vector<Tensor> src, dst;
+    std::vector<size_t> which;
+    for (size_t i = 0; i < casts.size(); ++i) {
+      if (casts[i].dy.device() != device) continue;
+      const Tensor& leaf = casts[i].node->inputs()[0];
+      src.push_back(casts[i].dy);
+      dst.push_back(Tensor::empty(leaf.shape(), leaf.dtype(), device));
+      which.push_back(i);
+    }
+    backend_for(device).cast_all(src, dst);
+    for (size_t j = 0; j < which.size(); ++j) grads[which[j]] = std::move(dst[j]);
+  }
+  for (size_t i = 0; i < casts.size(); ++i) {
+    std::vector<Tensor> node_grads{grads[i]};
+    casts[i].dy = Tensor();
+    grads[i] = Tensor();
+    if (g_hook) g_hook(*casts[i].node, node_grads);
+    accumulate_into_leaf(casts[i].node->inputs()[0], std::move(node_grads[0]));
+  }
+}
 }  // namespace
 
 bool GradMode::enabled() { return g_grad_enabled; }
@@ -97,11 +132,16 @@ void run_backward(const Tensor& root, const Tensor& seed_in) {
               " was already used by an earlier backward and freed; run the forward pass again");
   const std::vector<Node*> order = topological_order(root_node);
   std::unordered_map<Node*, Tensor> pending{{root_node, seed}};
+  std::vector<LeafCast> leaf_casts;
   for (Node* node : order) {
     auto it = pending.find(node);
     if (it == pending.end()) continue;  // no gradient flows here
     const Tensor dy = std::move(it->second);
     pending.erase(it);
+    if (node->only_casts() && node->needs_grad(0) && node->inputs()[0].is_leaf()) {
+      leaf_casts.push_back({node, dy});
+      continue;
+    }
     std::vector<Tensor> grads = node->backward(dy);
     if (g_hook) g_hook(*node, grads);
     for (size_t i = 0; i < node->inputs().size(); ++i) {
@@ -115,6 +155,7 @@ void run_backward(const Tensor& root, const Tensor& seed_in) {
       }
     }
   }
+  run_leaf_casts(leaf_casts);
   // Releasing a node drops its inputs, which may hold the last reference to a producer
   // later in `order`; keep them all alive until every node has been released.
   std::vector<std::shared_ptr<Node>> keep_alive;

@@ -28,6 +28,11 @@ class Node {
   // op's FLOPs from it.
   virtual Shape hidden_output_shape() const { return {}; }
 
+  // True when backward only casts dy to its one input's dtype (autograd's cast). Where that
+  // input is a leaf (a float32 master weight behind its bf16 copy), the engine runs all such
+  // casts of one backward together at its end, in one Backend::cast_all (autograd/engine.h).
+  virtual bool only_casts() const { return false; }
+
   const std::vector<Tensor>& inputs() const { return inputs_; }
   bool needs_grad(size_t i) const { return inputs_[i].defined() && inputs_[i].requires_grad(); }
   // Frees the inputs and saved tensors once backward has run (the graph is single-use).

@@ -1,6 +1,11 @@
 // The backward engine: ordering, accumulation, shared subexpressions, no-grad, errors.
 #include <catch2/catch.hpp>
 
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "autograd/engine.h"
 #include "autograd/grad_mode.h"
 #include "autograd/node.h"
 #include "autograd/ops.h"
@@ -92,4 +97,42 @@ TEST_CASE("nodes are named after their op, and an absent bias is an undefined in
   Tensor y = conv2d(x, w, Tensor(), 1, 1, 0, 0);
   y.backward(Tensor::full({1, 1, 2, 2}, 1.0, DType::Float64));
   CHECK(w.grad().to_vector<double>() == std::vector<double>{2.0});  // Σ x
+}
+
+// A cast into a leaf (a bf16 weight copy's) waits for the end of the walk and runs with the
+// others in one call (autograd/engine.h); each still reports its node and its gradient, and
+// its leaf receives the gradient in the leaf's dtype. A cast inside the graph runs in place.
+TEST_CASE("the casts into leaves run after the walk, each reported with its gradient", "[autograd]") {
+  Tensor a = Tensor::from_vector(std::vector<float>{1, 2, 3}, {3});
+  Tensor b = Tensor::from_vector(std::vector<float>{4, 5, 6}, {3});
+  a.set_requires_grad(true);
+  b.set_requires_grad(true);
+  std::vector<std::pair<std::string, const Tensor*>> seen;  // node name, its leaf input (or null)
+  set_backward_hook([&](const Node& node, const std::vector<Tensor>& grads) {
+    REQUIRE(grads.size() == node.inputs().size());
+    const Tensor& input = node.inputs()[0];
+    seen.emplace_back(node.name(), input.raw_data() == a.raw_data()   ? &a
+                                   : input.raw_data() == b.raw_data() ? &b
+                                                                      : nullptr);
+    if (node.only_casts()) CHECK(grads[0].dtype() == input.dtype());
+  });
+  // y = sum(float32(relu(bf16(b))·bf16(a)))   ->   dy/da = b, dy/db = a (b > 0; the values are
+  // bf16's). Walked in order, bf16(a)'s cast would come before the relu.
+  Tensor y = sum(cast(mul(relu(cast(b, DType::BFloat16)), cast(a, DType::BFloat16)), DType::Float32));
+  y.backward();
+  set_backward_hook(nullptr);
+  REQUIRE(seen.size() == 6);
+  CHECK(seen[0].first == "SumBackward");
+  CHECK(seen[1].first == "CastBackward");  // the product's cast back to float32: inside the graph
+  CHECK(seen[1].second == nullptr);
+  CHECK(seen[2].first == "MulBackward");
+  CHECK(seen[3].first == "ReluBackward");
+  CHECK(seen[4].first == "CastBackward");
+  CHECK(seen[5].first == "CastBackward");
+  CHECK(seen[4].second != seen[5].second);
+  CHECK(seen[4].second != nullptr);
+  CHECK(seen[5].second != nullptr);
+  REQUIRE(a.grad().dtype() == DType::Float32);
+  CHECK(a.grad().to_vector<double>() == std::vector<double>{4, 5, 6});
+  CHECK(b.grad().to_vector<double>() == std::vector<double>{1, 2, 3});
 }

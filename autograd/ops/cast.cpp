@@ -17,6 +17,7 @@ class CastBackward : public Node {
   explicit CastBackward(const Tensor& x) : Node({x}), dtype_(x.dtype()) {}
   std::string name() const override { return "CastBackward"; }
   std::vector<Tensor> backward(const Tensor& dy) override { return {dy.to(dtype_)}; }
+  bool only_casts() const override { return true; }
 
  private:
   DType dtype_;

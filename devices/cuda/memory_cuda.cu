@@ -37,21 +37,24 @@ __global__ void cast_kernel(const From* src, To* dst, int64_t n) {
 
 // Up to 32 float32 tensors and their bf16 copies, passed by value (about 800 bytes of kernel
 // parameters), as the optimizer's lists are (optim_cuda.cu).
+template <typename From, typename To>
 struct CastList {
   static constexpr int kMax = 32;
-  const float* src[kMax];
-  BFloat16* dst[kMax];
+  const From* src[kMax];
+  To* dst[kMax];
   int64_t n[kMax];
 };
 
-// grid: (blocks, count), blockIdx.y picks the tensor   dst_t[i] = bf16(src_t[i]), rounded
-__global__ void cast_list_kernel(CastList list) {
+// grid: (blocks, count), blockIdx.y picks the tensor   dst_t[i] = To(src_t[i]): float32 → bf16
+// rounds to nearest even (a forward's weight copies), bf16 → float32 is exact (their gradients)
+template <typename From, typename To>
+__global__ void cast_list_kernel(CastList<From, To> list) {
   const int t = static_cast<int>(blockIdx.y);
-  const float* src = list.src[t];
-  BFloat16* dst = list.dst[t];
+  const From* src = list.src[t];
+  To* dst = list.dst[t];
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < list.n[t];
        i += int64_t(gridDim.x) * blockDim.x)
-    dst[i] = BFloat16(src[i]);
+    dst[i] = To(src[i]);
 }
 
 // position (may be null): the batch's index (and shifts) start at entry position·b, read on
@@ -284,32 +287,49 @@ void CudaBackend::cast(const Tensor& src, Tensor& dst) {
   }
 }
 
-// float32 → bf16 copies in lists of up to 32 tensors, one launch each, the grid sized for the
-// largest; any other pair of dtypes, one cast at a time.
-void CudaBackend::cast_all(const std::vector<Tensor>& src, std::vector<Tensor>& dst) {
-  NNLAB_CHECK(src.size() == dst.size(), "cast_all: ", src.size(), " sources for ", dst.size(), " outputs");
-  for (size_t i = 0; i < src.size(); ++i)
-    if (src[i].dtype() != DType::Float32 || dst[i].dtype() != DType::BFloat16) return Backend::cast_all(src, dst);
-  if (src.empty()) return;
-  KernelTiming timing(kernel_log_enabled()  // nnlab explain: "cast_all 8 tensors to bf16"
-                          ? record_kernel("cast_all", std::to_string(src.size()) + " tensors to bf16")
-                          : kNotRecorded);
-  for (size_t first = 0; first < src.size(); first += CastList::kMax) {
-    CastList list{};
-    const int count = static_cast<int>(std::min<size_t>(CastList::kMax, src.size() - first));
+namespace {
+
+// Up to 32 tensors a launch, the grid sized for the largest.
+template <typename From, typename To>
+void launch_cast_lists(cuda::Context& c, const std::vector<Tensor>& src, std::vector<Tensor>& dst) {
+  using List = CastList<From, To>;
+  for (size_t first = 0; first < src.size(); first += List::kMax) {
+    List list{};
+    const int count = static_cast<int>(std::min<size_t>(List::kMax, src.size() - first));
     int64_t largest = 1;
     for (int t = 0; t < count; ++t) {
       const Tensor &a = src[first + t], &b = dst[first + t];
       NNLAB_CHECK(a.numel() == b.numel(), "cast_all: ", a.describe(), " to ", b.describe());
-      list.src[t] = cuda::ptr<float>(a);
-      list.dst[t] = cuda::ptr<BFloat16>(b);
+      list.src[t] = cuda::ptr<From>(a);
+      list.dst[t] = cuda::ptr<To>(b);
       list.n[t] = a.numel();
       largest = std::max(largest, a.numel());
     }
-    cuda::launch("cast_list_kernel", cast_list_kernel,
-                 dim3(static_cast<unsigned>(cuda::grid_for(*ctx_, largest)), static_cast<unsigned>(count)),
-                 cuda::kThreads, ctx_->stream, list);
+    cuda::launch("cast_list_kernel", cast_list_kernel<From, To>,
+                 dim3(static_cast<unsigned>(cuda::grid_for(c, largest)), static_cast<unsigned>(count)), cuda::kThreads,
+                 c.stream, list);
   }
+}
+
+}  // namespace
+
+// float32 → bf16 (a forward's weight copies) or bf16 → float32 (their gradients, backward),
+// every tensor the same way: one launch per 32 tensors. Any other mix, one cast at a time.
+void CudaBackend::cast_all(const std::vector<Tensor>& src, std::vector<Tensor>& dst) {
+  NNLAB_CHECK(src.size() == dst.size(), "cast_all: ", src.size(), " sources for ", dst.size(), " outputs");
+  if (src.empty()) return;
+  const DType from = src[0].dtype(), to = dst[0].dtype();
+  const bool narrowing = from == DType::Float32 && to == DType::BFloat16;
+  const bool widening = from == DType::BFloat16 && to == DType::Float32;
+  bool alike = narrowing || widening;
+  for (size_t i = 0; i < src.size(); ++i) alike = alike && src[i].dtype() == from && dst[i].dtype() == to;
+  if (!alike) return Backend::cast_all(src, dst);
+  KernelTiming timing(kernel_log_enabled()  // nnlab explain: "cast_all 8 tensors to bf16"
+                          ? record_kernel("cast_all", std::to_string(src.size()) + " tensors to " +
+                                                          (narrowing ? "bf16" : "float32"))
+                          : kNotRecorded);
+  if (narrowing) launch_cast_lists<float, BFloat16>(*ctx_, src, dst);
+  else launch_cast_lists<BFloat16, float>(*ctx_, src, dst);
 }
 
 void CudaBackend::increment_counter(Tensor& counter) {
