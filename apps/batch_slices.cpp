@@ -87,7 +87,8 @@ Tensor BatchSlices::forward_backward(const Batch& batch, Tensor& flag, NonFinite
       const Tensor labels = batch.labels.rows(first(s), first(s + 1));
       Tensor& slice_flag = flags_[static_cast<size_t>(s)];
       slice_flag.fill_(0);
-      Tensor loss = cross_entropy(replicas_[static_cast<size_t>(s)]->forward(images), labels, &slice_flag, mark);
+      const Tensor logits = replicas_[static_cast<size_t>(s)]->forward_for_loss(images);
+      Tensor loss = cross_entropy(logits, labels, &slice_flag, mark);
       loss.backward();
       losses_[static_cast<size_t>(s)] = loss.detach();
     } catch (...) {

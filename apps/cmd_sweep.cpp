@@ -104,7 +104,7 @@ double measure(const SweepOptions& o, const ModelFile& info, double width, const
   const bool graphed = device.is_cuda() && graph_obstacle(device, false, false).empty();
   const auto forward_backward = [&] {
     opt->zero_grad();
-    cross_entropy(model->forward(images), label_t).backward();
+    cross_entropy(model->forward_for_loss(images), label_t).backward();
   };
   std::unique_ptr<StepGraph> graph;  // its replays write the gradients the optimizer reads
   Clock::time_point t0;

@@ -49,7 +49,7 @@ double upper_median(std::vector<double> v) {
 void plain_step(Sequential& model, Optimizer& opt, const Tensor& images, const Tensor& labels,
                 GradientReducer* reducer) {
   opt.zero_grad();
-  Tensor loss = cross_entropy(model.forward(images), labels);
+  Tensor loss = cross_entropy(model.forward_for_loss(images), labels);
   if (reducer) reducer->begin(1.0 / World::get().size(), loss, false);
   loss.backward();
   if (reducer) reducer->finish();
@@ -239,8 +239,8 @@ void record_step(Sequential& model, Optimizer& opt, const Tensor& images, const 
   try {
     opt.zero_grad();
     restart();
-    // The model's forward step by step, as Sequential::forward runs it: in its compute dtype
-    // (bf16: the input cast on the way in, the logits cast back to float32 for the loss).
+    // The model's forward step by step, as Sequential::forward_for_loss runs it: in its compute
+    // dtype (bf16: the input cast on the way in, the logits left bf16 for the loss).
     const bool mixed = model.compute_dtype() != DType::Float32;
     Tensor x = images;
     const std::unique_ptr<WeightCopies> copies = model.weight_copies();  // bf16: the weights' casts, one call
@@ -253,9 +253,7 @@ void record_step(Sequential& model, Optimizer& opt, const Tensor& images, const 
       layer = step.name;
       x = step.run(x);
     }
-    layer = "output";
-    if (mixed) x = cast(x, DType::Float32);
-    layer = "loss";
+    layer = "loss";  // bf16 logits go to the loss as they are (Sequential::forward_for_loss)
     Tensor loss = cross_entropy(x, labels);
     loss.backward();
     restart();
@@ -352,7 +350,7 @@ DeviceTime time_on_device(Sequential& model, Optimizer& opt, const Tensor& image
   if (!t.graph_obstacle.empty()) return t;
   std::unique_ptr<StepGraph> graph = be.capture([&] {
     opt.zero_grad();
-    cross_entropy(model.forward(images), labels).backward();
+    cross_entropy(model.forward_for_loss(images), labels).backward();
   });
   t.graph_nodes = graph->nodes();
   const auto replay = [&] { graph->replay(); };

@@ -209,7 +209,8 @@ Tensor Trainer::train_step(const Batch& batch, PhaseSeconds& phases,
     loss = slices_->forward_backward(batch, guard_->flag(), guard_->loss_mark(this_step));
   } else if (mine > 0) {
     if (batch.gather) batch.gather();
-    const Tensor logits = numerics_ ? numerics_->forward(*model_, batch.images) : model_->forward(batch.images);
+    const Tensor logits =
+        numerics_ ? numerics_->forward(*model_, batch.images) : model_->forward_for_loss(batch.images);
     loss = cross_entropy(logits, batch.labels, &guard_->flag(), guard_->loss_mark(this_step));
     if (numerics_) numerics_->check_loss(loss);
   }

@@ -14,7 +14,7 @@ Tensor Trainer::forward_backward_for_graph(const Tensor& images, const Tensor& l
   if (update_in_graph_) backend_for(device_).increment_counter(step_number_);  // this step's number
   // No non-finite flag on the loss here: the check below covers it (or, when the update stays
   // outside, the one after each replay).
-  Tensor loss = cross_entropy(model_->forward(images), labels);
+  Tensor loss = cross_entropy(model_->forward_for_loss(images), labels);
   loss.backward();
   if (update_in_graph_) {
     // The loss, then the gradients, in one check, the order eager mode checks them in; the

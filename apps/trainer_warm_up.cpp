@@ -36,7 +36,7 @@ double Trainer::warm_up() {
   std::vector<uint64_t> dropout_steps;
   for (const Dropout* d : dropouts) dropout_steps.push_back(d->step());
   optimizer_->zero_grad();
-  cross_entropy(model_->forward(images), labels).backward();
+  cross_entropy(model_->forward_for_loss(images), labels).backward();
   optimizer_->zero_grad();
   for (size_t i = 0; i < buffers.size(); ++i) backend.copy(saved[i], buffers[i].second);
   for (size_t i = 0; i < dropouts.size(); ++i) dropouts[i]->set_step(dropout_steps[i]);

@@ -79,7 +79,8 @@ Tensor log_softmax(const Tensor& x);
 // logits: (n, c)  labels: int32 (n)  ->  scalar mean of −log softmax(logits)[label].
 // Fused and numerically stable. When nonfinite_flag (make_nonfinite_flag, on the logits'
 // device) is given, the kernel raises it with `mark` if the loss is not finite and the flag is
-// not raised yet; nothing synchronises here.
+// not raised yet; nothing synchronises here. bf16 logits give a float32 loss (the softmax in
+// float32) and a bf16 gradient.
 Tensor cross_entropy(const Tensor& logits, const Tensor& labels, Tensor* nonfinite_flag = nullptr,
                      NonFiniteMark mark = {});
 // Not differentiable: correct (int32 scalar) += number of rows whose argmax equals the label.

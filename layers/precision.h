@@ -7,8 +7,9 @@
 // its float32 weight and bias to bf16 copies in the graph (compute_copy), and their bf16
 // gradients come back through the cast as float32 gradients of the masters, which the
 // optimizer updates in float32; BatchNorm normalises bf16 activations with float32 parameters
-// and statistics (autograd/ops/batchnorm.cpp); the model's output is cast back to float32, so
-// the softmax, the loss and its gradient are float32.
+// and statistics (autograd/ops/batchnorm.cpp); the model's output is cast back to float32
+// (Sequential::forward), except in training, where cross_entropy takes the bf16 logits as they
+// are (Sequential::forward_for_loss) and computes the softmax and loss in float32.
 #pragma once
 #include <string>
 #include <vector>

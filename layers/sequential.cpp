@@ -23,16 +23,15 @@ void Sequential::set_compute_dtype(DType dtype) {
 }
 
 Tensor Sequential::forward(const Tensor& x) {
-  const bool mixed = compute_dtype_ == DType::BFloat16;
-  if (!mixed) {
-    Tensor h = x;
-    for (const Step& step : run_order_) h = step.run(h);
-    return h;
-  }
-  const std::unique_ptr<WeightCopies> copies = weight_copies();
-  Tensor h = cast(x, compute_dtype_);
+  const Tensor logits = forward_for_loss(x);
+  return compute_dtype_ == DType::BFloat16 ? cast(logits, x.dtype()) : logits;
+}
+
+Tensor Sequential::forward_for_loss(const Tensor& x) {
+  const std::unique_ptr<WeightCopies> copies = weight_copies();  // null unless bf16
+  Tensor h = compute_dtype_ == DType::BFloat16 ? cast(x, compute_dtype_) : x;
   for (const Step& step : run_order_) h = step.run(h);
-  return cast(h, x.dtype());
+  return h;
 }
 
 std::unique_ptr<WeightCopies> Sequential::weight_copies() {

@@ -25,6 +25,10 @@ class Sequential : public Module {
 
   Sequential& add(const std::string& name, std::shared_ptr<Module> layer);
   Tensor forward(const Tensor& x) override;
+  // forward() without its last cast: a bf16 model's logits stay bf16, for cross_entropy, which
+  // reads them as they are and computes in float32 (one kernel fewer each way than the cast
+  // and its gradient). The same values: forward(x) is forward_for_loss(x) cast to x's dtype.
+  Tensor forward_for_loss(const Tensor& x);
   // What forward() runs: the children in the order added, one step each, until a pass
   // regroups them (fuse_epilogues, layers/fuse_epilogues.h). `explain` walks this order as
   // well; `--check-numerics` runs the children one by one, so that a fault is named at its

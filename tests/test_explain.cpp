@@ -232,9 +232,9 @@ TEST_CASE("nnlab explain refuses what it cannot run", "[explain]") {
   }
 }
 
-// A bf16 step as train's --precision bf16 runs it: the input's, the weights' and the logits'
-// casts are nodes of their own, so a float32 step beside it has other nodes and each gets a
-// table of its own.
+// A bf16 step as train's --precision bf16 runs it: the input's and the weights' casts (and the
+// weight gradients' back to float32, one row) are nodes of their own, so a float32 step beside
+// it has other nodes and each gets a table of its own. The bf16 logits go to the loss uncast.
 TEST_CASE("nnlab explain runs a bf16 step beside a float32 one", "[explain][precision]") {
   const CliResult r = run_cli("explain --model mlp --batch 4 --threads 1 --repeats 1 --device cpu,cpu:precision=bf16");
   INFO(r.output);
@@ -242,7 +242,10 @@ TEST_CASE("nnlab explain runs a bf16 step beside a float32 one", "[explain][prec
   CHECK(r.output.find("cpu: its own nodes (not those of cpu:precision=bf16)") != std::string::npos);
   CHECK(r.output.find("cpu:precision=bf16: its own nodes (not those of cpu)") != std::string::npos);
   CHECK(r.output.find("fwd  input       Cast") != std::string::npos);
-  CHECK(r.output.find("fwd  output      Cast") != std::string::npos);
+  CHECK(r.output.find("bwd  weights     Cast          the weights' gradients to float32 (one call)") !=
+        std::string::npos);
+  CHECK(r.output.find("CrossEntropy  4×10 bf16 → scalar") != std::string::npos);
+  CHECK(r.output.find("output") == std::string::npos);
   CHECK(count_of(r.output, "fwd  fc1+relu1   Linear") == 2);
   const CliResult fp32 = run_cli("explain --model mlp --batch 4 --threads 1 --repeats 1");
   REQUIRE(fp32.exit_code == 0);

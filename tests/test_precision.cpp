@@ -105,6 +105,30 @@ TEST_CASE("the CPU's ops on bf16 compute in float32 and round each output once",
   CHECK(values(max_pool2d(xb, 2)) == rounded(max_pool2d(x, 2)));
 }
 
+// A bf16 model's logits go to the loss as they are (Sequential::forward_for_loss): the same
+// float32 loss as after their cast to float32, and the same gradient, rounded to bf16 once.
+TEST_CASE("cross-entropy on bf16 logits is the float32 loss of their values", "[precision]") {
+  Tensor z = random_tensor({6, 10}, 8, 2, DType::Float32).to(DType::BFloat16);
+  z.set_requires_grad(true);
+  Tensor z32 = z.detach();
+  z32.set_requires_grad(true);
+  const Tensor labels = Tensor::from_vector<int32_t>({0, 3, 9, 2, 2, 7}, {6});
+  const Tensor loss = cross_entropy(z, labels), want = cross_entropy(cast(z32, DType::Float32), labels);
+  CHECK(loss.dtype() == DType::Float32);
+  CHECK(loss.item() == want.item());
+  loss.backward();
+  want.backward();
+  REQUIRE(z.grad().dtype() == DType::BFloat16);
+  CHECK(values(z.grad()) == values(z32.grad()));
+  // A model: forward is forward_for_loss cast to float32.
+  auto model = small_cnn(false);
+  model->set_compute_dtype(DType::BFloat16);
+  const Tensor x = random_tensor({2, 2, 8, 8}, 9, 3, DType::Float32);
+  const Tensor for_loss = model->forward_for_loss(x);
+  CHECK(for_loss.dtype() == DType::BFloat16);
+  CHECK(values(model->forward(x)) == values(for_loss));
+}
+
 TEST_CASE("a bf16 model keeps float32 masters and trains like its float32 twin", "[precision]") {
   for (const bool batchnorm : {false, true}) {
     INFO((batchnorm ? "with" : "without") << " BatchNorm");

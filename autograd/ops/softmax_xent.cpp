@@ -26,13 +26,14 @@ class LogSoftmaxBackward : public Node {
 };
 
 // L = −(1/n) Σ_i log softmax(z_i)[y_i]   ->   dz = dL · (softmax(z) − onehot(y)) / n
+// dz in the logits' dtype (bf16 logits: computed in float32, rounded once as it is stored).
 class CrossEntropyBackward : public Node {
  public:
   CrossEntropyBackward(const Tensor& logits, const Tensor& labels, const Tensor& probs)
-      : Node({logits}), labels_(labels), probs_(probs) {}
+      : Node({logits}), labels_(labels), probs_(probs), logits_dtype_(logits.dtype()) {}
   std::string name() const override { return "CrossEntropyBackward"; }
   std::vector<Tensor> backward(const Tensor& dloss) override {
-    Tensor dz = Tensor::empty(probs_.shape(), probs_.dtype(), probs_.device());
+    Tensor dz = Tensor::empty(probs_.shape(), logits_dtype_, probs_.device());
     backend_for(dz.device()).softmax_xent_backward(probs_, labels_, dloss, dz);
     return {dz};
   }
@@ -45,6 +46,7 @@ class CrossEntropyBackward : public Node {
 
  private:
   Tensor labels_, probs_;
+  DType logits_dtype_;
 };
 
 }  // namespace
@@ -68,8 +70,11 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& labels, Tensor* nonfini
   NNLAB_CHECK(logits.dim(0) > 0, "cross_entropy: empty batch");
   if (nonfinite_flag && nonfinite_flag->defined())
     check_nonfinite_flag("cross_entropy", *nonfinite_flag, logits.device(), mark);
-  Tensor probs = Tensor::empty(logits.shape(), logits.dtype(), logits.device());
-  Tensor loss = Tensor::empty({}, logits.dtype(), logits.device());
+  // bf16 logits (a bf16 model's, Sequential::forward_for_loss): softmax and loss in float32,
+  // as after a cast to float32, without the cast's pass over the logits and their gradient.
+  const DType dtype = logits.dtype() == DType::BFloat16 ? DType::Float32 : logits.dtype();
+  Tensor probs = Tensor::empty(logits.shape(), dtype, logits.device());
+  Tensor loss = Tensor::empty({}, dtype, logits.device());
   backend_for(logits.device()).softmax_xent_forward(logits, labels, probs, loss, nonfinite_flag, mark);
   if (needs_graph({&logits})) attach(loss, std::make_shared<CrossEntropyBackward>(logits, labels, probs));
   return loss;

@@ -71,6 +71,9 @@ void CpuBackend::log_softmax_backward(const Tensor& y, const Tensor& dy, Tensor&
 // logits, probs: (n, c)  labels: (n)  loss: scalar
 void CpuBackend::softmax_xent_forward(const Tensor& logits, const Tensor& labels, Tensor& probs, Tensor& loss,
                                       Tensor* nonfinite_flag, NonFiniteMark mark) {
+  // bf16 logits (a bf16 model's): read as float32, probabilities and loss float32 as they are.
+  if (bf16::widened(*this, &CpuBackend::softmax_xent_forward, logits, labels, probs, loss, nonfinite_flag, mark))
+    return;
   NNLAB_LOG_KERNEL("softmax_xent_forward", logits);  // nnlab explain: record the call
   const long n = static_cast<long>(logits.dim(0)), c = static_cast<long>(logits.dim(1));
   const int32_t* labels_data = labels.data<int32_t>();
@@ -106,6 +109,7 @@ void CpuBackend::softmax_xent_forward(const Tensor& logits, const Tensor& labels
 // dlogits = dloss · (probs − onehot(labels)) / n
 void CpuBackend::softmax_xent_backward(const Tensor& probs, const Tensor& labels, const Tensor& dloss,
                                        Tensor& dx) {
+  if (bf16::widened(*this, &CpuBackend::softmax_xent_backward, probs, labels, dloss, dx)) return;  // bf16 dx
   NNLAB_LOG_KERNEL("softmax_xent_backward", probs);  // nnlab explain: record the call
   const long n = static_cast<long>(probs.dim(0)), c = static_cast<long>(probs.dim(1));
   const int32_t* labels_data = labels.data<int32_t>();

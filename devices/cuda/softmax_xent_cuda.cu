@@ -24,14 +24,16 @@ __device__ void raise_nonfinite_flag(int32_t* flag, NonFiniteMark mark) {
   if (atomicCAS(&flag[0], 0, mark.step) == 0) flag[1] = mark.source;
 }
 
-// Writes y = x − max − log Σ exp(x − max) for one row of c values (y may alias nothing).
-__device__ void log_softmax_row(const float* x, float* y, int64_t c) {
-  float m = x[0];
-  for (int64_t j = 1; j < c; ++j) m = x[j] > m ? x[j] : m;
+// Writes y = x − max − log Σ exp(x − max) for one row of c values (y may alias nothing), in
+// float32 whether x is float32 or bf16.
+template <typename T>
+__device__ void log_softmax_row(const T* x, float* y, int64_t c) {
+  float m = float(x[0]);
+  for (int64_t j = 1; j < c; ++j) m = float(x[j]) > m ? float(x[j]) : m;
   float s = 0.0f;
-  for (int64_t j = 0; j < c; ++j) s += expf(x[j] - m);
+  for (int64_t j = 0; j < c; ++j) s += expf(float(x[j]) - m);
   const float log_s = logf(s);
-  for (int64_t j = 0; j < c; ++j) y[j] = x[j] - m - log_s;
+  for (int64_t j = 0; j < c; ++j) y[j] = float(x[j]) - m - log_s;
 }
 
 // x, y: (n, c)
@@ -48,9 +50,10 @@ __global__ void log_softmax_backward_kernel(const float* y, const float* dy, flo
   }
 }
 
-// logits, probs: (n, c)  labels: (n)  row_loss: (n)
-// row_loss[i] = −log softmax(logits[i])[label_i];  probs = softmax(logits)
-__global__ void softmax_xent_rows_kernel(const float* x, const int32_t* labels, float* p, float* row_loss, int64_t n,
+// logits (float32 or bf16), probs: (n, c)  labels: (n)  row_loss: (n)
+// row_loss[i] = −log softmax(logits[i])[label_i];  probs = softmax(logits), float32
+template <typename T>
+__global__ void softmax_xent_rows_kernel(const T* x, const int32_t* labels, float* p, float* row_loss, int64_t n,
                                          int64_t c, int32_t* fault) {
   NNLAB_GRID_STRIDE(i, n) {
     float* pr = p + i * c;
@@ -83,13 +86,15 @@ __global__ void xent_mean_kernel(const float* row_loss, int64_t n, float* loss, 
   }
 }
 
-// probs, dlogits: (n, c)  labels: (n)  dloss: scalar   dlogits = dloss · (probs − onehot) / n
-__global__ void softmax_xent_backward_kernel(const float* p, const int32_t* labels, const float* dloss, float* dx,
+// probs, dlogits: (n, c)  labels: (n)  dloss: scalar   dlogits = dloss · (probs − onehot) / n,
+// computed in float32 and stored in the logits' dtype (bf16: rounded once)
+template <typename T>
+__global__ void softmax_xent_backward_kernel(const float* p, const int32_t* labels, const float* dloss, T* dx,
                                              int64_t n, int64_t c) {
   const float scale = *dloss / static_cast<float>(n);
   NNLAB_GRID_STRIDE(e, n * c) {
     const int64_t i = e / c, j = e % c;
-    dx[e] = scale * (p[e] - (j == labels[i] ? 1.0f : 0.0f));
+    dx[e] = T(scale * (p[e] - (j == labels[i] ? 1.0f : 0.0f)));
   }
 }
 
@@ -178,15 +183,21 @@ void CudaBackend::log_softmax_backward(const Tensor& y, const Tensor& dy, Tensor
 void CudaBackend::softmax_xent_forward(const Tensor& logits, const Tensor& labels, Tensor& probs, Tensor& loss,
                                        Tensor* nonfinite_flag, NonFiniteMark mark) {
   NNLAB_LOG_KERNEL("softmax_xent_forward", logits);  // nnlab explain: record the call
-  cuda::require_f32("softmax_xent_forward", logits);
+  const bool bf16_logits = logits.dtype() == DType::BFloat16;  // a bf16 model's: read as they are
+  if (!bf16_logits) cuda::require_f32("softmax_xent_forward", logits);
+  cuda::require_f32("softmax_xent_forward (probabilities)", probs);
+  cuda::require_f32("softmax_xent_forward (loss)", loss);
   check_dtype("softmax_xent_forward", labels, DType::Int32);
   const int64_t n = logits.dim(0), c = logits.dim(1);
   NNLAB_CHECK(n > 0 && c > 0, "cross_entropy: empty logits ", logits.describe());
   cuda::Context& ctx = *ctx_;
   cuda::Scratch row_loss(*ctx.allocator, static_cast<size_t>(n) * sizeof(float));
-  cuda::launch("softmax_xent_rows_kernel", softmax_xent_rows_kernel, cuda::grid_for(ctx, n), cuda::kThreads, ctx.stream,
-               cuda::ptr<float>(logits), cuda::ptr<int32_t>(labels), cuda::ptr<float>(probs), row_loss.as<float>(), n,
-               c, ctx.fault_device);
+  const auto rows = [&](auto* x, auto kernel) {
+    cuda::launch("softmax_xent_rows_kernel", kernel, cuda::grid_for(ctx, n), cuda::kThreads, ctx.stream, x,
+                 cuda::ptr<int32_t>(labels), cuda::ptr<float>(probs), row_loss.as<float>(), n, c, ctx.fault_device);
+  };
+  if (bf16_logits) rows(cuda::ptr<BFloat16>(logits), softmax_xent_rows_kernel<BFloat16>);
+  else rows(cuda::ptr<float>(logits), softmax_xent_rows_kernel<float>);
   int32_t* flag = nonfinite_flag && nonfinite_flag->defined() ? cuda::ptr<int32_t>(*nonfinite_flag) : nullptr;
   cuda::launch("xent_mean_kernel", xent_mean_kernel, 1, cuda::kThreads, ctx.stream, row_loss.as<float>(), n,
                cuda::ptr<float>(loss), flag, mark);
@@ -196,11 +207,16 @@ void CudaBackend::softmax_xent_backward(const Tensor& probs, const Tensor& label
                                         Tensor& dlogits) {
   NNLAB_LOG_KERNEL("softmax_xent_backward", probs);  // nnlab explain: record the call
   cuda::require_f32("softmax_xent_backward", probs);
+  const bool bf16_logits = dlogits.dtype() == DType::BFloat16;
+  if (!bf16_logits) cuda::require_f32("softmax_xent_backward (logits' gradient)", dlogits);
   const int64_t n = probs.dim(0), c = probs.dim(1);
   if (!n || !c) return;
-  cuda::launch("softmax_xent_backward_kernel", softmax_xent_backward_kernel, cuda::grid_for(*ctx_, n * c),
-               cuda::kThreads, ctx_->stream, cuda::ptr<float>(probs), cuda::ptr<int32_t>(labels),
-               cuda::ptr<float>(dloss), cuda::ptr<float>(dlogits), n, c);
+  const auto launch = [&](auto* dx, auto kernel) {
+    cuda::launch("softmax_xent_backward_kernel", kernel, cuda::grid_for(*ctx_, n * c), cuda::kThreads, ctx_->stream,
+                 cuda::ptr<float>(probs), cuda::ptr<int32_t>(labels), cuda::ptr<float>(dloss), dx, n, c);
+  };
+  if (bf16_logits) launch(cuda::ptr<BFloat16>(dlogits), softmax_xent_backward_kernel<BFloat16>);
+  else launch(cuda::ptr<float>(dlogits), softmax_xent_backward_kernel<float>);
 }
 
 void CudaBackend::count_correct(const Tensor& logits, const Tensor& labels, Tensor& correct) {

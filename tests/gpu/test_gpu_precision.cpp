@@ -10,6 +10,7 @@
 #include <functional>
 #include <string>
 #include <tuple>
+#include <utility>
 #include <vector>
 
 #include "autograd/ops.h"
@@ -111,6 +112,34 @@ TEST_CASE("gpu: elementwise ops in bf16 match the CPU's", "[gpu][precision]") {
   }
   require_bf16_calls(calls, {"binary_forward add", "binary_backward add", "binary_forward mul", "binary_backward mul",
                              "dropout_forward", "dropout_backward"});
+}
+
+// A bf16 model's logits go to the loss as they are: CUDA's softmax reads bf16 and writes a
+// bf16 gradient, with the loss and the gradient's values those of the logits cast to float32
+// (the same float32 arithmetic), and within float32's rounding of the CPU's.
+TEST_CASE("gpu: cross-entropy reads bf16 logits as they are, loss in float32", "[gpu][precision]") {
+  const Tensor host = fresh_tensor({12, 10}).to(DType::BFloat16);
+  const Tensor labels = Tensor::from_vector<int32_t>({0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 3, 3}, {12});
+  std::vector<KernelCall> calls;
+  const auto run = [&](const Tensor& logits, bool widen_first) {
+    Tensor z = logits.detach();
+    z.set_requires_grad(true);
+    const Tensor on = labels.to(z.device());
+    KernelLogScope log;
+    Tensor loss = cross_entropy(widen_first ? cast(z, DType::Float32) : z, on);
+    loss.backward();
+    if (!widen_first) calls = take_kernel_calls();
+    REQUIRE(loss.dtype() == DType::Float32);
+    REQUIRE(z.grad().dtype() == DType::BFloat16);
+    return std::make_pair(loss.item(), z.grad().to_vector<double>());
+  };
+  const auto direct = run(on_gpu(host), false), widened = run(on_gpu(host), true), cpu = run(host, false);
+  CHECK(direct.first == widened.first);
+  CHECK(direct.second == widened.second);
+  CHECK(direct.first == Approx(cpu.first).epsilon(1e-6));
+  require_allclose(direct.second, cpu.second, kBf16Step, 1e-6, "the logits' gradient, CUDA against the CPU");
+  run(on_gpu(host), false);
+  require_bf16_calls(calls, {"softmax_xent_forward"});
 }
 
 TEST_CASE("gpu: convolutions and pools in bf16 match the CPU's", "[gpu][precision]") {
