@@ -206,7 +206,7 @@ void record_step(Sequential& model, Optimizer& opt, const Tensor& images, const 
   set_backward_hook([&](const Node& node, const std::vector<Tensor>& grads) {
     // The casts of the weights' gradients to float32 ran as one call after the walk (the
     // engine's leaf casts): one record for all, closed at the first.
-    if (node.only_casts() && node.inputs()[0].is_leaf()) {
+    if (is_leaf_cast(node)) {
       if (!leaf_casts_closed) close({"bwd", "weights", "Cast", "the weights' gradients to float32 (one call)", 0, 0});
       leaf_casts_closed = true;
       return;

@@ -84,9 +84,9 @@ void run_leaf_casts(std::vector<LeafCast>& casts) {
     for (size_t j = 0; j < which.size(); ++j) grads[which[j]] = std::move(dst[j]);
   }
   for (size_t i = 0; i < casts.size(); ++i) {
-    std::vector<Tensor> node_grads{grads[i]};
+    std::vector<Tensor> node_grads;
+    node_grads.push_back(std::move(grads[i]));  // held nowhere else: the leaf may keep it as .grad
     casts[i].dy = Tensor();
-    grads[i] = Tensor();
     if (g_hook) g_hook(*casts[i].node, node_grads);
     accumulate_into_leaf(casts[i].node->inputs()[0], std::move(node_grads[0]));
   }
@@ -97,6 +97,7 @@ bool GradMode::enabled() { return g_grad_enabled; }
 void GradMode::set_enabled(bool on) { g_grad_enabled = on; }
 
 void set_backward_hook(NodeHook hook) { g_hook = std::move(hook); }
+bool is_leaf_cast(const Node& node) { return node.only_casts() && node.needs_grad(0) && node.inputs()[0].is_leaf(); }
 void set_forward_hook(ForwardHook hook) { g_forward_hook = std::move(hook); }
 
 bool needs_graph(std::initializer_list<const Tensor*> inputs) {
@@ -138,7 +139,7 @@ void run_backward(const Tensor& root, const Tensor& seed_in) {
     if (it == pending.end()) continue;  // no gradient flows here
     const Tensor dy = std::move(it->second);
     pending.erase(it);
-    if (node->only_casts() && node->needs_grad(0) && node->inputs()[0].is_leaf()) {
+    if (is_leaf_cast(*node)) {
       leaf_casts.push_back({node, dy});
       continue;
     }

@@ -22,6 +22,8 @@ void run_backward(const Tensor& root, const Tensor& seed);
 // walk's end are reported one by one after their common call.
 using NodeHook = std::function<void(const Node& node, const std::vector<Tensor>& input_grads)>;
 void set_backward_hook(NodeHook hook);
+// Is node one of the leaf casts that wait for the walk's end (a cast into a leaf needing a gradient)?
+bool is_leaf_cast(const Node& node);
 
 // Called by attach() with each node as the forward pass records it, and the op's output
 // (used by `nnlab explain` to list the forward ops in order). Unset: one branch.

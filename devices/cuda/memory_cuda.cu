@@ -35,7 +35,8 @@ __global__ void cast_kernel(const From* src, To* dst, int64_t n) {
   NNLAB_GRID_STRIDE(i, n) dst[i] = static_cast<To>(src[i]);
 }
 
-// Up to 32 float32 tensors and their bf16 copies, passed by value (about 800 bytes of kernel
+// Up to 32 tensors and their copies in another dtype (float32 weights and their bf16 copies,
+// or bf16 gradients and their float32 widenings), passed by value (about 800 bytes of kernel
 // parameters), as the optimizer's lists are (optim_cuda.cu).
 template <typename From, typename To>
 struct CastList {
